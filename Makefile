@@ -1,0 +1,58 @@
+# GridGraph: `make demo` and `make test` set everything up on a fresh Debian 12
+# machine (run as root, or with sudo available for the apt step).
+SHELL := /bin/bash
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VENV := $(ROOT)/.venv
+PY := $(VENV)/bin/python
+DEBIAN_PACKAGES := qgis python3-qgis qgis-plugin-grass gdal-bin python3-gdal python3-venv
+QGIS_PROFILE := $(HOME)/.local/share/QGIS/QGIS3/profiles/default
+export QT_QPA_PLATFORM ?= offscreen
+PYTEST_ARGS ?=
+
+.PHONY: setup system-packages venv link demo test test-cudasim bench clean
+
+setup: system-packages venv link
+
+system-packages:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+# Debian's numpy must stay: QGIS and GDAL's bindings are built against it.
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	/usr/bin/python3 -c 'import numpy; print("numpy==" + numpy.__version__)' > $(VENV)/constraints.txt
+	$(PY) -m pip install -q --disable-pip-version-check -c $(VENV)/constraints.txt -r requirements-dev.txt
+	$(PY) -c 'import numpy, numba, qgis.core, osgeo.gdal; print("venv ready: numpy", numpy.__version__, "numba", numba.__version__)'
+	touch $@
+
+venv: system-packages $(VENV)/.installed
+
+# `import gridgraph` in .venv, and the checkout as QGIS plugin `gridgraph`.
+link: venv
+	mkdir -p $(VENV)/gridgraph-path
+	ln -sfn $(ROOT) $(VENV)/gridgraph-path/gridgraph
+	echo $(VENV)/gridgraph-path > $$($(PY) -c 'import site; print(site.getsitepackages()[0])')/gridgraph.pth
+	mkdir -p $(QGIS_PROFILE)/python/plugins
+	ln -sfn $(ROOT) $(QGIS_PROFILE)/python/plugins/gridgraph
+	$(ROOT)/scripts/qgis-process plugins enable gridgraph >/dev/null 2>&1 || true
+	$(ROOT)/scripts/qgis-process plugins enable grassprovider >/dev/null 2>&1 || true
+	@$(ROOT)/scripts/qgis-process plugins 2>/dev/null | grep -q '\* gridgraph' || \
+	  { echo "qgis_process does not load the gridgraph plugin: run '$(ROOT)/scripts/qgis-process plugins enable gridgraph' to see why"; exit 1; }
+
+demo: setup
+	$(PY) scripts/demo.py --output $(ROOT)/demo-output
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS) tests
+
+bench: setup
+	$(PY) bench/cpu.py
+
+clean:
+	rm -rf $(VENV) demo-output .pytest_cache .hypothesis

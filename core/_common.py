@@ -1,0 +1,171 @@
+"""Helpers shared by every operation: input loading, validity masks, backend
+choice, progress and cancellation.  Nothing here imports qgis."""
+
+import os
+
+import numpy as np
+
+from .errors import BackendUnavailableError, CancelledError, InvalidInputError
+
+BACKENDS = ("auto", "cpu", "cuda")
+
+# Rasters with fewer cells than this use 32-bit label / index arrays; larger
+# ones need 64-bit indices (cell counts past 2**31).
+INT32_CELL_LIMIT = 2**31 - 1
+
+
+def index_dtype(n_cells):
+    """Smallest signed integer dtype that can index ``n_cells`` cells (and -1)."""
+    return np.int32 if n_cells < INT32_CELL_LIMIT else np.int64
+
+
+def cuda_available():
+    """True when numba can reach a CUDA device (or its simulator)."""
+    try:
+        from numba import cuda
+    except ImportError:  # pragma: no cover - numba is a hard dependency
+        return False
+    try:
+        return bool(cuda.is_available())
+    except Exception:  # driver present but broken
+        return False
+
+
+def resolve_backend(backend):
+    """Map ``auto``/``cpu``/``cuda`` to the backend that will actually run.
+
+    ``auto`` picks CUDA when a usable device exists and the operation has a
+    CUDA implementation, else the CPU.  Asking for ``cuda`` explicitly on a
+    machine without one is an error that names what is missing.
+    """
+    if backend is None:
+        backend = "auto"
+    backend = str(backend).lower()
+    if backend not in BACKENDS:
+        raise InvalidInputError(
+            f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
+    if backend == "cuda":
+        if not cuda_available():
+            raise BackendUnavailableError(
+                "the cuda backend was requested but numba finds no usable CUDA "
+                "device (no NVIDIA GPU, no driver, or no CUDA toolkit for "
+                "numba-cuda); install the NVIDIA driver and numba-cuda, or use "
+                "backend='cpu' / BACKEND=auto")
+        return "cuda"
+    if backend == "auto":
+        return "cuda" if _cuda_enabled_for_auto() else "cpu"
+    return "cpu"
+
+
+def _cuda_enabled_for_auto():
+    # GRIDGRAPH_BACKEND=cpu lets a user with a GPU pin the CPU for `auto`.
+    if os.environ.get("GRIDGRAPH_BACKEND", "").lower() == "cpu":
+        return False
+    return cuda_available()
+
+
+def check_connectivity(connectivity, allowed):
+    """Return ``connectivity`` as an int, or raise naming the bad value."""
+    try:
+        value = int(connectivity)
+    except (TypeError, ValueError):
+        value = None
+    if value not in allowed or value != connectivity:
+        raise InvalidInputError(
+            f"connectivity must be one of {', '.join(map(str, allowed))}, "
+            f"got {connectivity!r}")
+    return value
+
+
+def load_raster(values, band=1):
+    """Return ``(array, nodata)`` for a 2-D array, memmap or GDAL raster path.
+
+    Arrays are returned as they are (no copy); a path is read through
+    :mod:`gridgraph.core.io`, and its band's nodata value is returned so the
+    caller can combine it with an explicit ``nodata``.
+    """
+    if isinstance(values, (str, os.PathLike)):
+        from . import io  # GDAL is only needed for paths
+        raster = io.read_band(os.fspath(values), band)
+        return raster.array, raster.nodata
+    array = np.asarray(values)
+    if array.ndim != 2:
+        raise InvalidInputError(
+            f"expected a 2-D raster, got an array of shape {array.shape}; "
+            "pass a single band (e.g. values[0] for a band-first stack)")
+    if array.dtype == bool:
+        array = array.view(np.uint8)
+    if not (np.issubdtype(array.dtype, np.integer)
+            or np.issubdtype(array.dtype, np.floating)):
+        raise InvalidInputError(
+            f"raster values must be integers or floats, got dtype {array.dtype}")
+    return array, None
+
+
+def valid_mask(array, nodata):
+    """Cells that are graph vertices: not NaN and not equal to ``nodata``."""
+    if np.issubdtype(array.dtype, np.floating):
+        mask = ~np.isnan(array)
+    else:
+        mask = np.ones(array.shape, dtype=bool)
+    if nodata is not None and not (isinstance(nodata, float) and np.isnan(nodata)):
+        if np.issubdtype(array.dtype, np.integer):
+            info = np.iinfo(array.dtype)
+            if float(nodata) != int(nodata) or not info.min <= nodata <= info.max:
+                return mask  # nodata cannot occur in this dtype
+            mask &= array != array.dtype.type(int(nodata))
+        else:
+            mask &= array != array.dtype.type(nodata)
+    return mask
+
+
+class Progress:
+    """Wraps the user's ``progress`` callable.
+
+    ``progress(fraction)`` receives a float in [0, 1]; returning ``False``
+    cancels.  ``span(start, stop)`` gives a child whose 0..1 maps onto
+    start..stop of the parent, so nested phases report one monotone bar.
+    """
+
+    def __init__(self, callback=None, start=0.0, stop=1.0):
+        self._callback = callback
+        self._start = start
+        self._stop = stop
+
+    def __call__(self, fraction):
+        """Report ``fraction`` of this span; raise CancelledError on cancel."""
+        if self._callback is None:
+            return
+        fraction = min(max(float(fraction), 0.0), 1.0)
+        value = self._start + (self._stop - self._start) * fraction
+        if self._callback(value) is False:
+            raise CancelledError("cancelled by the user; no output was written")
+
+    def span(self, start, stop):
+        """A child reporter covering ``start..stop`` of this one."""
+        width = self._stop - self._start
+        return Progress(self._callback, self._start + width * start,
+                        self._start + width * stop)
+
+
+def as_progress(progress):
+    """Accept None, a callable or a :class:`Progress`."""
+    if isinstance(progress, Progress):
+        return progress
+    if progress is not None and not callable(progress):
+        raise InvalidInputError("progress must be a callable taking a fraction")
+    return Progress(progress)
+
+
+def check_unsupported_scale_options(tile_size, memory_limit_mb, executor):
+    """Reject options whose machinery has not landed yet, instead of ignoring them."""
+    if tile_size not in (None, 0):
+        raise InvalidInputError(
+            "tiled processing (tile_size) is not available yet in this version: "
+            "leave tile_size unset (0) to process the raster in memory")
+    if executor is not None:
+        raise InvalidInputError(
+            "distributed execution (executor / DASK_SCHEDULER) is not available "
+            "yet in this version: leave it empty to run in this process")
+    if memory_limit_mb is not None and memory_limit_mb < 0:
+        raise InvalidInputError("memory_limit_mb must be positive (or None)")

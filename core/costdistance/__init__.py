@@ -1,0 +1,263 @@
+"""Accumulated cost distance over a friction raster (multi-source Dijkstra)."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._common import (as_progress, check_connectivity,
+                       check_unsupported_scale_options, load_raster,
+                       resolve_backend, valid_mask)
+from ..errors import InvalidInputError
+
+# Neighbour offsets (drow, dcol) in the order the kernels use, and the GRASS
+# r.cost ``outdir`` value of a cell whose predecessor lies at that offset:
+# degrees counter-clockwise from east, pointing to the next cell on the way
+# back to the source (north is row - 1).
+NEIGHBOUR_OFFSETS = np.array([
+    (0, 1), (-1, 0), (0, -1), (1, 0),            # 4-connected
+    (-1, 1), (-1, -1), (1, -1), (1, 1),          # + diagonals = 8
+    (-1, 2), (-2, 1), (-2, -1), (-1, -2),        # + knight's moves = 16
+    (1, -2), (2, -1), (2, 1), (1, 2),
+], dtype=np.int64)
+GRASS_DIRECTION_DEGREES = np.array([
+    360.0, 90.0, 180.0, 270.0,
+    45.0, 135.0, 225.0, 315.0,
+    22.5, 67.5, 112.5, 157.5,
+    202.5, 247.5, 292.5, 337.5,
+], dtype=np.float32)
+
+
+@dataclass
+class CostDistanceResult:
+    """Outputs of :func:`cost_distance`.
+
+    Attributes
+    ----------
+    accumulated : ndarray of float64
+        Least accumulated cost from the nearest source; NaN on barriers,
+        unreachable cells and cells beyond ``max_cost``.
+    direction : ndarray of float32
+        GRASS r.cost ``outdir`` convention: degrees counter-clockwise from
+        east toward the next cell on the least-cost path back to a source;
+        0 at sources, NaN where ``accumulated`` is NaN.
+    allocation : ndarray of int64
+        Id of the source each cell is reached from; 0 where unreached.
+    """
+
+    accumulated: np.ndarray
+    direction: np.ndarray
+    allocation: np.ndarray
+
+
+def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
+                  backend="auto", cell_size=None, source_ids=None,
+                  tile_size=None, memory_limit_mb=None, executor=None,
+                  progress=None, band=1):
+    """Least accumulated cost from a set of source cells to every cell.
+
+    Moving between neighbours a and b costs ``(c_a + c_b) / 2 * L``, with
+    L = 1, sqrt(2) or sqrt(5) cells (the convention of GRASS r.cost and
+    skimage's ``MCP_Geometric``).  Costs accumulate in float64.
+
+    Parameters
+    ----------
+    cost : 2-D ndarray, memmap or str
+        Friction per cell (or a GDAL-readable path, ``band`` is read).
+        NaN and ``nodata`` cells are barriers; negative costs are an error.
+    sources : (k, 2) integer array-like or 2-D array shaped like ``cost``
+        Either (row, col) source cells, or a raster whose non-zero, non-NaN
+        cells are sources.
+    connectivity : {4, 8, 16}
+        16 adds knight's moves.
+    max_cost : float, optional
+        Cells whose accumulated cost would exceed it are left unreached.
+    nodata : number, optional
+        Cost value that marks barriers.
+    cell_size : (float, float), optional
+        ``(xres, yres)``; when given, step lengths are in map units
+        (e.g. a diagonal step is ``hypot(xres, yres)``) instead of cells.
+    source_ids : sequence of int, optional
+        Allocation id of each (row, col) source; default 1..k.  For a source
+        raster the id is the raster's value at the source cell.
+    backend, tile_size, memory_limit_mb, executor, progress, band
+        As in :func:`gridgraph.core.connected_components`.
+
+    Returns
+    -------
+    CostDistanceResult
+
+    Raises
+    ------
+    InvalidInputError
+        Negative cost, no source, a source outside the raster or on a
+        barrier cell (the message lists them), or a bad option.
+
+    References
+    ----------
+    Dijkstra, A note on two problems in connexion with graphs (1959);
+    GRASS GIS r.cost manual (movement direction convention).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cost = np.ones((3, 4))
+    >>> out = cost_distance(cost, [(0, 0)], connectivity=4, backend="cpu")
+    >>> out.accumulated
+    array([[0., 1., 2., 3.],
+           [1., 2., 3., 4.],
+           [2., 3., 4., 5.]])
+    """
+    connectivity = check_connectivity(connectivity, (4, 8, 16))
+    check_unsupported_scale_options(tile_size, memory_limit_mb, executor)
+    progress = as_progress(progress)
+    array, file_nodata = load_raster(cost, band)
+    if nodata is None:
+        nodata = file_nodata
+    valid = valid_mask(array, nodata)
+    if not valid.any():
+        raise InvalidInputError(
+            "the cost raster has no valid cell (every cell is nodata or NaN): "
+            "check the band and its nodata value")
+    negative = valid & (array < 0)
+    if negative.any():
+        row, col = np.argwhere(negative)[0]
+        raise InvalidInputError(
+            f"the cost raster has {int(negative.sum())} negative cell(s), "
+            f"first at row {row}, column {col} (value {array[row, col]}): "
+            "costs must be >= 0; set them to nodata to make barriers, or "
+            "shift/rescale the raster")
+    source_cells, ids = _source_cells(sources, source_ids, array.shape)
+    blocked = ~valid[source_cells[:, 0], source_cells[:, 1]]
+    if blocked.all():
+        raise InvalidInputError(
+            "every source lies on a barrier (nodata or NaN cost) cell: "
+            + _describe_cells(source_cells[blocked])
+            + "; move the sources onto cells with a valid cost")
+    if blocked.any():
+        raise InvalidInputError(
+            f"{int(blocked.sum())} source(s) lie on barrier (nodata or NaN "
+            "cost) cells: " + _describe_cells(source_cells[blocked])
+            + "; move them onto cells with a valid cost or remove them")
+    if max_cost is not None:
+        max_cost = float(max_cost)
+        if not max_cost > 0:
+            raise InvalidInputError(
+                f"max_cost must be positive (or None for no limit), got {max_cost}")
+    step_lengths = _step_lengths(connectivity, cell_size)
+    if resolve_backend(backend) == "cuda":
+        from . import _cuda as kernels
+    else:
+        from . import _cpu as kernels
+    accumulated, predecessor, allocation = kernels.solve(
+        array, valid, source_cells, ids, connectivity, step_lengths,
+        np.inf if max_cost is None else max_cost, progress)
+    direction = _direction_from_predecessor(predecessor)
+    progress(1.0)
+    return CostDistanceResult(accumulated, direction, allocation)
+
+
+def least_cost_path(result, row, col):
+    """Cells of the least-cost path from ``(row, col)`` back to its source.
+
+    Follows ``result.direction``; returns an ``(n, 2)`` int64 array of
+    (row, col) starting at the given cell and ending at a source, or None
+    when the cell was not reached.
+    """
+    direction = result.direction
+    if not (0 <= row < direction.shape[0] and 0 <= col < direction.shape[1]):
+        raise InvalidInputError(
+            f"cell ({row}, {col}) lies outside the {direction.shape} raster")
+    if np.isnan(direction[row, col]):
+        return None
+    lookup = {float(d): tuple(o) for d, o in
+              zip(GRASS_DIRECTION_DEGREES, NEIGHBOUR_OFFSETS)}
+    cells = [(row, col)]
+    limit = direction.size
+    while direction[row, col] != 0:
+        drow, dcol = lookup[float(direction[row, col])]
+        row, col = row + drow, col + dcol
+        cells.append((row, col))
+        if len(cells) > limit:  # a cycle would mean a corrupt direction raster
+            raise RuntimeError("direction raster has a cycle")
+    return np.array(cells, dtype=np.int64)
+
+
+def _source_cells(sources, source_ids, shape):
+    sources = np.asarray(sources)
+    # A (k, 2) integer array is a list of cells even when the raster happens
+    # to have two columns; pass a boolean mask for such a raster.
+    if sources.ndim == 2 and sources.shape == shape and not (
+            shape[1] == 2 and np.issubdtype(sources.dtype, np.integer)):
+        if source_ids is not None:
+            raise InvalidInputError(
+                "source_ids only applies to (row, col) sources; a source "
+                "raster's ids are its cell values")
+        raster = sources
+        mask = raster != 0
+        if np.issubdtype(raster.dtype, np.floating):
+            mask &= ~np.isnan(raster)
+        cells = np.argwhere(mask).astype(np.int64)
+        if len(cells) == 0:
+            raise InvalidInputError(
+                "the source raster has no source cell (no valid non-zero "
+                "cell): give sources as non-zero cells of the raster")
+        values = raster[mask]
+        ids = values.astype(np.int64) if values.dtype != bool else \
+            np.ones(len(values), np.int64)
+        return cells, ids
+    if sources.size == 0:
+        raise InvalidInputError(
+            "no source cells were given: pass at least one (row, col) source "
+            "or a source raster")
+    if sources.ndim != 2 or sources.shape[1] != 2:
+        raise InvalidInputError(
+            f"sources must be a (k, 2) array of (row, col) cells or a raster of "
+            f"shape {shape}, got an array of shape {sources.shape}")
+    if not np.issubdtype(sources.dtype, np.integer):
+        if not np.all(np.equal(np.mod(sources, 1), 0)):
+            raise InvalidInputError("source (row, col) cells must be integers")
+    cells = sources.astype(np.int64)
+    outside = ((cells[:, 0] < 0) | (cells[:, 0] >= shape[0])
+               | (cells[:, 1] < 0) | (cells[:, 1] >= shape[1]))
+    if outside.any():
+        raise InvalidInputError(
+            f"{int(outside.sum())} source(s) lie outside the {shape[0]} x "
+            f"{shape[1]} raster: " + _describe_cells(cells[outside])
+            + "; remove them or enlarge the raster")
+    if source_ids is None:
+        ids = np.arange(1, len(cells) + 1, dtype=np.int64)
+    else:
+        ids = np.asarray(source_ids, dtype=np.int64)
+        if ids.shape != (len(cells),):
+            raise InvalidInputError(
+                f"source_ids must have one id per source ({len(cells)}), "
+                f"got {ids.shape}")
+    return cells, ids
+
+
+def _describe_cells(cells, limit=5):
+    text = ", ".join(f"(row {r}, col {c})" for r, c in cells[:limit])
+    if len(cells) > limit:
+        text += f" and {len(cells) - limit} more"
+    return text
+
+
+def _step_lengths(connectivity, cell_size):
+    offsets = NEIGHBOUR_OFFSETS[:connectivity].astype(np.float64)
+    if cell_size is None:
+        xres = yres = 1.0
+    else:
+        xres, yres = (abs(float(v)) for v in cell_size)
+        if not (xres > 0 and yres > 0):
+            raise InvalidInputError(
+                f"cell_size must be two positive numbers, got {cell_size!r}")
+    return np.hypot(offsets[:, 0] * yres, offsets[:, 1] * xres)
+
+
+def _direction_from_predecessor(predecessor):
+    """Turn neighbour indices (-1 unreached, -2 source) into GRASS degrees."""
+    direction = np.full(predecessor.shape, np.nan, dtype=np.float32)
+    reached = predecessor >= 0
+    direction[reached] = GRASS_DIRECTION_DEGREES[predecessor[reached]]
+    direction[predecessor == -2] = 0.0
+    return direction

@@ -1,0 +1,166 @@
+"""Raster and geometry I/O through GDAL/OGR: the only engine module that imports it."""
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InvalidInputError
+
+try:
+    from osgeo import gdal, ogr, osr
+    gdal.UseExceptions()
+    ogr.UseExceptions()
+except ImportError:  # pragma: no cover - in-memory use needs no GDAL
+    gdal = ogr = osr = None
+
+_GDAL_TYPES = {
+    np.dtype(np.uint8): 1, np.dtype(np.uint16): 2, np.dtype(np.int16): 3,
+    np.dtype(np.uint32): 4, np.dtype(np.int32): 5, np.dtype(np.float32): 6,
+    np.dtype(np.float64): 7,
+}
+
+
+@dataclass
+class RasterBand:
+    """One band read into memory with its georeferencing."""
+
+    array: np.ndarray
+    nodata: object
+    geotransform: tuple
+    projection: str
+
+
+def _require_gdal():
+    if gdal is None:
+        raise InvalidInputError(
+            "reading a raster path needs GDAL's Python bindings (osgeo); "
+            "install python3-gdal or pass a numpy array")
+
+
+def read_band(path, band=1):
+    """Read ``band`` (1-based) of the raster at ``path``."""
+    _require_gdal()
+    try:
+        dataset = gdal.Open(path)
+    except RuntimeError as error:
+        raise InvalidInputError(f"cannot open raster {path!r}: {error}") from None
+    if band < 1 or band > dataset.RasterCount:
+        raise InvalidInputError(
+            f"band {band} does not exist: {path!r} has {dataset.RasterCount} "
+            f"band(s); choose a band from 1 to {dataset.RasterCount}")
+    raster_band = dataset.GetRasterBand(band)
+    return RasterBand(raster_band.ReadAsArray(), raster_band.GetNoDataValue(),
+                      dataset.GetGeoTransform(), dataset.GetProjection())
+
+
+def write_raster(path, array, geotransform, projection, nodata=None,
+                 driver_name="GTiff"):
+    """Write a 2-D array as a single-band raster, atomically.
+
+    The file is written beside ``path`` under a temporary name and moved
+    into place only when complete, so a failure leaves no half-written file.
+    """
+    _require_gdal()
+    array = np.asarray(array)
+    if array.dtype == np.int64:
+        # Int64 rasters need GDAL >= 3.5 and many readers reject them.
+        array = array.astype(np.float64 if array.max(initial=0) >= 2**31
+                             else np.int32)
+    gdal_type = _GDAL_TYPES.get(array.dtype)
+    if gdal_type is None:
+        raise InvalidInputError(f"cannot write rasters of dtype {array.dtype}")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InvalidInputError(
+            f"cannot write {path!r}: folder {directory!r} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise InvalidInputError(
+            f"cannot write {path!r}: folder {directory!r} is not writable; "
+            "choose another output location")
+    driver = gdal.GetDriverByName(driver_name)
+    if driver is None:
+        raise InvalidInputError(f"GDAL has no raster driver named {driver_name!r}")
+    suffix = os.path.splitext(path)[1] or ".tif"
+    handle, temporary = tempfile.mkstemp(suffix=suffix, prefix=".gridgraph-",
+                                         dir=directory)
+    os.close(handle)
+    options = []
+    if driver_name == "GTiff":
+        options = ["COMPRESS=DEFLATE", "TILED=YES", "BIGTIFF=IF_SAFER"]
+    try:
+        rows, cols = array.shape
+        dataset = driver.Create(temporary, cols, rows, 1, gdal_type, options)
+        dataset.SetGeoTransform(geotransform)
+        if projection:
+            dataset.SetProjection(projection)
+        band = dataset.GetRasterBand(1)
+        if nodata is not None:
+            band.SetNoDataValue(float(nodata))
+        band.WriteArray(array)
+        band.FlushCache()
+        dataset = band = None  # close before the move
+        os.replace(temporary, path)
+    except BaseException:
+        _remove_quietly(temporary)
+        raise
+    finally:
+        for extra in (temporary + ".aux.xml",):
+            _remove_quietly(extra)
+    return path
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def polygonize_labels(labels, geotransform, projection="", connectivity=4):
+    """Polygons of a label raster, one (label, WKB) pair per polygon part.
+
+    Uses GDAL's polygonize (with 8-connectedness when ``connectivity`` is 8,
+    so diagonal links keep a component in one polygon).  Label 0 is skipped.
+    """
+    _require_gdal()
+    labels = np.asarray(labels)
+    if labels.dtype != np.int32:
+        labels = labels.astype(np.int32 if labels.max(initial=0) < 2**31
+                               else np.float64)
+    rows, cols = labels.shape
+    memory = gdal.GetDriverByName("MEM").Create(
+        "", cols, rows, 1, _GDAL_TYPES[labels.dtype])
+    memory.SetGeoTransform(geotransform)
+    if projection:
+        memory.SetProjection(projection)
+    band = memory.GetRasterBand(1)
+    band.WriteArray(labels)
+    mask = gdal.GetDriverByName("MEM").Create("", cols, rows, 1, gdal.GDT_Byte)
+    mask.GetRasterBand(1).WriteArray((labels != 0).astype(np.uint8))
+    vector = ogr.GetDriverByName("Memory").CreateDataSource("")
+    layer = vector.CreateLayer("polygons", geom_type=ogr.wkbPolygon)
+    layer.CreateField(ogr.FieldDefn("label", ogr.OFTInteger64))
+    options = ["8CONNECTED=8"] if connectivity == 8 else []
+    gdal.Polygonize(band, mask.GetRasterBand(1), layer, 0, options)
+    for feature in layer:
+        yield int(feature.GetField(0)), bytes(feature.GetGeometryRef().ExportToWkb())
+
+
+def cell_centre(geotransform, row, col):
+    """Map coordinates of the centre of cell (row, col)."""
+    x0, dx, rx, y0, ry, dy = geotransform
+    return (x0 + (col + 0.5) * dx + (row + 0.5) * rx,
+            y0 + (col + 0.5) * ry + (row + 0.5) * dy)
+
+
+def world_to_cell(geotransform, x, y):
+    """(row, col) of the cell containing map point (x, y); may lie outside."""
+    inverse = gdal.InvGeoTransform(geotransform) if gdal else None
+    if inverse is None:
+        x0, dx, _, y0, _, dy = geotransform
+        return int(np.floor((y - y0) / dy)), int(np.floor((x - x0) / dx))
+    px = inverse[0] + inverse[1] * x + inverse[2] * y
+    py = inverse[3] + inverse[4] * x + inverse[5] * y
+    return int(np.floor(py)), int(np.floor(px))
