@@ -4,14 +4,15 @@ Plain Python: never imports qgis, and imports GDAL only to read raster paths
 (:mod:`gridgraph.core.io`).  Progress and cancellation arrive as a callable.
 """
 
-from .components import ComponentsResult, connected_components
+from .components import (ComponentsResult, component_summary,
+                         connected_components)
 from .costdistance import CostDistanceResult, cost_distance, least_cost_path
 from .errors import (BackendUnavailableError, CancelledError, GridGraphError,
                      InvalidInputError)
 from .mst import MSTResult, minimum_spanning_tree, segment_by_threshold
 
 __all__ = [
-    "connected_components", "ComponentsResult",
+    "connected_components", "ComponentsResult", "component_summary",
     "cost_distance", "CostDistanceResult", "least_cost_path",
     "minimum_spanning_tree", "MSTResult", "segment_by_threshold",
     "GridGraphError", "InvalidInputError", "BackendUnavailableError",

@@ -95,6 +95,48 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
     return ComponentsResult(labels=labels, count=int(count))
 
 
+def component_summary(labels, values, count):
+    """Cell count and first value of each component of a label raster.
+
+    Parameters
+    ----------
+    labels : 2-D integer ndarray
+        Labels 1..count in scan order of each component's first cell, 0 for
+        none (as :func:`connected_components` returns them).
+    values : 2-D ndarray
+        The raster that was labelled (same shape).
+    count : int
+        Number of components.
+
+    Returns
+    -------
+    cells : (count,) ndarray of int64
+        Number of cells of component ``i + 1``.
+    first_values : (count,) ndarray
+        Value of each component's first cell in scan order (in ``equal``
+        mode, the value of every one of its cells).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cells, first = component_summary(np.array([[1, 1, 0], [2, 0, 1]]),
+    ...                                  np.array([[5, 5, 0], [7, 0, 5]]), 2)
+    >>> cells, first
+    (array([3, 1]), array([5, 7]))
+    """
+    labels = np.asarray(labels).ravel()
+    values = np.asarray(values).ravel()
+    if labels.shape != values.shape:
+        raise _invalid(f"labels and values differ in size: {labels.size} "
+                       f"and {values.size} cells")
+    cells = np.bincount(labels, minlength=count + 1)[1:count + 1].astype(np.int64)
+    present, first_index = np.unique(labels, return_index=True)
+    first_values = np.zeros(count, dtype=values.dtype)
+    keep = (present >= 1) & (present <= count)
+    first_values[present[keep] - 1] = values[first_index[keep]]
+    return cells, first_values
+
+
 def _invalid(message):
     from ..errors import InvalidInputError
     return InvalidInputError(message)

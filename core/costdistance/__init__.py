@@ -51,8 +51,8 @@ class CostDistanceResult:
 
 def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
                   backend="auto", cell_size=None, source_ids=None,
-                  tile_size=None, memory_limit_mb=None, executor=None,
-                  progress=None, band=1):
+                  source_nodata=None, tile_size=None, memory_limit_mb=None,
+                  executor=None, progress=None, band=1):
     """Least accumulated cost from a set of source cells to every cell.
 
     Moving between neighbours a and b costs ``(c_a + c_b) / 2 * L``, with
@@ -79,6 +79,9 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     source_ids : sequence of int, optional
         Allocation id of each (row, col) source; default 1..k.  For a source
         raster the id is the raster's value at the source cell.
+    source_nodata : number, optional
+        For a source raster: cells equal to this value are not sources
+        (its band's nodata value, when it is not 0).
     backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.
 
@@ -126,7 +129,8 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
             f"first at row {row}, column {col} (value {array[row, col]}): "
             "costs must be >= 0; set them to nodata to make barriers, or "
             "shift/rescale the raster")
-    source_cells, ids = _source_cells(sources, source_ids, array.shape)
+    source_cells, ids = _source_cells(sources, source_ids, array.shape,
+                                      source_nodata)
     blocked = ~valid[source_cells[:, 0], source_cells[:, 1]]
     if blocked.all():
         raise InvalidInputError(
@@ -182,7 +186,7 @@ def least_cost_path(result, row, col):
     return np.array(cells, dtype=np.int64)
 
 
-def _source_cells(sources, source_ids, shape):
+def _source_cells(sources, source_ids, shape, source_nodata=None):
     sources = np.asarray(sources)
     # A (k, 2) integer array is a list of cells even when the raster happens
     # to have two columns; pass a boolean mask for such a raster.
@@ -196,6 +200,8 @@ def _source_cells(sources, source_ids, shape):
         mask = raster != 0
         if np.issubdtype(raster.dtype, np.floating):
             mask &= ~np.isnan(raster)
+        if source_nodata is not None:
+            mask &= valid_mask(raster, source_nodata)
         cells = np.argwhere(mask).astype(np.int64)
         if len(cells) == 0:
             raise InvalidInputError(
