@@ -9,37 +9,56 @@ of its component's first cell in scan order; numbering the roots in increasing
 order then gives final labels 1..count in scan order of each component's first
 cell.  Second pass: replace every provisional label by its final label.
 
-The passes are run a block of rows at a time so Python can report progress
-(and honour a cancel) between blocks; the union-find state carries over.
+Large rasters are cut into horizontal strips labelled concurrently (the
+kernels release the GIL; plain Python threads, so no numba threading layer is
+involved and concurrent QGIS tasks are safe).  Strip ``s`` draws provisional
+labels from its own range starting at ``first_row * cols + 1``, so labels still
+grow with scan order across strips and the minimum-label invariant holds; the
+strips' seams are then merged in the same union-find.  Every pass runs a block
+of rows at a time so Python can report progress (and honour a cancel) between
+blocks.
 """
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
 
 from .._common import index_dtype
 
-# Rows per kernel call: small enough that a block of a 4096-column raster
-# takes milliseconds, so a cancel is honoured well within a second.
-_ROWS_PER_CALL = 256
+# Cells per strip per kernel call: a few milliseconds of work, so a cancel is
+# honoured well within a second (256 rows of a 4096-column raster).
+_CELLS_PER_CALL = 2**20
 
-# Fractions of the progress bar given to the first pass and the resolve step;
-# the second pass takes the rest.
+# Below this many cells (or rows per strip) threads cost more than they save.
+_MIN_CELLS_FOR_STRIPS = 2**18
+_MIN_ROWS_PER_STRIP = 64
+
+# Fractions of the progress bar at the end of the first pass and of the
+# seam merge + resolve step; the second pass takes the rest.
 _FIRST_PASS_END = 0.6
 _RESOLVE_END = 0.7
 
 
-def label(array, valid, connectivity, mode, progress):
-    """Label the connected components of ``array`` (see the package docstring).
+def label(array, valid, connectivity, mode, progress, strips=None):
+    """Label the connected components of ``array``.
 
     Parameters
     ----------
-    array : 2-D ndarray (integer or float), not modified
+    array : 2-D ndarray (integer or float; a memmap is fine), not modified
     valid : 2-D bool ndarray, same shape: cells that are vertices
     connectivity : {4, 8}
     mode : {"equal", "nonzero"}
-        ``equal``: neighbouring valid cells with equal values are connected;
-        ``nonzero``: valid non-zero cells are foreground (scipy.ndimage.label).
+        ``equal``: neighbouring valid cells with equal values are connected
+        (GRASS r.clump); ``nonzero``: valid non-zero cells are foreground and
+        the result is that of ``scipy.ndimage.label``.
     progress : gridgraph.core._common.Progress
+        Called between blocks of rows; raises CancelledError on cancel.
+    strips : int, optional
+        Number of horizontal strips labelled concurrently; None picks one
+        per CPU for large rasters.  Any value gives the same labels (tests
+        use it to put seams in small rasters).
 
     Returns
     -------
@@ -49,35 +68,103 @@ def label(array, valid, connectivity, mode, progress):
     count : int
     """
     values = _kernel_ready(array)
-    valid = np.ascontiguousarray(valid, dtype=np.bool_)
     rows, cols = values.shape
+    valid = np.ascontiguousarray(valid, dtype=np.bool_)
+    if valid.shape != values.shape:
+        raise ValueError(f"valid mask shape {valid.shape} differs from the "
+                         f"raster shape {values.shape}")
     dtype = index_dtype(values.size)
     labels = np.empty((rows, cols), dtype=dtype)
     if values.size == 0:
         progress(1.0)
         return labels, 0
-    nonzero = mode == "nonzero"
+    if mode == "nonzero":
+        # foreground cells all share the key 1, so "valid and equal" links
+        # exactly the neighbouring foreground cells
+        valid = valid & (values != 0)
+        values = valid.view(np.uint8)
     eight = connectivity == 8
-    # Worst case (e.g. all values distinct) is one provisional label per cell;
-    # np.empty only commits the pages that are actually used.
+
+    strip_count = _strip_count(rows, cols) if strips is None else \
+        max(1, min(int(strips), rows))
+    bounds = np.linspace(0, rows, strip_count + 1).round().astype(np.int64)
+    strip_starts, strip_stops = bounds[:-1], bounds[1:]
+    first_labels = strip_starts * cols + 1
+    next_labels = first_labels.copy()
+    # Worst case (e.g. all values distinct) is one provisional label per
+    # cell; np.empty only commits the pages of the label ranges in use.
     parent = np.empty(values.size + 1, dtype=dtype)
     parent[0] = 0
+    rows_per_call = max(1, _CELLS_PER_CALL // cols)
+    workers = min(strip_count, _cpu_count())
 
-    next_label = 1
-    for row_start in range(0, rows, _ROWS_PER_CALL):
-        row_stop = min(row_start + _ROWS_PER_CALL, rows)
-        next_label = _first_pass(values, valid, nonzero, eight, labels, parent,
-                                 row_start, row_stop, next_label)
-        progress(_FIRST_PASS_END * row_stop / rows)
+    with ThreadPoolExecutor(workers) if workers > 1 else _Serial() as pool:
+        longest = int((strip_stops - strip_starts).max())
 
-    count = _resolve(parent, next_label)
-    progress(_RESOLVE_END)
+        def first_pass_block(strip, offset):
+            top = strip_starts[strip]
+            row_start = top + offset
+            row_stop = min(row_start + rows_per_call, strip_stops[strip])
+            if row_start < row_stop:
+                next_labels[strip] = _first_pass(
+                    values, valid, eight, labels, parent, top, row_start,
+                    row_stop, next_labels[strip])
 
-    for row_start in range(0, rows, _ROWS_PER_CALL):
-        row_stop = min(row_start + _ROWS_PER_CALL, rows)
-        _second_pass(labels, parent, row_start, row_stop)
-        progress(_RESOLVE_END + (1.0 - _RESOLVE_END) * row_stop / rows)
+        for offset in range(0, longest, rows_per_call):
+            _wait(pool.map(first_pass_block, range(strip_count),
+                           [offset] * strip_count))
+            progress(_FIRST_PASS_END * min(offset + rows_per_call, longest)
+                     / longest)
+
+        _merge_seams(values, valid, eight, labels, parent, strip_starts[1:])
+        count = _resolve(parent, first_labels, next_labels)
+        progress(_RESOLVE_END)
+
+        def second_pass_block(row_start):
+            _second_pass(labels, parent, row_start,
+                         min(row_start + rows_per_call, rows))
+
+        block = rows_per_call * workers
+        for offset in range(0, rows, block):
+            _wait(pool.map(second_pass_block,
+                           range(offset, min(offset + block, rows),
+                                 rows_per_call)))
+            progress(_RESOLVE_END + (1.0 - _RESOLVE_END)
+                     * min(offset + block, rows) / rows)
     return labels, int(count)
+
+
+def _strip_count(rows, cols):
+    if rows * cols < _MIN_CELLS_FOR_STRIPS:
+        return 1
+    return max(1, min(_cpu_count(), rows // _MIN_ROWS_PER_STRIP))
+
+
+def _cpu_count():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+class _Serial:
+    """Stands in for a thread pool when one thread is all we use."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+    @staticmethod
+    def map(function, *iterables):
+        return map(function, *iterables)
+
+
+def _wait(results):
+    # consuming the iterator re-raises any exception of a block here
+    for _ in results:
+        pass
 
 
 def _kernel_ready(array):
@@ -117,95 +204,139 @@ def _union(parent, first, second):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _linked(values, valid, nonzero, cell_value, row, col):
-    """Is the visited neighbour (row, col) in the same class as a foreground
-    cell of value ``cell_value``?"""
+def _label_cell(values, valid, labels, parent, row, col, next_label,
+                eight, has_above, has_left, has_right):
+    """Give cell (row, col) its provisional label; returns the next unused
+    label.  The boolean flags are compile-time constants at every call site,
+    so the bounds tests vanish from the interior loop."""
     if not valid[row, col]:
-        return False
-    if nonzero:
-        return values[row, col] != 0
-    return values[row, col] == cell_value
+        labels[row, col] = 0
+        return next_label
+    cell_value = values[row, col]
+    # "&" rather than "and": evaluate each link without extra branches
+    above = has_above and (valid[row - 1, col]
+                           & (values[row - 1, col] == cell_value))
+    left = has_left and (valid[row, col - 1]
+                         & (values[row, col - 1] == cell_value))
+    if above:
+        current = labels[row - 1, col]
+        # Equality is transitive and, in the 8-neighbourhood, the cell above
+        # touches every other visited neighbour: nothing more to merge then.
+        if not eight and left:
+            left_label = labels[row, col - 1]
+            if left_label != current:
+                current = _union(parent, current, left_label)
+        labels[row, col] = current
+        return next_label
+    if eight:
+        above_right = has_above and has_right and (
+            valid[row - 1, col + 1] & (values[row - 1, col + 1] == cell_value))
+        above_left = has_above and has_left and (
+            valid[row - 1, col - 1] & (values[row - 1, col - 1] == cell_value))
+        if above_right:
+            current = labels[row - 1, col + 1]
+            # above-left and left touch each other but not above-right
+            if above_left:
+                current = _union(parent, current, labels[row - 1, col - 1])
+            elif left:
+                current = _union(parent, current, labels[row, col - 1])
+            labels[row, col] = current
+            return next_label
+        if above_left:
+            labels[row, col] = labels[row - 1, col - 1]
+            return next_label
+    if left:
+        labels[row, col] = labels[row, col - 1]
+        return next_label
+    labels[row, col] = next_label
+    parent[next_label] = next_label
+    return next_label + 1
 
 
-@njit(cache=True, nogil=True)
-def _first_pass(values, valid, nonzero, eight, labels, parent,
-                row_start, row_stop, next_label):
-    """Provisional labels for rows ``row_start:row_stop`` (all rows above
-    already labelled); returns the next unused provisional label."""
-    rows, cols = values.shape
-    zero = labels.dtype.type(0)
+@njit(cache=True, nogil=True, inline="always")
+def _label_rows(values, valid, labels, parent, top, row_start, row_stop,
+                next_label, eight):
+    cols = values.shape[1]
     for row in range(row_start, row_stop):
-        has_above = row > 0
-        for col in range(cols):
-            cell_value = values[row, col]
-            if not valid[row, col] or (nonzero and cell_value == 0):
-                labels[row, col] = zero
-                continue
-            has_left = col > 0
-            has_right = col < cols - 1
-            # Equality (and being foreground) is transitive, and in the
-            # 8-neighbourhood the cell above touches all other visited
-            # neighbours, so when it is linked nothing else can add a merge.
-            if has_above and _linked(values, valid, nonzero, cell_value,
-                                     row - 1, col):
-                current = labels[row - 1, col]
-                if not eight and has_left and _linked(
-                        values, valid, nonzero, cell_value, row, col - 1):
-                    left = labels[row, col - 1]
-                    if left != current:
-                        current = _union(parent, current, left)
-                labels[row, col] = current
-                continue
-            if eight:
-                if has_above and has_right and _linked(
-                        values, valid, nonzero, cell_value, row - 1, col + 1):
-                    current = labels[row - 1, col + 1]
-                    # up-left and left touch each other but not up-right
-                    if has_left and _linked(values, valid, nonzero, cell_value,
-                                            row - 1, col - 1):
-                        current = _union(parent, current,
-                                         labels[row - 1, col - 1])
-                    elif has_left and _linked(values, valid, nonzero,
-                                              cell_value, row, col - 1):
-                        current = _union(parent, current, labels[row, col - 1])
-                    labels[row, col] = current
-                    continue
-                if has_above and has_left and _linked(
-                        values, valid, nonzero, cell_value, row - 1, col - 1):
-                    labels[row, col] = labels[row - 1, col - 1]
-                    continue
-            if has_left and _linked(values, valid, nonzero, cell_value,
-                                    row, col - 1):
-                labels[row, col] = labels[row, col - 1]
-                continue
-            labels[row, col] = next_label
-            parent[next_label] = next_label
-            next_label += 1
+        if row == top:
+            next_label = _label_cell(values, valid, labels, parent, row, 0,
+                                     next_label, eight, False, False, False)
+            for col in range(1, cols):
+                next_label = _label_cell(values, valid, labels, parent, row, col,
+                                         next_label, eight, False, True, False)
+            continue
+        if cols == 1:
+            next_label = _label_cell(values, valid, labels, parent, row, 0,
+                                     next_label, eight, True, False, False)
+            continue
+        next_label = _label_cell(values, valid, labels, parent, row, 0,
+                                 next_label, eight, True, False, True)
+        for col in range(1, cols - 1):
+            next_label = _label_cell(values, valid, labels, parent, row, col,
+                                     next_label, eight, True, True, True)
+        next_label = _label_cell(values, valid, labels, parent, row, cols - 1,
+                                 next_label, eight, True, True, False)
     return next_label
 
 
 @njit(cache=True, nogil=True)
-def _resolve(parent, next_label):
+def _first_pass(values, valid, eight, labels, parent, top, row_start,
+                row_stop, next_label):
+    """Provisional labels for rows ``row_start:row_stop`` of the strip whose
+    first row is ``top`` (its rows above ``row_start`` already labelled);
+    returns the next unused provisional label."""
+    if eight:
+        return _label_rows(values, valid, labels, parent, top, row_start,
+                           row_stop, next_label, True)
+    return _label_rows(values, valid, labels, parent, top, row_start,
+                       row_stop, next_label, False)
+
+
+@njit(cache=True, nogil=True)
+def _merge_seams(values, valid, eight, labels, parent, seam_rows):
+    """Union the labels linked across each strip's first row and the row
+    above it (the links the strip-local first pass could not see)."""
+    cols = values.shape[1]
+    for row in seam_rows:
+        for col in range(cols):
+            if not valid[row, col]:
+                continue
+            cell_value = values[row, col]
+            current = labels[row, col]
+            first_col = col - 1 if eight and col > 0 else col
+            last_col = col + 1 if eight and col < cols - 1 else col
+            for above_col in range(first_col, last_col + 1):
+                if valid[row - 1, above_col] and \
+                        values[row - 1, above_col] == cell_value:
+                    above = labels[row - 1, above_col]
+                    if above != current:
+                        _union(parent, current, above)
+
+
+@njit(cache=True, nogil=True)
+def _resolve(parent, first_labels, next_labels):
     """Turn ``parent`` into final labels: roots, in increasing provisional
-    order (= scan order of first cells), get 1, 2, ...; returns the count."""
+    order (= scan order of first cells), get 1, 2, ...; returns the count.
+    Strip ``s`` used provisional labels ``first_labels[s]:next_labels[s]``."""
     count = 0
-    for provisional in range(1, next_label):
-        root = parent[provisional]
-        if root == provisional:
-            count += 1
-            parent[provisional] = count
-        else:
-            # Union by minimum keeps parent < node for non-roots, and every
-            # smaller entry already holds its set's final label.
-            parent[provisional] = parent[root]
+    for strip in range(first_labels.size):
+        for provisional in range(first_labels[strip], next_labels[strip]):
+            root = parent[provisional]
+            if root == provisional:
+                count += 1
+                parent[provisional] = count
+            else:
+                # Union by minimum keeps parent < node for non-roots, and
+                # every smaller label in use already holds its final label.
+                parent[provisional] = parent[root]
     return count
 
 
 @njit(cache=True, nogil=True)
 def _second_pass(labels, final, row_start, row_stop):
     cols = labels.shape[1]
+    # final[0] == 0, so background needs no branch (which random masks
+    # would mispredict half the time)
     for row in range(row_start, row_stop):
         for col in range(cols):
-            provisional = labels[row, col]
-            if provisional != 0:
-                labels[row, col] = final[provisional]
+            labels[row, col] = final[labels[row, col]]
