@@ -1,0 +1,1 @@
+"""GridGraph's Processing algorithms: thin adapters over ``gridgraph.core``."""

@@ -1,0 +1,300 @@
+"""What the GridGraph algorithms share: the advanced (scale) parameters,
+reading the input band, the progress/cancel bridge to the engine, the
+translation of engine errors, output checks, and atomic raster writing.
+
+No numerics here: arrays go from GDAL to ``gridgraph.core`` and back.
+"""
+
+import os
+import re
+
+from qgis.core import (QgsCoordinateReferenceSystem, QgsProcessing,
+                       QgsProcessingAlgorithm, QgsProcessingException,
+                       QgsProcessingOutputLayerDefinition,
+                       QgsProcessingParameterBand,
+                       QgsProcessingParameterDefinition,
+                       QgsProcessingParameterEnum,
+                       QgsProcessingParameterNumber,
+                       QgsProcessingParameterRasterLayer,
+                       QgsProcessingParameterString, QgsProperty,
+                       QgsRasterFileWriter)
+from qgis.PyQt.QtCore import QCoreApplication
+from qgis.PyQt.QtGui import QIcon
+
+from ..core import GridGraphError
+from ..core import io as raster_io
+from ..core._common import valid_mask
+from . import styles
+
+ICON_FOLDER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "icons")
+HELP_URL = "https://github.com/gridgraph/gridgraph#readme"
+
+_PROVIDER_PREFIX = re.compile(r"^[A-Za-z_]{2,}:")
+
+# Share of the progress bar the engine gets; writing outputs takes the rest.
+ENGINE_SHARE = 0.9
+
+
+def progress_callback(feedback, start=0.0, stop=ENGINE_SHARE):
+    """The engine's ``progress(fraction) -> keep going`` built from a feedback."""
+    width = 100.0 * (stop - start)
+    return lambda fraction: (feedback.setProgress(100.0 * start + width * fraction)
+                             or not feedback.isCanceled())
+
+
+class GridGraphAlgorithm(QgsProcessingAlgorithm):
+    """Base of the GridGraph algorithms (subclasses set the class attributes)."""
+
+    INPUT = "INPUT"
+    BAND = "BAND"
+    BACKEND = "BACKEND"
+    TILE_SIZE = "TILE_SIZE"
+    MEMORY_LIMIT_MB = "MEMORY_LIMIT_MB"
+    DASK_SCHEDULER = "DASK_SCHEDULER"
+
+    BACKENDS = ("auto", "cpu", "cuda")
+
+    ALGORITHM_NAME = ""
+    DISPLAY_NAME = ""
+    GROUP = ""
+    GROUP_ID = ""
+    ICON = ""
+    TAGS = ""
+
+    def tr(self, text):
+        return QCoreApplication.translate(type(self).__name__, text)
+
+    def createInstance(self):  # noqa: N802 - QGIS API
+        return type(self)()
+
+    def name(self):
+        return self.ALGORITHM_NAME
+
+    def displayName(self):  # noqa: N802 - QGIS API
+        return self.tr(self.DISPLAY_NAME)
+
+    def group(self):
+        return self.tr(self.GROUP)
+
+    def groupId(self):  # noqa: N802 - QGIS API
+        return self.GROUP_ID
+
+    def tags(self):
+        return [tag.strip() for tag in self.tr(self.TAGS).split(",") if tag.strip()]
+
+    def icon(self):
+        return QIcon(self.svgIconPath())
+
+    def svgIconPath(self):  # noqa: N802 - QGIS API
+        return os.path.join(ICON_FOLDER, self.ICON)
+
+    def helpUrl(self):  # noqa: N802 - QGIS API
+        return HELP_URL
+
+    def flags(self):
+        return super().flags() | QgsProcessingAlgorithm.FlagCanCancel
+
+    # ----------------------------------------------------------- parameters
+
+    def addInputParameters(self, description):  # noqa: N802
+        """INPUT raster layer and its BAND (default 1)."""
+        self.addParameter(QgsProcessingParameterRasterLayer(
+            self.INPUT, self.tr(description)))
+        # Flagged optional so that callers may leave it out: QGIS 3.22's band
+        # parameter rejects a missing value instead of taking its default;
+        # parameterAsInt still gives the default, 1.
+        self.addParameter(QgsProcessingParameterBand(
+            self.BAND, self.tr("Band number"), 1, self.INPUT, optional=True))
+
+    def addScaleParameters(self):  # noqa: N802
+        """BACKEND, TILE_SIZE, MEMORY_LIMIT_MB, DASK_SCHEDULER (advanced)."""
+        parameters = [
+            QgsProcessingParameterEnum(
+                self.BACKEND, self.tr("Backend"),
+                options=[self.tr("auto (CUDA when available, else CPU)"),
+                         self.tr("cpu"), self.tr("cuda")],
+                defaultValue=0),
+            QgsProcessingParameterNumber(
+                self.TILE_SIZE, self.tr("Tile size in cells (0 = automatic)"),
+                QgsProcessingParameterNumber.Integer, defaultValue=0,
+                minValue=0),
+            QgsProcessingParameterNumber(
+                self.MEMORY_LIMIT_MB,
+                self.tr("Memory limit in MB (0 = automatic)"),
+                QgsProcessingParameterNumber.Integer, defaultValue=0,
+                minValue=0),
+            QgsProcessingParameterString(
+                self.DASK_SCHEDULER,
+                self.tr("Dask scheduler address (empty = this process)"),
+                defaultValue="", optional=True),
+        ]
+        for parameter in parameters:
+            parameter.setFlags(parameter.flags()
+                               | QgsProcessingParameterDefinition.FlagAdvanced)
+            self.addParameter(parameter)
+
+    def scaleOptions(self, parameters, context):  # noqa: N802
+        """Engine keywords from the advanced parameters."""
+        tile_size = self.parameterAsInt(parameters, self.TILE_SIZE, context)
+        memory = self.parameterAsInt(parameters, self.MEMORY_LIMIT_MB, context)
+        scheduler = (self.parameterAsString(parameters, self.DASK_SCHEDULER,
+                                            context) or "").strip()
+        return {
+            "backend": self.BACKENDS[self.parameterAsEnum(
+                parameters, self.BACKEND, context)],
+            "tile_size": tile_size or None,
+            "memory_limit_mb": memory or None,
+            "executor": scheduler or None,
+        }
+
+    # ------------------------------------------------------------- checks
+
+    def checkParameterValues(self, parameters, context):  # noqa: N802
+        ok, message = super().checkParameterValues(parameters, context)
+        if not ok:
+            return ok, message
+        return self.checkBand(parameters, context, self.INPUT, self.BAND)
+
+    def checkBand(self, parameters, context, layer_name, band_name):  # noqa: N802
+        """(ok, message): the band exists in the raster layer."""
+        layer = self.parameterAsRasterLayer(parameters, layer_name, context)
+        if layer is None:
+            return True, ""
+        band = self.parameterAsInt(parameters, band_name, context)
+        if not 1 <= band <= layer.bandCount():
+            return False, self.tr(
+                "Band {band} does not exist: {layer} has {count} band(s); "
+                "choose a band from 1 to {count}").format(
+                    band=band, layer=layer.name(), count=layer.bandCount())
+        return True, ""
+
+    @staticmethod
+    def isRequested(parameters, name):  # noqa: N802
+        """True when an optional destination parameter was given a target."""
+        value = parameters.get(name)
+        if isinstance(value, QgsProcessingOutputLayerDefinition):
+            if value.sink.propertyType() != QgsProperty.StaticProperty:
+                return True  # an expression: evaluated when the sink is made
+            value = value.sink.staticValue()
+        return value is not None and str(value).strip() != ""
+
+    # ---------------------------------------------------------- raster in
+
+    def readInputBand(self, parameters, context, layer_name=None,  # noqa: N802
+                      band_name=None, band=None):
+        """(layer, core.io.RasterBand) of a GDAL raster parameter.
+
+        Raises QgsProcessingException when the layer is not a GDAL raster,
+        the band does not exist or every cell is nodata.
+        """
+        layer_name = layer_name or self.INPUT
+        layer = self.parameterAsRasterLayer(parameters, layer_name, context)
+        if layer is None:
+            raise QgsProcessingException(
+                self.invalidRasterError(parameters, layer_name))
+        if layer.providerType() != "gdal":
+            raise QgsProcessingException(self.tr(
+                "{layer} is a {provider} raster: GridGraph reads rasters "
+                "through GDAL only; save it as a GeoTIFF first (Export > "
+                "Save As, or gdal:translate)").format(
+                    layer=layer.name(), provider=layer.providerType()))
+        if band is None:
+            band = self.parameterAsInt(parameters, band_name or self.BAND,
+                                       context)
+        raster = self.runEngine(raster_io.read_band, layer.source(), band)
+        if not valid_mask(raster.array, raster.nodata).any():
+            raise QgsProcessingException(self.tr(
+                "Band {band} of {layer} has no valid cell: every cell is "
+                "nodata ({nodata}) or NaN; choose another band or fix the "
+                "layer's nodata value").format(
+                    band=band, layer=layer.name(), nodata=raster.nodata))
+        return layer, raster
+
+    @staticmethod
+    def outputProjection(layer, raster):  # noqa: N802
+        """WKT of the layer's CRS (as QGIS sees it) for the outputs."""
+        crs = layer.crs()
+        if crs.isValid():
+            return crs.toWkt(QgsCoordinateReferenceSystem.WKT_PREFERRED_GDAL)
+        return raster.projection
+
+    # --------------------------------------------------------- the engine
+
+    def runEngine(self, function, *args, **kwargs):  # noqa: N802
+        """Call the engine; its typed errors become QgsProcessingException."""
+        try:
+            return function(*args, **kwargs)
+        except GridGraphError as error:
+            raise QgsProcessingException(str(error)) from None
+
+    # --------------------------------------------------------- raster out
+
+    def rasterDestination(self, parameters, name, context, required=False):  # noqa: N802
+        """Path of a raster output, or None when it is not requested.
+
+        The folder is checked now, before any computing, so a bad path
+        fails fast and nothing is computed for nothing.
+        """
+        if not required and not self.isRequested(parameters, name):
+            return None
+        path = self.parameterAsOutputLayer(parameters, name, context)
+        if not path:
+            return None
+        self.checkWritableFolder(path, name)
+        return path
+
+    def sinkRequested(self, parameters, name, context):  # noqa: N802
+        """True when a feature sink is requested; checks a file target's folder."""
+        if not self.isRequested(parameters, name):
+            return False
+        value = parameters[name]
+        if isinstance(value, QgsProcessingOutputLayerDefinition):
+            value = value.sink.valueAsString(context.expressionContext())[0]
+        target = str(value)
+        if target == QgsProcessing.TEMPORARY_OUTPUT or (
+                not os.path.isabs(target) and _PROVIDER_PREFIX.match(target)):
+            return True  # memory:, ogr:, postgres: ... checked by QGIS itself
+        self.checkWritableFolder(target.split("|")[0], name)
+        return True
+
+    def checkWritableFolder(self, path, name):  # noqa: N802
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise QgsProcessingException(self.tr(
+                "Cannot write {name} to {path}: the folder {folder} does not "
+                "exist; create it or choose another location").format(
+                    name=name, path=path, folder=folder))
+        if not os.access(folder, os.W_OK):
+            raise QgsProcessingException(self.tr(
+                "Cannot write {name} to {path}: the folder {folder} is not "
+                "writable; choose another location").format(
+                    name=name, path=path, folder=folder))
+
+    def writeRaster(self, path, array, raster, projection, nodata):  # noqa: N802
+        """Write ``array`` on the input's grid, atomically, in the path's format."""
+        driver = QgsRasterFileWriter.driverForExtension(
+            os.path.splitext(path)[1]) or "GTiff"
+        return self.runEngine(raster_io.write_raster, path, array,
+                              raster.geotransform, projection, nodata=nodata,
+                              driver_name=driver)
+
+    def createSink(self, parameters, name, context, fields, geometry_type, crs):  # noqa: N802
+        sink, dest_id = self.parameterAsSink(parameters, name, context, fields,
+                                             geometry_type, crs)
+        if sink is None:
+            raise QgsProcessingException(self.invalidSinkError(parameters, name))
+        return sink, dest_id
+
+    @staticmethod
+    def setStyle(context, dest_id, styler):  # noqa: N802
+        """Style an output when QGIS loads it on completion."""
+        if context.willLoadLayerOnCompletion(dest_id):
+            context.layerToLoadOnCompletionDetails(dest_id).setPostProcessor(
+                styles.keep(dest_id, styler))
+
+    @staticmethod
+    def checkCanceled(feedback):  # noqa: N802
+        if feedback is not None and feedback.isCanceled():
+            raise QgsProcessingException(
+                "cancelled by the user; no output was written")
+

@@ -1,0 +1,365 @@
+"""gridgraph:costdistance: accumulated cost from sources over a cost raster."""
+
+import numpy as np
+from qgis.core import (QgsCoordinateTransform, QgsCsException, QgsFeature,
+                       QgsFeatureSink, QgsField, QgsFields, QgsGeometry,
+                       QgsLineString, QgsPoint, QgsProcessing,
+                       QgsProcessingException,
+                       QgsProcessingParameterBoolean,
+                       QgsProcessingParameterEnum,
+                       QgsProcessingParameterFeatureSink,
+                       QgsProcessingParameterFeatureSource,
+                       QgsProcessingParameterNumber,
+                       QgsProcessingParameterRasterDestination,
+                       QgsProcessingParameterRasterLayer, QgsWkbTypes)
+from qgis.PyQt.QtCore import QVariant
+
+from ..core import cost_distance, least_cost_path
+from ..core import io as raster_io
+from ..core._common import valid_mask
+from .base import GridGraphAlgorithm, progress_callback
+from .styles import LabelStyle, RampStyle
+
+# Feature ids listed in an error message before "and N more".
+MAX_LISTED = 10
+
+
+def _list_ids(ids):
+    text = ", ".join(str(i) for i in ids[:MAX_LISTED])
+    if len(ids) > MAX_LISTED:
+        text += f" and {len(ids) - MAX_LISTED} more"
+    return text
+
+
+class CostDistance(GridGraphAlgorithm):
+    """Least accumulated cost from source cells to every cell."""
+
+    SOURCES = "SOURCES"
+    SOURCE_RASTER = "SOURCE_RASTER"
+    DESTINATIONS = "DESTINATIONS"
+    CONNECTIVITY = "CONNECTIVITY"
+    MAX_COST = "MAX_COST"
+    MAP_UNITS = "MAP_UNITS"
+    OUTPUT = "OUTPUT"
+    OUTPUT_DIRECTION = "OUTPUT_DIRECTION"
+    OUTPUT_ALLOCATION = "OUTPUT_ALLOCATION"
+    OUTPUT_PATHS = "OUTPUT_PATHS"
+
+    CONNECTIVITIES = (4, 8, 16)
+    RASTER_OUTPUTS = (OUTPUT, OUTPUT_DIRECTION, OUTPUT_ALLOCATION)
+
+    ALGORITHM_NAME = "costdistance"
+    DISPLAY_NAME = "Cost distance"
+    GROUP = "Distance"
+    GROUP_ID = "distance"
+    ICON = "costdistance.svg"
+    TAGS = ("cost distance,accumulated cost,friction,least cost path,"
+            "shortest path,dijkstra,allocation,r.cost,direction,"
+            "cost surface,raster,graph")
+
+    def shortHelpString(self):  # noqa: N802 - QGIS API
+        return self.tr(
+            "Least accumulated cost from a set of sources to every cell of a "
+            "cost (friction) raster: multi-source shortest paths on the grid "
+            "graph of its cells.\n\n"
+            "<b>Costs</b>: moving between neighbouring cells a and b costs "
+            "(c<sub>a</sub> + c<sub>b</sub>) / 2 &times; L, with L = 1 for a "
+            "rook step, &radic;2 for a diagonal and &radic;5 for a knight's "
+            "move (the convention of GRASS r.cost and scikit-image's "
+            "MCP_Geometric). With <i>map units</i> L is measured in map units "
+            "from the cell size instead of cells. Sources cost 0. Nodata and "
+            "NaN cells are barriers; a negative cost is an error.\n"
+            "<b>Sources</b>: a point layer (reprojected to the raster's CRS; "
+            "the allocation id of a source is its feature id) or a raster on "
+            "the cost raster's grid whose valid non-zero cells are sources "
+            "(allocation id = the cell value). Give one of the two. A source "
+            "outside the raster or on a barrier cell is an error.\n"
+            "<b>Connectivity</b>: four, eight, or sixteen (eight plus "
+            "knight's moves).\n"
+            "<b>Maximum cost</b>: cells farther than this stay unreached "
+            "(0 = no limit).\n\n"
+            "Outputs (all optional):\n"
+            "<b>Accumulated cost</b> (Float64; nodata where unreached).\n"
+            "<b>Direction</b> (Float32) in the GRASS r.cost <i>outdir</i> "
+            "convention: degrees counter-clockwise from east (east = 360) "
+            "toward the next cell on the least-cost path back to the source; "
+            "knight's moves are 22.5, 67.5, ... degrees; 0 at sources.\n"
+            "<b>Allocation</b>: id of the source each cell is reached from "
+            "(0 = unreached).\n"
+            "<b>Least-cost paths</b>: one line per destination point, from the "
+            "destination's cell to its source through cell centres, with the "
+            "destination's feature id, its accumulated cost and the source "
+            "id. Destinations outside the raster or unreached are skipped "
+            "with a warning.\n\n"
+            "Ties between equal-cost paths go to the cell settled first "
+            "(Dijkstra order), identically on every backend. Advanced: "
+            "backend (auto picks an NVIDIA GPU when numba CUDA can use one); "
+            "tile size, memory limit and Dask scheduler must stay 0 / empty "
+            "in this version.")
+
+    def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
+        self.addInputParameters("Cost raster")
+        self.addParameter(QgsProcessingParameterFeatureSource(
+            self.SOURCES, self.tr("Source points"),
+            [QgsProcessing.TypeVectorPoint], optional=True))
+        self.addParameter(QgsProcessingParameterRasterLayer(
+            self.SOURCE_RASTER,
+            self.tr("Source raster (valid non-zero cells are sources)"),
+            optional=True))
+        self.addParameter(QgsProcessingParameterFeatureSource(
+            self.DESTINATIONS, self.tr("Destination points (for paths)"),
+            [QgsProcessing.TypeVectorPoint], optional=True))
+        self.addParameter(QgsProcessingParameterEnum(
+            self.CONNECTIVITY, self.tr("Connectivity"),
+            options=[self.tr("four (rook)"), self.tr("eight (queen)"),
+                     self.tr("sixteen (queen and knight's moves)")],
+            defaultValue=1))
+        self.addParameter(QgsProcessingParameterNumber(
+            self.MAX_COST, self.tr("Maximum cost (0 = no limit)"),
+            QgsProcessingParameterNumber.Double, defaultValue=0.0,
+            minValue=0.0))
+        self.addParameter(QgsProcessingParameterBoolean(
+            self.MAP_UNITS,
+            self.tr("Measure steps in map units (cell size) instead of cells"),
+            defaultValue=False))
+        self.addScaleParameters()
+        self.addParameter(QgsProcessingParameterRasterDestination(
+            self.OUTPUT, self.tr("Accumulated cost"), optional=True,
+            createByDefault=True))
+        self.addParameter(QgsProcessingParameterRasterDestination(
+            self.OUTPUT_DIRECTION, self.tr("Direction (GRASS r.cost outdir)"),
+            optional=True, createByDefault=False))
+        self.addParameter(QgsProcessingParameterRasterDestination(
+            self.OUTPUT_ALLOCATION, self.tr("Allocation (source id)"),
+            optional=True, createByDefault=False))
+        self.addParameter(QgsProcessingParameterFeatureSink(
+            self.OUTPUT_PATHS, self.tr("Least-cost paths"),
+            QgsProcessing.TypeVectorLine, optional=True,
+            createByDefault=False))
+
+    def checkParameterValues(self, parameters, context):  # noqa: N802
+        ok, message = super().checkParameterValues(parameters, context)
+        if not ok:
+            return ok, message
+        has_points = parameters.get(self.SOURCES) not in (None, "")
+        has_raster = parameters.get(self.SOURCE_RASTER) not in (None, "")
+        if not has_points and not has_raster:
+            return False, self.tr(
+                "No sources: give source points (SOURCES) or a source raster "
+                "(SOURCE_RASTER)")
+        if has_points and has_raster:
+            return False, self.tr(
+                "Give either source points (SOURCES) or a source raster "
+                "(SOURCE_RASTER), not both; merge them into one first")
+        wants_paths = self.isRequested(parameters, self.OUTPUT_PATHS)
+        if wants_paths and parameters.get(self.DESTINATIONS) in (None, ""):
+            return False, self.tr(
+                "Least-cost paths (OUTPUT_PATHS) need destination points "
+                "(DESTINATIONS)")
+        if not wants_paths and not any(
+                self.isRequested(parameters, name)
+                for name in self.RASTER_OUTPUTS):
+            return False, self.tr(
+                "No output requested: choose at least one of OUTPUT, "
+                "OUTPUT_DIRECTION, OUTPUT_ALLOCATION, OUTPUT_PATHS")
+        return True, ""
+
+    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+        layer, raster = self.readInputBand(parameters, context)
+        connectivity = self.CONNECTIVITIES[
+            self.parameterAsEnum(parameters, self.CONNECTIVITY, context)]
+        max_cost = self.parameterAsDouble(parameters, self.MAX_COST, context)
+        map_units = self.parameterAsBoolean(parameters, self.MAP_UNITS, context)
+        destinations = {name: self.rasterDestination(parameters, name, context)
+                        for name in self.RASTER_OUTPUTS}
+        want_paths = self.sinkRequested(parameters, self.OUTPUT_PATHS, context)
+
+        source_keywords = self.sources(parameters, context, layer, raster,
+                                       feedback)
+        cell_size = None
+        if map_units:
+            _, xres, _, _, _, yres = raster.geotransform
+            cell_size = (xres, yres)
+        result = self.runEngine(
+            cost_distance, raster.array, connectivity=connectivity,
+            max_cost=max_cost or None, nodata=raster.nodata,
+            cell_size=cell_size,
+            progress=progress_callback(feedback, 0.0,
+                                       0.8 if want_paths else 0.9),
+            **source_keywords, **self.scaleOptions(parameters, context))
+
+        paths = []
+        if want_paths:
+            paths = self.paths(parameters, context, layer, raster, result,
+                               feedback)
+        self.checkCanceled(feedback)
+
+        outputs = {}
+        if want_paths:
+            sink, sink_id = self.createSink(
+                parameters, self.OUTPUT_PATHS, context, self.pathFields(),
+                QgsWkbTypes.LineString, layer.crs())
+        projection = self.outputProjection(layer, raster)
+        arrays = {self.OUTPUT: (result.accumulated, float("nan"),
+                                RampStyle("Viridis")),
+                  self.OUTPUT_DIRECTION: (result.direction, float("nan"), None),
+                  self.OUTPUT_ALLOCATION: (result.allocation, 0, LabelStyle())}
+        for name, path in destinations.items():
+            if path is None:
+                continue
+            array, nodata, style = arrays[name]
+            self.writeRaster(path, array, raster, projection, nodata)
+            if style is not None:
+                self.setStyle(context, path, style)
+            outputs[name] = path
+        if want_paths:
+            sink.addFeatures(paths, QgsFeatureSink.FastInsert)
+            outputs[self.OUTPUT_PATHS] = sink_id
+        feedback.setProgress(100)
+        return outputs
+
+    # -------------------------------------------------------------- sources
+
+    def sources(self, parameters, context, layer, raster, feedback):
+        """Engine keywords for the sources: cells and ids, or a raster."""
+        if parameters.get(self.SOURCE_RASTER) not in (None, ""):
+            return self.rasterSources(parameters, context, layer, raster)
+        source = self.parameterAsSource(parameters, self.SOURCES, context)
+        if source is None:
+            raise QgsProcessingException(
+                self.invalidSourceError(parameters, self.SOURCES))
+        points = self.pointCells(source, context, layer, raster)
+        if not points:
+            raise QgsProcessingException(self.tr(
+                "The source layer has no point: add source points or use a "
+                "source raster"))
+        outside = sorted({fid for fid, cell in points if cell is None})
+        if outside:
+            raise QgsProcessingException(self.tr(
+                "{n} source feature(s) lie outside the cost raster (feature "
+                "id(s) {ids}): remove them or use a raster that covers them"
+            ).format(n=len(outside), ids=_list_ids(outside)))
+        cells = np.array([cell for _, cell in points], dtype=np.int64)
+        ids = np.array([fid for fid, _ in points], dtype=np.int64)
+        on_cell = valid_mask(raster.array[cells[:, 0], cells[:, 1]][None, :],
+                             raster.nodata)[0]
+        blocked = sorted({int(fid) for fid, ok in zip(ids, on_cell) if not ok})
+        if blocked:
+            every = len(blocked) == len(set(ids.tolist()))
+            raise QgsProcessingException(self.tr(
+                "{which} source feature(s) lie on barrier cells (nodata or NaN "
+                "cost) of the cost raster (feature id(s) {ids}): move them "
+                "onto cells with a valid cost or remove them").format(
+                    which=("All" if every else str(len(blocked))),
+                    ids=_list_ids(blocked)))
+        if (ids == 0).any():
+            feedback.pushWarning(self.tr(
+                "A source has feature id 0, which the allocation raster also "
+                "uses for unreached cells; save the points in a format whose "
+                "ids start at 1 (e.g. GeoPackage) to tell them apart"))
+        return {"sources": cells, "source_ids": ids}
+
+    def rasterSources(self, parameters, context, layer, raster):  # noqa: N802
+        source_layer, sources = self.readInputBand(
+            parameters, context, layer_name=self.SOURCE_RASTER, band=1)
+        same_crs = (source_layer.crs() == layer.crs()
+                    or not (source_layer.crs().isValid()
+                            and layer.crs().isValid()))
+        size = max(abs(v) for v in raster.geotransform[1:3]
+                   + raster.geotransform[4:6])
+        same_grid = (sources.array.shape == raster.array.shape and all(
+            abs(a - b) <= 1e-6 * size
+            for a, b in zip(sources.geotransform, raster.geotransform)))
+        if not (same_crs and same_grid):
+            rows, cols = raster.array.shape
+            raise QgsProcessingException(self.tr(
+                "The source raster {source} is not on the cost raster's grid "
+                "({cols} x {rows} cells, geotransform {gt}, CRS {crs}); it has "
+                "{scols} x {srows} cells, geotransform {sgt}, CRS {scrs}. "
+                "Align it to the cost raster first, e.g. with "
+                "gdal:warpreproject (same CRS, extent and resolution)").format(
+                    source=source_layer.name(), cols=cols, rows=rows,
+                    gt=tuple(raster.geotransform), crs=layer.crs().authid(),
+                    scols=sources.array.shape[1], srows=sources.array.shape[0],
+                    sgt=tuple(sources.geotransform),
+                    scrs=source_layer.crs().authid()))
+        return {"sources": sources.array, "source_nodata": sources.nodata}
+
+    def pointCells(self, source, context, layer, raster):  # noqa: N802
+        """[(feature id, (row, col) or None when outside)] of every point."""
+        transform = None
+        if (source.sourceCrs().isValid() and layer.crs().isValid()
+                and source.sourceCrs() != layer.crs()):
+            transform = QgsCoordinateTransform(
+                source.sourceCrs(), layer.crs(), context.transformContext())
+        rows, cols = raster.array.shape
+        points = []
+        for feature in source.getFeatures():
+            geometry = feature.geometry()
+            if geometry.isEmpty():
+                continue
+            if transform is not None:
+                try:
+                    geometry.transform(transform)
+                except QgsCsException:
+                    points.append((feature.id(), None))
+                    continue
+            for vertex in geometry.vertices():
+                row, col = raster_io.world_to_cell(raster.geotransform,
+                                                   vertex.x(), vertex.y())
+                inside = 0 <= row < rows and 0 <= col < cols
+                points.append((feature.id(), (row, col) if inside else None))
+        return points
+
+    # ---------------------------------------------------------------- paths
+
+    @staticmethod
+    def pathFields():  # noqa: N802
+        fields = QgsFields()
+        fields.append(QgsField("destination", QVariant.LongLong))
+        fields.append(QgsField("cost", QVariant.Double))
+        fields.append(QgsField("source", QVariant.LongLong))
+        return fields
+
+    def paths(self, parameters, context, layer, raster, result, feedback):
+        """Least-cost path features from each destination point."""
+        source = self.parameterAsSource(parameters, self.DESTINATIONS, context)
+        if source is None:
+            raise QgsProcessingException(
+                self.invalidSourceError(parameters, self.DESTINATIONS))
+        fields = self.pathFields()
+        features, outside, unreached = [], [], []
+        points = self.pointCells(source, context, layer, raster)
+        for done, (fid, cell) in enumerate(points):
+            if cell is None:
+                outside.append(fid)
+                continue
+            cells = least_cost_path(result, *cell)
+            if cells is None:
+                unreached.append(fid)
+                continue
+            vertices = [QgsPoint(*raster_io.cell_centre(raster.geotransform,
+                                                        row, col))
+                        for row, col in cells]
+            if len(vertices) == 1:  # the destination is a source cell
+                vertices.append(QgsPoint(vertices[0]))
+            feature = QgsFeature(fields)
+            feature.setGeometry(QgsGeometry(QgsLineString(vertices)))
+            row, col = cell
+            feature.setAttributes([fid, float(result.accumulated[row, col]),
+                                   int(result.allocation[row, col])])
+            features.append(feature)
+            if done % 100 == 0:
+                self.checkCanceled(feedback)
+                feedback.setProgress(80 + 10 * done / len(points))
+        if outside:
+            feedback.pushWarning(self.tr(
+                "Skipped {n} destination(s) outside the cost raster (feature "
+                "id(s) {ids})").format(n=len(outside), ids=_list_ids(outside)))
+        if unreached:
+            feedback.pushWarning(self.tr(
+                "Skipped {n} destination(s) that no source reaches (behind "
+                "barriers, on a barrier or beyond the maximum cost; feature "
+                "id(s) {ids})").format(n=len(unreached),
+                                       ids=_list_ids(unreached)))
+        return features

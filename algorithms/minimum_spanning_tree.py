@@ -1,0 +1,215 @@
+"""gridgraph:minimumspanningtree: minimum spanning forest of a raster's cells."""
+
+import numpy as np
+from qgis.core import (QgsFeature, QgsFeatureSink, QgsField, QgsFields,
+                       QgsGeometry, QgsLineString, QgsProcessing,
+                       QgsProcessingException, QgsProcessingOutputNumber,
+                       QgsProcessingParameterEnum,
+                       QgsProcessingParameterFeatureSink,
+                       QgsProcessingParameterNumber,
+                       QgsProcessingParameterRasterDestination, QgsWkbTypes)
+from qgis.PyQt.QtCore import QVariant
+
+from ..core import minimum_spanning_tree, segment_by_threshold
+from ..core import io as raster_io
+from .base import GridGraphAlgorithm, progress_callback
+from .styles import LabelStyle
+
+
+class MinimumSpanningTree(GridGraphAlgorithm):
+    """Minimum spanning tree (forest) of the grid graph of one band."""
+
+    WEIGHT = "WEIGHT"
+    CONNECTIVITY = "CONNECTIVITY"
+    THRESHOLD = "THRESHOLD"
+    MAX_LINES = "MAX_LINES"
+    OUTPUT_DIRECTION = "OUTPUT_DIRECTION"
+    OUTPUT_LINES = "OUTPUT_LINES"
+    OUTPUT_SEGMENTS = "OUTPUT_SEGMENTS"
+    TOTAL_WEIGHT = "TOTAL_WEIGHT"
+    TREES = "TREES"
+
+    WEIGHTS = ("max", "min", "mean", "absdiff")
+    CONNECTIVITIES = (4, 8)
+
+    ALGORITHM_NAME = "minimumspanningtree"
+    DISPLAY_NAME = "Minimum spanning tree"
+    GROUP = "Trees"
+    GROUP_ID = "trees"
+    ICON = "minimumspanningtree.svg"
+    TAGS = ("minimum spanning tree,minimum spanning forest,mst,boruvka,"
+            "segmentation,watershed,hierarchy,raster,graph")
+
+    def shortHelpString(self):  # noqa: N802 - QGIS API
+        return self.tr(
+            "Minimum spanning tree of the grid graph of a raster band: every "
+            "valid cell is a vertex, neighbouring valid cells share an edge. "
+            "Cells cut off from each other by nodata give a minimum spanning "
+            "forest (one tree per connected piece).\n\n"
+            "<b>Edge weight</b> from the two cell values a and b: <i>max</i> "
+            "max(a, b), <i>min</i> min(a, b), <i>mean</i> (a + b) / 2, "
+            "<i>absdiff</i> |a - b|; computed in float32 for bands of 32 bits "
+            "or fewer and in float64 for Float64 bands.\n"
+            "<b>Ties</b> are broken by the order (weight, lower cell index, "
+            "higher cell index), cell indices counted row by row from the "
+            "top-left cell (index = row &times; columns + column), so the tree "
+            "is unique and the same on every backend.\n"
+            "<b>Connectivity</b>: four (rook) or eight (queen).\n\n"
+            "Outputs:\n"
+            "<b>Parent direction</b>: for each cell, the direction of its "
+            "parent on the way to its tree's root (the tree's lowest-index "
+            "cell), in degrees counter-clockwise from east (east = 360, north "
+            "= 90, as GRASS r.cost's outdir); 0 at roots.\n"
+            "<b>Edges as lines</b> between cell centres with their weight and "
+            "the row-major indices of their two cells (from = lower, to = "
+            "higher). Refused above <i>maximum number of lines</i> (each line "
+            "is a feature: a large raster has millions of edges); use the "
+            "parent direction raster instead, or raise the limit.\n"
+            "<b>Segments</b>: cut every edge heavier than the <i>threshold</i> "
+            "and label the pieces 1..n in scan order (needs a threshold).\n"
+            "<b>Total weight</b> (sum of edge weights, in float64) and the "
+            "number of <b>trees</b>.\n\n"
+            "Advanced: backend (auto picks an NVIDIA GPU when numba CUDA can "
+            "use one); tile size, memory limit and Dask scheduler must stay "
+            "0 / empty in this version.")
+
+    def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
+        self.addInputParameters("Input raster")
+        self.addParameter(QgsProcessingParameterEnum(
+            self.WEIGHT, self.tr("Edge weight"),
+            options=[self.tr("max of the two cells"),
+                     self.tr("min of the two cells"),
+                     self.tr("mean of the two cells"),
+                     self.tr("absolute difference")],
+            defaultValue=0))
+        self.addParameter(QgsProcessingParameterEnum(
+            self.CONNECTIVITY, self.tr("Connectivity"),
+            options=[self.tr("four (rook)"), self.tr("eight (queen)")],
+            defaultValue=0))
+        self.addParameter(QgsProcessingParameterNumber(
+            self.THRESHOLD, self.tr("Segmentation threshold (edge weight)"),
+            QgsProcessingParameterNumber.Double, optional=True))
+        self.addParameter(QgsProcessingParameterNumber(
+            self.MAX_LINES, self.tr("Maximum number of lines"),
+            QgsProcessingParameterNumber.Integer, defaultValue=1000000,
+            minValue=0))
+        self.addScaleParameters()
+        self.addParameter(QgsProcessingParameterRasterDestination(
+            self.OUTPUT_DIRECTION, self.tr("Parent direction"), optional=True,
+            createByDefault=True))
+        self.addParameter(QgsProcessingParameterFeatureSink(
+            self.OUTPUT_LINES, self.tr("Tree edges"),
+            QgsProcessing.TypeVectorLine, optional=True,
+            createByDefault=False))
+        self.addParameter(QgsProcessingParameterRasterDestination(
+            self.OUTPUT_SEGMENTS, self.tr("Segments"), optional=True,
+            createByDefault=False))
+        self.addOutput(QgsProcessingOutputNumber(
+            self.TOTAL_WEIGHT, self.tr("Total weight")))
+        self.addOutput(QgsProcessingOutputNumber(
+            self.TREES, self.tr("Number of trees")))
+
+    def checkParameterValues(self, parameters, context):  # noqa: N802
+        ok, message = super().checkParameterValues(parameters, context)
+        if not ok:
+            return ok, message
+        if (self.isRequested(parameters, self.OUTPUT_SEGMENTS)
+                and parameters.get(self.THRESHOLD) in (None, "")):
+            return False, self.tr(
+                "Segments (OUTPUT_SEGMENTS) need a threshold: set THRESHOLD "
+                "to the heaviest edge weight a segment may contain")
+        return True, ""
+
+    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+        layer, raster = self.readInputBand(parameters, context)
+        weight = self.WEIGHTS[self.parameterAsEnum(parameters, self.WEIGHT,
+                                                   context)]
+        connectivity = self.CONNECTIVITIES[
+            self.parameterAsEnum(parameters, self.CONNECTIVITY, context)]
+        max_lines = self.parameterAsInt(parameters, self.MAX_LINES, context)
+        direction_path = self.rasterDestination(
+            parameters, self.OUTPUT_DIRECTION, context)
+        segments_path = self.rasterDestination(
+            parameters, self.OUTPUT_SEGMENTS, context)
+        threshold = None
+        if segments_path is not None:
+            threshold = self.parameterAsDouble(parameters, self.THRESHOLD,
+                                               context)
+        want_lines = self.sinkRequested(parameters, self.OUTPUT_LINES, context)
+
+        result = self.runEngine(
+            minimum_spanning_tree, raster.array, connectivity=connectivity,
+            weight=weight, nodata=raster.nodata,
+            progress=progress_callback(feedback, 0.0, 0.8),
+            **self.scaleOptions(parameters, context))
+        feedback.pushInfo(self.tr(
+            "{edges} edge(s) in {trees} tree(s), total weight {total}").format(
+                edges=len(result.edges), trees=result.trees,
+                total=result.total_weight))
+        if want_lines and len(result.edges) > max_lines:
+            raise QgsProcessingException(self.tr(
+                "The tree has {edges} edges, so the lines output would have "
+                "{edges} lines, more than the maximum number of lines "
+                "(MAX_LINES = {limit}); raise MAX_LINES or use the parent "
+                "direction raster (OUTPUT_DIRECTION) instead. Nothing was "
+                "written").format(edges=len(result.edges), limit=max_lines))
+
+        segments = None
+        if segments_path is not None:
+            segments, count = self.runEngine(segment_by_threshold, result,
+                                             threshold)
+            feedback.pushInfo(self.tr("{n} segment(s) at threshold {t}").format(
+                n=count, t=threshold))
+        lines = []
+        if want_lines:
+            lines = self.edgeLines(result, raster, feedback)
+        self.checkCanceled(feedback)
+
+        outputs = {self.TOTAL_WEIGHT: result.total_weight,
+                   self.TREES: result.trees}
+        if want_lines:
+            sink, sink_id = self.createSink(
+                parameters, self.OUTPUT_LINES, context, self.lineFields(),
+                QgsWkbTypes.LineString, layer.crs())
+        projection = self.outputProjection(layer, raster)
+        if direction_path is not None:
+            self.writeRaster(direction_path, result.parent_direction, raster,
+                             projection, float("nan"))
+            outputs[self.OUTPUT_DIRECTION] = direction_path
+        if segments_path is not None:
+            self.writeRaster(segments_path, segments, raster, projection, 0)
+            self.setStyle(context, segments_path, LabelStyle(count))
+            outputs[self.OUTPUT_SEGMENTS] = segments_path
+        if want_lines:
+            sink.addFeatures(lines, QgsFeatureSink.FastInsert)
+            outputs[self.OUTPUT_LINES] = sink_id
+        feedback.setProgress(100)
+        return outputs
+
+    @staticmethod
+    def lineFields():  # noqa: N802
+        fields = QgsFields()
+        fields.append(QgsField("weight", QVariant.Double))
+        fields.append(QgsField("from", QVariant.LongLong))
+        fields.append(QgsField("to", QVariant.LongLong))
+        return fields
+
+    def edgeLines(self, result, raster, feedback):  # noqa: N802
+        """One two-point line per tree edge, between the cells' centres."""
+        rows, cols = np.unravel_index(result.edges, result.shape)
+        xs, ys = raster_io.cell_centre(raster.geotransform, rows, cols)
+        fields = self.lineFields()
+        lines = []
+        total = len(result.edges)
+        for index in range(total):
+            feature = QgsFeature(fields)
+            feature.setGeometry(QgsGeometry(QgsLineString(
+                xs[index].tolist(), ys[index].tolist())))
+            feature.setAttributes([float(result.weights[index]),
+                                   int(result.edges[index, 0]),
+                                   int(result.edges[index, 1])])
+            lines.append(feature)
+            if index % 10000 == 0:
+                self.checkCanceled(feedback)
+                feedback.setProgress(80 + 10 * index / total)
+        return lines

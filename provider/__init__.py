@@ -1,0 +1,5 @@
+"""The GridGraph Processing provider."""
+
+from .provider import GridGraphProvider
+
+__all__ = ["GridGraphProvider"]
