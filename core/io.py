@@ -164,3 +164,103 @@ def world_to_cell(geotransform, x, y):
     px = inverse[0] + inverse[1] * x + inverse[2] * y
     py = inverse[3] + inverse[4] * x + inverse[5] * y
     return int(np.floor(py)), int(np.floor(px))
+
+
+class BandReader:
+    """One band of a raster opened for window reads (the tiled path)."""
+
+    def __init__(self, path, band=1):
+        _require_gdal()
+        try:
+            self._dataset = gdal.Open(path)
+        except RuntimeError as error:
+            raise InvalidInputError(
+                f"cannot open raster {path!r}: {error}") from None
+        count = self._dataset.RasterCount
+        if band < 1 or band > count:
+            raise InvalidInputError(
+                f"band {band} does not exist: {path!r} has {count} band(s); "
+                f"choose a band from 1 to {count}")
+        self._band = self._dataset.GetRasterBand(band)
+        self.shape = (self._dataset.RasterYSize, self._dataset.RasterXSize)
+        self.dtype = np.dtype(gdal_array_type(self._band.DataType))
+        self.nodata = self._band.GetNoDataValue()
+        self.geotransform = self._dataset.GetGeoTransform()
+        self.projection = self._dataset.GetProjection()
+
+    def read(self, row, col, rows, cols):
+        """Cells [row, row + rows) x [col, col + cols) as a new array."""
+        return self._band.ReadAsArray(col, row, cols, rows)
+
+
+def gdal_array_type(gdal_type):
+    """The numpy dtype GDAL's ReadAsArray returns for a GDAL data type."""
+    from osgeo import gdal_array
+    return gdal_array.GDALTypeCodeToNumericTypeCode(gdal_type)
+
+
+def open_band(path, band=1):
+    """A :class:`BandReader` on ``band`` of the raster at ``path``."""
+    return BandReader(path, band)
+
+
+class BandWriter:
+    """A single-band tiled GeoTIFF written window by window.
+
+    Written under a temporary name beside ``path`` and moved into place by
+    :meth:`close`; :meth:`abort` removes it.  BigTIFF is used when the
+    uncompressed size could pass 4 GB.
+    """
+
+    def __init__(self, path, shape, dtype, geotransform=None, projection="",
+                 nodata=None, block_size=256):
+        _require_gdal()
+        dtype = np.dtype(dtype)
+        if dtype == np.int64:
+            dtype = np.dtype(np.float64)
+        gdal_type = _GDAL_TYPES.get(dtype)
+        if gdal_type is None:
+            raise InvalidInputError(f"cannot write rasters of dtype {dtype}")
+        self.dtype = dtype
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+            raise InvalidInputError(
+                f"cannot write {path!r}: folder {directory!r} does not exist "
+                "or is not writable; choose another output location")
+        self.path = path
+        handle, self._temporary = tempfile.mkstemp(
+            suffix=os.path.splitext(path)[1] or ".tif", prefix=".gridgraph-",
+            dir=directory)
+        os.close(handle)
+        rows, cols = shape
+        big = rows * cols * dtype.itemsize > 3.5 * 2**30
+        options = ["COMPRESS=DEFLATE", "TILED=YES",
+                   f"BLOCKXSIZE={block_size}", f"BLOCKYSIZE={block_size}",
+                   "BIGTIFF=YES" if big else "BIGTIFF=IF_SAFER"]
+        self._dataset = gdal.GetDriverByName("GTiff").Create(
+            self._temporary, cols, rows, 1, gdal_type, options)
+        if geotransform is not None:
+            self._dataset.SetGeoTransform(geotransform)
+        if projection:
+            self._dataset.SetProjection(projection)
+        self._band = self._dataset.GetRasterBand(1)
+        if nodata is not None:
+            self._band.SetNoDataValue(float(nodata))
+
+    def write(self, row, col, block):
+        """Write ``block`` with its top-left cell at (row, col)."""
+        self._band.WriteArray(np.asarray(block, dtype=self.dtype), col, row)
+
+    def close(self):
+        """Flush and move the file into place; returns its path."""
+        self._band.FlushCache()
+        self._band = self._dataset = None
+        os.replace(self._temporary, self.path)
+        _remove_quietly(self._temporary + ".aux.xml")
+        return self.path
+
+    def abort(self):
+        """Drop the partial file."""
+        self._band = self._dataset = None
+        _remove_quietly(self._temporary)
+        _remove_quietly(self._temporary + ".aux.xml")
