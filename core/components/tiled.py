@@ -1,0 +1,371 @@
+"""Connected components on the block hierarchy (out-of-core).
+
+Three rounds (DESIGN.md, "Block hierarchy"):
+
+1. Per tile (:func:`tile_summary`, a pure function of source, window and
+   parameters): label the tile with the in-memory kernel and return a small
+   message: the labels and values along the tile's four border lines, and
+   for every label touching the border its first cell (global row-major
+   index).  Labels that do not touch the border are whole components; the
+   message only counts how many start on each row of the tile.
+2. In memory (:func:`merge`): union-find over the border labels of all
+   tiles, joined across every seam (and across tile corners for
+   8-connectivity).  The union keeps the piece with the smallest first cell
+   as the root, so each component's first cell is its root's.  Counting
+   the component starts per (row, tile column) and taking prefix sums gives
+   every component its scan-order number without storing one entry per
+   component: label = 1 + (starts before its first cell in scan order).
+3. Per tile (:func:`tile_labels`): label the tile again (the same labels,
+   as the kernel is deterministic) and renumber: border labels get their
+   component's number from round 2, interior labels count the starts
+   before them on their row.
+
+Memory: a tile's kernel arrays, plus messages of O(tile side) per tile.
+"""
+
+import numpy as np
+from numba import njit
+
+from .. import tiling
+from .._common import Progress, index_dtype, valid_mask
+
+# Bytes per cell of one tile's working set: the values (up to 8), the valid
+# mask, the labels (8 for large tiles), the kernel's union-find array (8) and
+# the renumbered output block (8).
+TILE_BYTES_PER_CELL = 33
+# The in-memory run: the values, valid mask, labels and union-find array.
+IN_MEMORY_BYTES_PER_CELL = 24
+
+
+def label_tiled(source, grid, connectivity, mode, nodata, out_dir=None,
+                executor=None, progress=None, limit_bytes=None):
+    """Label the components of ``source`` tile by tile.
+
+    Returns ``(labels, count)``: labels is an in-memory array when
+    ``out_dir`` is None, else a read-only memmap of ``out_dir/labels.npy``.
+    Identical to the in-memory labels for every tile size.
+    """
+    progress = progress if progress is not None else Progress()
+    rows, cols = source.shape
+    label_dtype = index_dtype(rows * cols)
+    tiles = grid.morton_order()
+    windows = [grid.window(r, c) for r, c in tiles]
+    shape = (rows, cols)
+    eight = connectivity == 8
+
+    summaries = tiling.run_tasks(
+        tile_summary,
+        [(source, window, shape, connectivity, mode, nodata)
+         for window in windows],
+        executor, progress.span(0.0, 0.45))
+    by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
+    answers, count = merge(grid, by_tile, eight, mode == "equal")
+    progress(0.5)
+
+    sink = tiling.make_sink(out_dir, "labels", shape, label_dtype)
+    with tiling.output_sinks([sink]):
+        def write(index, block):
+            sink.write(windows[index], block)
+
+        tiling.run_tasks(
+            tile_labels,
+            [(source, window, shape, connectivity, mode, nodata,
+              answers[tile], label_dtype)
+             for tile, window in zip(tiles, windows)],
+            executor, progress.span(0.5, 1.0), on_result=write)
+        labels = sink.finish()
+    return labels, count
+
+
+def _local_labels(source, window, connectivity, mode, nodata):
+    from . import _cpu
+    values = source.read(window)
+    valid = valid_mask(values, nodata)
+    labels, count = _cpu.label(values, valid, connectivity, mode, Progress())
+    return values, labels, count
+
+
+def tile_summary(source, window, shape, connectivity, mode, nodata):
+    """Round 1 for one tile: its border message (a dict of small arrays).
+
+    Keys: ``top``, ``bottom``, ``left``, ``right`` (per border cell the
+    index + 1 of its label among the border labels, 0 where no component),
+    ``top_values`` ... (the cell values there), ``first_cell`` (global first
+    cell of each border label), ``interior_before`` (components that do not
+    touch the border and start earlier on the same tile row), and
+    ``row_starts`` (per tile row, how many such interior components start
+    there).
+    """
+    values, labels, count = _local_labels(source, window, connectivity, mode,
+                                          nodata)
+    border_index = _border_index(labels, count)
+    first_cell, interior_before, row_starts = _starts(
+        labels, border_index, np.int64(window.row), np.int64(window.col),
+        np.int64(shape[1]))
+    message = {
+        "first_cell": first_cell,
+        "interior_before": interior_before,
+        "row_starts": row_starts,
+    }
+    lines = {"top": (0, slice(None)), "bottom": (-1, slice(None)),
+             "left": (slice(None), 0), "right": (slice(None), -1)}
+    for name, where in lines.items():
+        message[name] = border_index[labels[where]] + 1
+        message[name + "_values"] = np.array(values[where])
+    return message
+
+
+@njit(cache=True, nogil=True)
+def _border_index(labels, count):
+    """Index of each label among the labels that touch the tile border
+    (in label order), -1 for interior labels and for 0."""
+    rows, cols = labels.shape
+    on_border = np.zeros(count + 1, dtype=np.bool_)
+    for c in range(cols):
+        on_border[labels[0, c]] = True
+        on_border[labels[rows - 1, c]] = True
+    for r in range(rows):
+        on_border[labels[r, 0]] = True
+        on_border[labels[r, cols - 1]] = True
+    on_border[0] = False
+    index = np.full(count + 1, -1, dtype=np.int32)
+    n = 0
+    for label in range(1, count + 1):
+        if on_border[label]:
+            index[label] = n
+            n += 1
+    return index
+
+
+@njit(cache=True, nogil=True)
+def _starts(labels, border_index, row0, col0, raster_cols):
+    """First cells of the border labels and start counts of the others.
+
+    The kernel numbers labels in scan order of their first cells, so a label
+    larger than every label seen so far marks its first cell.
+    """
+    rows, cols = labels.shape
+    n_border = 0
+    for label in range(border_index.size):
+        if border_index[label] >= 0:
+            n_border += 1
+    first_cell = np.empty(n_border, dtype=np.int64)
+    interior_before = np.empty(n_border, dtype=np.int64)
+    row_starts = np.zeros(rows, dtype=np.int64)
+    newest = 0
+    for r in range(rows):
+        run = 0
+        for c in range(cols):
+            label = labels[r, c]
+            if label <= newest:
+                continue
+            newest = label
+            b = border_index[label]
+            if b >= 0:
+                first_cell[b] = (row0 + r) * raster_cols + col0 + c
+                interior_before[b] = run
+            else:
+                run += 1
+        row_starts[r] = run
+    return first_cell, interior_before, row_starts
+
+
+def merge(grid, summaries, eight, compare_values):
+    """Round 2: join border labels across seams and number the components.
+
+    ``summaries`` maps (tile_row, tile_col) to :func:`tile_summary`'s
+    message.  Returns ``(answers, count)``, answers mapping each tile to
+    the dict :func:`tile_labels` needs.
+    """
+    tiles = sorted(summaries)
+    offsets = {}
+    total = 0
+    for tile in tiles:
+        offsets[tile] = total
+        total += summaries[tile]["first_cell"].size
+    first_cell = np.empty(total, dtype=np.int64)
+    for tile in tiles:
+        n = summaries[tile]["first_cell"].size
+        first_cell[offsets[tile]:offsets[tile] + n] = summaries[tile]["first_cell"]
+    parent = np.arange(total, dtype=np.int64)
+
+    def join(tile_a, line_a, tile_b, line_b, diagonal_only=False):
+        a, b = summaries[tile_a], summaries[tile_b]
+        _join_lines(parent, first_cell,
+                    a[line_a], a[line_a + "_values"], offsets[tile_a],
+                    b[line_b], b[line_b + "_values"], offsets[tile_b],
+                    eight, compare_values)
+
+    for (tr, tc) in tiles:
+        if tc + 1 < grid.tile_cols:
+            join((tr, tc), "right", (tr, tc + 1), "left")
+        if tr + 1 < grid.tile_rows:
+            join((tr, tc), "bottom", (tr + 1, tc), "top")
+            if eight and tc + 1 < grid.tile_cols:
+                _join_corner(parent, first_cell, summaries[(tr, tc)], -1,
+                             offsets[(tr, tc)], summaries[(tr + 1, tc + 1)], 0,
+                             offsets[(tr + 1, tc + 1)], compare_values)
+            if eight and tc > 0:
+                _join_corner(parent, first_cell, summaries[(tr, tc)], 0,
+                             offsets[(tr, tc)], summaries[(tr + 1, tc - 1)], -1,
+                             offsets[(tr + 1, tc - 1)], compare_values)
+    root = _roots(parent)
+    is_root = root == np.arange(total)
+
+    # Component starts per (raster row, tile column): interior starts from
+    # the messages plus the roots, whose first cell starts their component.
+    rows, cols = grid.shape
+    size = grid.tile_size
+    starts = np.zeros((rows, grid.tile_cols), dtype=np.int64)
+    for (tr, tc) in tiles:
+        row_starts = summaries[(tr, tc)]["row_starts"]
+        starts[tr * size:tr * size + row_starts.size, tc] = row_starts
+    root_cells = first_cell[is_root]
+    root_rows = root_cells // cols
+    root_tile_cols = (root_cells % cols) // size
+    np.add.at(starts, (root_rows, root_tile_cols), 1)
+    before = np.cumsum(starts.reshape(-1)) - starts.reshape(-1)
+    count = int(starts.sum())
+    before = before.reshape(starts.shape)
+
+    # A root's number: 1 + starts before its row segment + interior starts
+    # before it in the segment + roots before it in the segment.
+    interior_before = np.concatenate(
+        [summaries[t]["interior_before"] for t in tiles]) if tiles else \
+        np.empty(0, np.int64)
+    root_ids = np.flatnonzero(is_root)
+    order = np.argsort(first_cell[root_ids], kind="stable")
+    root_ids = root_ids[order]
+    segment = root_rows[order] * grid.tile_cols + root_tile_cols[order]
+    rank_in_segment = _rank_in_runs(segment)
+    number = np.zeros(total, dtype=np.int64)
+    number[root_ids] = (1 + before.reshape(-1)[segment]
+                        + interior_before[root_ids] + rank_in_segment)
+    number = number[root]
+
+    answers = {}
+    for (tr, tc) in tiles:
+        start, n = offsets[(tr, tc)], summaries[(tr, tc)]["first_cell"].size
+        window = grid.window(tr, tc)
+        answers[(tr, tc)] = {
+            "number": number[start:start + n],
+            "is_root": is_root[start:start + n],
+            "starts_before": before[window.row:window.row + window.rows, tc],
+        }
+    return answers, count
+
+
+@njit(cache=True, nogil=True)
+def _find(parent, node):
+    root = node
+    while parent[root] != root:
+        root = parent[root]
+    while parent[node] != root:
+        following = parent[node]
+        parent[node] = root
+        node = following
+    return root
+
+
+@njit(cache=True, nogil=True)
+def _union(parent, first_cell, a, b):
+    """Join the sets of a and b; the root with the earlier first cell wins."""
+    ra = _find(parent, a)
+    rb = _find(parent, b)
+    if ra == rb:
+        return
+    if first_cell[ra] < first_cell[rb]:
+        parent[rb] = ra
+    else:
+        parent[ra] = rb
+
+
+@njit(cache=True, nogil=True)
+def _linked(index_a, value_a, index_b, value_b, compare_values):
+    if index_a == 0 or index_b == 0:
+        return False
+    return (not compare_values) or value_a == value_b
+
+
+@njit(cache=True, nogil=True)
+def _join_lines(parent, first_cell, line_a, values_a, offset_a, line_b,
+                values_b, offset_b, eight, compare_values):
+    """Union across a seam: cell i of line a touches cell i of line b, and
+    cells i +- 1 too when 8-connected."""
+    n = line_a.size
+    for i in range(n):
+        if line_a[i] == 0:
+            continue
+        first = i - 1 if eight and i > 0 else i
+        last = i + 1 if eight and i + 1 < n else i
+        for j in range(first, last + 1):
+            if _linked(line_a[i], values_a[i], line_b[j], values_b[j],
+                       compare_values):
+                _union(parent, first_cell, offset_a + line_a[i] - 1,
+                       offset_b + line_b[j] - 1)
+
+
+def _join_corner(parent, first_cell, upper, upper_col, upper_offset, lower,
+                 lower_col, lower_offset, compare_values):
+    """Union across a tile corner (8-connectivity): the bottom cell of the
+    upper tile's column ``upper_col`` (0 or -1) and the top cell of the
+    lower tile's column ``lower_col``."""
+    a = upper["bottom"][upper_col]
+    b = lower["top"][lower_col]
+    if a and b and (not compare_values or upper["bottom_values"][upper_col]
+                    == lower["top_values"][lower_col]):
+        _union(parent, first_cell, upper_offset + a - 1, lower_offset + b - 1)
+
+
+@njit(cache=True, nogil=True)
+def _roots(parent):
+    root = np.empty(parent.size, dtype=np.int64)
+    for node in range(parent.size):
+        root[node] = _find(parent, node)
+    return root
+
+
+@njit(cache=True, nogil=True)
+def _rank_in_runs(keys):
+    """Position of each entry within its run of equal consecutive keys."""
+    rank = np.zeros(keys.size, dtype=np.int64)
+    for i in range(1, keys.size):
+        if keys[i] == keys[i - 1]:
+            rank[i] = rank[i - 1] + 1
+    return rank
+
+
+def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
+                label_dtype):
+    """Round 3 for one tile: its final labels (an array of ``label_dtype``)."""
+    _, labels, count = _local_labels(source, window, connectivity, mode,
+                                     nodata)
+    border_index = _border_index(labels, count)
+    final = np.empty(labels.shape, dtype=label_dtype)
+    _renumber(labels, border_index, answer["number"], answer["is_root"],
+              answer["starts_before"], final)
+    return final
+
+
+@njit(cache=True, nogil=True)
+def _renumber(labels, border_index, border_number, border_is_root,
+              starts_before, final):
+    rows, cols = labels.shape
+    count = border_index.size - 1
+    number = np.zeros(count + 1, dtype=np.int64)
+    newest = 0
+    for r in range(rows):
+        run = 0
+        for c in range(cols):
+            label = labels[r, c]
+            if label > newest:
+                newest = label
+                b = border_index[label]
+                if b >= 0:
+                    number[label] = border_number[b]
+                    if border_is_root[b]:
+                        run += 1
+                else:
+                    number[label] = 1 + starts_before[r] + run
+                    run += 1
+            final[r, c] = number[label]

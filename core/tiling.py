@@ -1,0 +1,609 @@
+"""Block-hierarchy infrastructure: tile grid, Morton order, windowed raster
+sources and sinks, scratch folders, the memory budget and the executor hook.
+
+The tiled (out-of-core) versions of the operations (``<operation>/tiled.py``)
+cut the raster into square tiles of side 2**k, visit them in Morton (z-)
+order and run per-tile work as pure functions of (raster source, window,
+parameters) that return small messages (DESIGN.md, "Block hierarchy").
+
+Sources and sinks never hold a whole raster: a numpy memmap (or a ``.npy``
+file) is read with ``pread`` so the pages never enter this process's resident
+set, a GDAL raster is read and written window by window, and outputs are
+written to ``.npy`` files with ``pwrite`` and handed back as read-only
+memmaps.  Nothing here imports GDAL; paths go through :mod:`.io`.
+"""
+
+import math
+import os
+import shutil
+import tempfile
+import weakref
+from concurrent.futures import FIRST_COMPLETED, Executor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._common import Progress
+from .errors import InvalidInputError
+
+MIN_TILE_SIZE = 8
+# Largest automatic tile: 16M cells keeps per-tile kernels fast and their
+# memory in the hundreds of MB; a forced TILE_SIZE may be larger.
+MAX_AUTO_TILE_SIZE = 4096
+# Share of the available RAM used when no memory limit is given.
+DEFAULT_MEMORY_SHARE = 0.5
+# Environment variable naming the folder where scratch folders are created.
+SCRATCH_ENV = "GRIDGRAPH_SCRATCH_DIR"
+
+
+# --------------------------------------------------------------------------
+# options
+
+
+def check_tile_size(tile_size):
+    """Return ``tile_size`` as an int, or None for automatic (None or 0).
+
+    A tile size is a power of two >= 8 (the hierarchy halves blocks down to
+    tiles and needs square power-of-two blocks).
+    """
+    if tile_size is None:
+        return None
+    try:
+        value = int(tile_size)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value != tile_size:
+        raise InvalidInputError(
+            f"tile_size must be an integer power of two >= {MIN_TILE_SIZE} "
+            f"(or 0 / None for automatic), got {tile_size!r}")
+    if value == 0:
+        return None
+    if value < MIN_TILE_SIZE or value & (value - 1):
+        below = 1 << max(value.bit_length() - 1, 3) if value > 0 else 8
+        raise InvalidInputError(
+            f"tile_size must be a power of two >= {MIN_TILE_SIZE} (or 0 for "
+            f"automatic), got {value}; try {below} or {below * 2}")
+    return value
+
+
+def available_memory_bytes():
+    """Memory this process may still use: MemAvailable on Linux."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return 4 << 30
+
+
+def memory_limit_bytes(memory_limit_mb):
+    """The memory budget in bytes: ``memory_limit_mb`` or a safe share of RAM."""
+    if memory_limit_mb in (None, 0):
+        return int(available_memory_bytes() * DEFAULT_MEMORY_SHARE)
+    if not memory_limit_mb > 0:
+        raise InvalidInputError(
+            f"memory_limit_mb must be positive (or 0 / None for automatic), "
+            f"got {memory_limit_mb!r}")
+    return int(float(memory_limit_mb) * 2**20)
+
+
+def executor_workers(executor):
+    """How many tile tasks may run at once under ``executor``."""
+    if executor is None:
+        return 1
+    return max(1, int(getattr(executor, "_max_workers", 1) or 1))
+
+
+def check_executor(executor):
+    """Accept None (in-process) or a :class:`concurrent.futures.Executor`."""
+    if executor is None or isinstance(executor, Executor):
+        return executor
+    raise InvalidInputError(
+        "executor must be None (run in this process) or a "
+        "concurrent.futures executor (e.g. ThreadPoolExecutor); distributed "
+        "execution (a Dask client or scheduler address) is not available yet")
+
+
+# --------------------------------------------------------------------------
+# tile grid
+
+
+@dataclass(frozen=True)
+class Window:
+    """A rectangle of cells: first row and column, and its size."""
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+    @property
+    def slices(self):
+        """``(row_slice, col_slice)`` of the window in the full raster."""
+        return (slice(self.row, self.row + self.rows),
+                slice(self.col, self.col + self.cols))
+
+
+def morton_key(tile_row, tile_col):
+    """Z-order key of a tile: the bits of row and column interleaved."""
+    key = 0
+    bit = 0
+    while tile_row >> bit or tile_col >> bit:
+        key |= ((tile_col >> bit) & 1) << (2 * bit)
+        key |= ((tile_row >> bit) & 1) << (2 * bit + 1)
+        bit += 1
+    return key
+
+
+class TileGrid:
+    """Square tiles of side ``tile_size`` covering a raster of ``shape``.
+
+    Tiles on the last row / column are cut short when the raster is not a
+    multiple of the tile size.  ``levels`` is the height of the quadtree of
+    blocks of 2**h x 2**h tiles that covers the grid.
+    """
+
+    def __init__(self, shape, tile_size):
+        rows, cols = (int(v) for v in shape)
+        self.shape = (rows, cols)
+        self.tile_size = int(tile_size)
+        self.tile_rows = max(1, -(-rows // self.tile_size))
+        self.tile_cols = max(1, -(-cols // self.tile_size))
+        side = max(self.tile_rows, self.tile_cols)
+        self.levels = max(0, (side - 1).bit_length())
+
+    def __repr__(self):
+        return (f"TileGrid(shape={self.shape}, tile_size={self.tile_size}, "
+                f"tiles={self.tile_rows}x{self.tile_cols})")
+
+    @property
+    def count(self):
+        """Number of tiles."""
+        return self.tile_rows * self.tile_cols
+
+    def window(self, tile_row, tile_col):
+        """The cells of tile (tile_row, tile_col)."""
+        size = self.tile_size
+        row, col = tile_row * size, tile_col * size
+        return Window(row, col, min(size, self.shape[0] - row),
+                      min(size, self.shape[1] - col))
+
+    def index(self, tile_row, tile_col):
+        """Row-major number of a tile."""
+        return tile_row * self.tile_cols + tile_col
+
+    def morton_order(self):
+        """(tile_row, tile_col) of every tile in Morton (z-) order."""
+        tiles = [(r, c) for r in range(self.tile_rows)
+                 for c in range(self.tile_cols)]
+        tiles.sort(key=lambda rc: morton_key(*rc))
+        return tiles
+
+
+def auto_tile_size(shape, limit_bytes, tile_bytes_per_cell, workers=1,
+                   share=0.25):
+    """Largest power-of-two tile whose working set fits ``share`` of the
+    budget (per concurrent worker), at least 8 and at most 4096."""
+    budget = limit_bytes * share / max(1, workers)
+    side = int(math.sqrt(max(budget / max(tile_bytes_per_cell, 1), 64)))
+    size = 1 << max(3, side.bit_length() - 1)
+    size = min(size, MAX_AUTO_TILE_SIZE)
+    # no point in tiles much larger than the raster
+    longest = max(shape)
+    while size > MIN_TILE_SIZE and size // 2 >= longest:
+        size //= 2
+    return max(MIN_TILE_SIZE, size)
+
+
+def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
+         tile_bytes_per_cell, executor=None):
+    """Decide between the in-memory and the tiled path.
+
+    Returns None for the in-memory path, else the :class:`TileGrid` to use.
+    The tiled path is taken when ``tile_size`` forces it or when the
+    in-memory run (about ``in_memory_bytes_per_cell`` per cell) would not
+    fit the memory limit.
+    """
+    tile_size = check_tile_size(tile_size)
+    check_executor(executor)
+    limit = memory_limit_bytes(memory_limit_mb)
+    cells = int(shape[0]) * int(shape[1])
+    if tile_size is None:
+        if cells * in_memory_bytes_per_cell <= limit:
+            return None
+        tile_size = auto_tile_size(shape, limit, tile_bytes_per_cell,
+                                   executor_workers(executor))
+    return TileGrid(shape, tile_size)
+
+
+# --------------------------------------------------------------------------
+# sources
+
+
+class ArraySource:
+    """A raster held in memory (a plain numpy array)."""
+
+    def __init__(self, array, nodata=None):
+        self.array = array
+        self.shape = array.shape
+        self.dtype = array.dtype
+        self.nodata = nodata
+
+    def read(self, window):
+        """A fresh C-contiguous copy of the window."""
+        return np.array(self.array[window.slices], order="C")
+
+    def close(self):
+        pass
+
+
+class FileArraySource:
+    """A raster stored row-major in a file (a numpy memmap's file).
+
+    Rows of a window are read with ``os.preadv`` into a fresh array, so
+    reading never maps the file into this process: the resident set holds
+    only the windows in use, whatever the raster's size.
+    """
+
+    def __init__(self, path, dtype, shape, offset, row_stride, nodata=None):
+        self.path = os.fspath(path)
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(v) for v in shape)
+        self.offset = int(offset)
+        self.row_stride = int(row_stride)
+        self.nodata = nodata
+        self._fd = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_fd"] = None  # reopened on the other side
+        return state
+
+    def _descriptor(self):
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+            weakref.finalize(self, os.close, self._fd)
+        return self._fd
+
+    def read(self, window):
+        """The window as a new C-contiguous array."""
+        block = np.empty((window.rows, window.cols), dtype=self.dtype)
+        if block.size == 0:
+            return block
+        fd = self._descriptor()
+        itemsize = self.dtype.itemsize
+        row_bytes = window.cols * itemsize
+        full_rows = (window.col == 0 and window.cols == self.shape[1]
+                     and self.row_stride == row_bytes)
+        start = self.offset + window.row * self.row_stride + window.col * itemsize
+        flat = block.reshape(-1).view(np.uint8)
+        if full_rows:
+            _pread_exact(fd, flat, start)
+        else:
+            for r in range(window.rows):
+                _pread_exact(fd, flat[r * row_bytes:(r + 1) * row_bytes],
+                             start + r * self.row_stride)
+        return block
+
+    def close(self):
+        pass
+
+
+def _pread_exact(fd, buffer, offset):
+    view = memoryview(buffer)
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n <= 0:
+            raise InvalidInputError(
+                f"raster file ended early at byte {offset + done}: the file "
+                "is shorter than its shape and dtype say")
+        done += n
+
+
+class GdalSource:
+    """A band of a raster GDAL opens, read window by window."""
+
+    def __init__(self, path, band=1, nodata=None):
+        from . import io
+        self.path = os.fspath(path)
+        self.band = band
+        reader = io.open_band(self.path, band)
+        self.shape = reader.shape
+        self.dtype = reader.dtype
+        self.nodata = reader.nodata if nodata is None else nodata
+        self.geotransform = reader.geotransform
+        self.projection = reader.projection
+        self._reader = reader
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_reader"] = None
+        return state
+
+    def read(self, window):
+        """The window as a new array (through GDAL's RasterIO)."""
+        if self._reader is None:
+            from . import io
+            self._reader = io.open_band(self.path, self.band)
+        return self._reader.read(window.row, window.col, window.rows,
+                                 window.cols)
+
+    def close(self):
+        self._reader = None
+
+
+def open_source(values, band=1):
+    """A raster source for an array, a memmap or a GDAL path.
+
+    A numpy memmap whose rows are contiguous in its file is read from the
+    file with ``pread`` (see :class:`FileArraySource`); another array is
+    sliced in memory.  The source's ``nodata`` is the band's for a path,
+    else None.
+    """
+    if isinstance(values, (str, os.PathLike)):
+        return GdalSource(values, band)
+    if isinstance(values, np.memmap):
+        source = _file_source(values)
+        if source is not None:
+            return source
+    array = np.asarray(values)
+    if array.ndim != 2:
+        raise InvalidInputError(
+            f"expected a 2-D raster, got an array of shape {array.shape}; "
+            "pass a single band (e.g. values[0] for a band-first stack)")
+    if array.dtype == bool:
+        array = array.view(np.uint8)
+    if not (np.issubdtype(array.dtype, np.integer)
+            or np.issubdtype(array.dtype, np.floating)):
+        raise InvalidInputError(
+            f"raster values must be integers or floats, got dtype {array.dtype}")
+    return ArraySource(array)
+
+
+def _file_source(memmap):
+    """A FileArraySource over ``memmap``'s file, or None when its layout
+    (a view with a column step, a negative stride, no file) does not allow
+    reading rows straight from the file."""
+    import mmap
+    if memmap.ndim != 2 or memmap.filename is None:
+        return None
+    base = memmap
+    while isinstance(getattr(base, "base", None), np.memmap):
+        base = base.base
+    handle = getattr(base, "_mmap", None)
+    if handle is None:
+        return None
+    itemsize = memmap.dtype.itemsize
+    if memmap.strides[1] != itemsize or memmap.strides[0] < 0 or \
+            (memmap.shape[0] > 1 and memmap.strides[0] < memmap.shape[1] * itemsize):
+        return None
+    if not memmap.dtype.isnative or memmap.dtype.kind not in "iuf":
+        return None
+    try:
+        start_of_map = np.frombuffer(handle, dtype=np.uint8, count=1).ctypes.data
+    except (TypeError, ValueError):
+        return None
+    map_offset = memmap.offset - memmap.offset % mmap.ALLOCATIONGRANULARITY
+    file_offset = map_offset + (memmap.ctypes.data - start_of_map)
+    return FileArraySource(memmap.filename, memmap.dtype, memmap.shape,
+                           file_offset, memmap.strides[0])
+
+
+# --------------------------------------------------------------------------
+# sinks
+
+
+class ArraySink:
+    """Collects windows into an array held in memory."""
+
+    def __init__(self, shape, dtype, fill=0):
+        self.array = np.full(shape, fill, dtype=dtype)
+
+    def write(self, window, block):
+        self.array[window.slices] = block
+
+    def finish(self):
+        return self.array
+
+    def abort(self):
+        self.array = None
+
+
+class NpySink:
+    """Writes windows into a ``.npy`` file with ``pwrite``.
+
+    The file is created at full size up front (sparse: unwritten cells read
+    as zero); :meth:`finish` returns it as a read-only memmap, which maps
+    pages only when the caller touches them.
+    """
+
+    def __init__(self, path, shape, dtype):
+        self.path = os.fspath(path)
+        self.shape = tuple(int(v) for v in shape)
+        self.dtype = np.dtype(dtype)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype),
+                  "fortran_order": False, "shape": self.shape}
+        with open(self.path, "wb") as handle:
+            np.lib.format._write_array_header(handle, header, None)
+            self.offset = handle.tell()
+            handle.truncate(self.offset + self.dtype.itemsize
+                            * self.shape[0] * self.shape[1])
+        self._fd = os.open(self.path, os.O_WRONLY)
+
+    def write(self, window, block):
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        itemsize = self.dtype.itemsize
+        row_stride = self.shape[1] * itemsize
+        start = self.offset + window.row * row_stride + window.col * itemsize
+        flat = block.reshape(-1).view(np.uint8)
+        row_bytes = window.cols * itemsize
+        if window.col == 0 and window.cols == self.shape[1]:
+            _pwrite_exact(self._fd, flat, start)
+            return
+        for r in range(window.rows):
+            _pwrite_exact(self._fd, flat[r * row_bytes:(r + 1) * row_bytes],
+                          start + r * row_stride)
+
+    def finish(self):
+        os.close(self._fd)
+        self._fd = None
+        return np.load(self.path, mmap_mode="r")
+
+    def abort(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        try:
+            os.remove(self.path)
+        except OSError:
+            pass
+
+
+def _pwrite_exact(fd, buffer, offset):
+    view = memoryview(buffer)
+    done = 0
+    while done < len(view):
+        done += os.pwritev(fd, [view[done:]], offset + done)
+
+
+def make_sink(out_dir, name, shape, dtype, fill=0):
+    """An :class:`NpySink` for ``out_dir/name.npy``, or an in-memory
+    :class:`ArraySink` when ``out_dir`` is None."""
+    if out_dir is None:
+        return ArraySink(shape, dtype, fill)
+    return NpySink(os.path.join(os.fspath(out_dir), name + ".npy"), shape,
+                   dtype)
+
+
+def check_out_dir(out_dir, output_bytes, limit_bytes):
+    """Validate ``out_dir``; without one, the outputs must fit in memory."""
+    if out_dir is None:
+        if output_bytes > limit_bytes:
+            raise InvalidInputError(
+                f"the outputs of this tiled run take {output_bytes / 2**20:.0f} "
+                f"MB, more than the memory limit of {limit_bytes / 2**20:.0f} "
+                "MB: pass out_dir= (a folder) to write them to .npy files "
+                "returned as memmaps, or raise memory_limit_mb")
+        return None
+    out_dir = os.fspath(out_dir)
+    if not os.path.isdir(out_dir):
+        raise InvalidInputError(
+            f"out_dir {out_dir!r} is not a folder: create it first")
+    if not os.access(out_dir, os.W_OK):
+        raise InvalidInputError(
+            f"out_dir {out_dir!r} is not writable: choose another folder")
+    return out_dir
+
+
+@contextmanager
+def output_sinks(sinks):
+    """Finish nothing, but remove every sink's partial file on an error."""
+    try:
+        yield sinks
+    except BaseException:
+        for sink in sinks:
+            sink.abort()
+        raise
+
+
+# --------------------------------------------------------------------------
+# scratch
+
+
+@contextmanager
+def scratch_folder(parent=None):
+    """A temporary folder for per-tile scratch, removed on success, failure
+    and cancel.  ``parent`` (or $GRIDGRAPH_SCRATCH_DIR, or the system
+    temporary folder) holds it."""
+    parent = parent or os.environ.get(SCRATCH_ENV) or None
+    if parent is not None and not os.path.isdir(parent):
+        raise InvalidInputError(
+            f"scratch folder parent {parent!r} does not exist: create it or "
+            f"unset {SCRATCH_ENV}")
+    folder = tempfile.mkdtemp(prefix="gridgraph-scratch-", dir=parent)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class ScratchArrays:
+    """Per-tile arrays kept in files of a scratch folder (one file each)."""
+
+    def __init__(self, folder, name):
+        self.folder = folder
+        self.name = name
+
+    def _path(self, key):
+        return os.path.join(self.folder, f"{self.name}-{key}.npy")
+
+    def save(self, key, array):
+        np.save(self._path(key), array, allow_pickle=False)
+
+    def load(self, key):
+        return np.load(self._path(key), allow_pickle=False)
+
+    def exists(self, key):
+        return os.path.exists(self._path(key))
+
+
+# --------------------------------------------------------------------------
+# executor hook
+
+
+def run_tasks(function, tasks, executor=None, progress=None, on_result=None):
+    """Run ``function(*task)`` for every task.
+
+    ``executor=None`` runs them one after the other in this process;
+    a :class:`concurrent.futures.Executor` runs them concurrently with at
+    most twice its worker count in flight (so finished results do not pile
+    up).  ``on_result(index, result)`` consumes each result as it arrives
+    (in task order when in-process, in completion order otherwise); without
+    it the results are returned as a list in task order.  ``progress`` gets
+    the finished fraction after every task and may cancel.
+    """
+    progress = progress if progress is not None else Progress()
+    tasks = list(tasks)
+    total = len(tasks)
+    results = None if on_result is not None else [None] * total
+
+    def consume(index, result):
+        if on_result is not None:
+            on_result(index, result)
+        else:
+            results[index] = result
+
+    if executor is None:
+        for index, task in enumerate(tasks):
+            consume(index, function(*task))
+            progress((index + 1) / max(total, 1))
+        return results
+    in_flight = {}
+    limit = 2 * executor_workers(executor)
+    next_task = 0
+    done = 0
+    try:
+        while done < total:
+            while next_task < total and len(in_flight) < limit:
+                future = executor.submit(function, *tasks[next_task])
+                in_flight[future] = next_task
+                next_task += 1
+            finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            for future in finished:
+                index = in_flight.pop(future)
+                consume(index, future.result())
+                done += 1
+            progress(done / max(total, 1))
+    except BaseException:
+        for future in in_flight:
+            future.cancel()
+        wait(list(in_flight))
+        raise
+    return results
