@@ -91,8 +91,9 @@ class CostDistance(GridGraphAlgorithm):
             "destination's feature id, its accumulated cost and the source "
             "id. Destinations outside the raster or unreached are skipped "
             "with a warning.\n\n"
-            "Ties between equal-cost paths go to the cell settled first "
-            "(Dijkstra order), identically on every backend. Advanced: "
+            "Where several paths share the least cost, the accumulated cost "
+            "is the same and the direction, allocation and path follow the "
+            "one the search settles first. Advanced: "
             "backend (auto picks an NVIDIA GPU when numba CUDA can use one); "
             "tile size, memory limit and Dask scheduler must stay 0 / empty "
             "in this version.")

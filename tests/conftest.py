@@ -1,0 +1,138 @@
+"""Shared fixtures: the GridGraph provider on top of pytest-qgis, and writers
+for small GeoTIFF and GeoPackage fixtures made with GDAL/OGR in tmp_path.
+
+QGIS-level tests use the ``gridgraph_provider`` fixture (or the
+``processing_run`` helper fixture that needs it); engine tests need none of it.
+"""
+
+import os
+
+# pytest-qgis starts a QgsApplication while pytest configures itself; no
+# display must be needed, whatever pytest.ini says.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+PROJECTED_CRS = "EPSG:32633"  # UTM 33N: square metre cells
+GEOGRAPHIC_CRS = "EPSG:4326"
+# Top-left corner (x, y) and 10 m cells: cell (row, col) has its centre at
+# (X0 + 10 col + 5, Y0 - 10 row - 5).
+X0, Y0, CELL = 500000.0, 5000000.0, 10.0
+PROJECTED_GEOTRANSFORM = (X0, CELL, 0.0, Y0, 0.0, -CELL)
+
+_GDAL_TYPES = {"Byte": 1, "UInt16": 2, "Int16": 3, "UInt32": 4, "Int32": 5,
+               "Float32": 6, "Float64": 7}
+
+
+def cell_centre(row, col, geotransform=PROJECTED_GEOTRANSFORM):
+    """Map coordinates of a cell centre on a north-up grid."""
+    x0, dx, _, y0, _, dy = geotransform
+    return x0 + (col + 0.5) * dx, y0 + (row + 0.5) * dy
+
+
+def write_geotiff(path, array, crs=PROJECTED_CRS,
+                  geotransform=PROJECTED_GEOTRANSFORM, nodata=None,
+                  data_type="Float64", bands=None):
+    """Write ``array`` (or the list ``bands``) as a GeoTIFF with GDAL."""
+    from osgeo import gdal, osr
+    gdal.UseExceptions()
+    layers = bands if bands is not None else [array]
+    rows, cols = np.asarray(layers[0]).shape
+    dataset = gdal.GetDriverByName("GTiff").Create(
+        str(path), cols, rows, len(layers), _GDAL_TYPES[data_type])
+    dataset.SetGeoTransform(geotransform)
+    reference = osr.SpatialReference()
+    reference.SetFromUserInput(crs)
+    dataset.SetProjection(reference.ExportToWkt())
+    for index, layer in enumerate(layers, start=1):
+        band = dataset.GetRasterBand(index)
+        if nodata is not None:
+            band.SetNoDataValue(float(nodata))
+        band.WriteArray(np.asarray(layer))
+    dataset.FlushCache()
+    dataset = None
+    return str(path)
+
+
+def write_points(path, points, crs=PROJECTED_CRS, fids=None):
+    """A GeoPackage point layer; ``fids`` (default 1..n) are the feature ids."""
+    from osgeo import ogr, osr
+    ogr.UseExceptions()
+    reference = osr.SpatialReference()
+    reference.SetFromUserInput(crs)
+    reference.SetAxisMappingStrategy(osr.OAMS_TRADITIONAL_GIS_ORDER)
+    source = ogr.GetDriverByName("GPKG").CreateDataSource(str(path))
+    layer = source.CreateLayer("points", reference, ogr.wkbPoint)
+    layer.CreateField(ogr.FieldDefn("name", ogr.OFTString))
+    for index, (x, y) in enumerate(points):
+        feature = ogr.Feature(layer.GetLayerDefn())
+        feature.SetFID(fids[index] if fids is not None else index + 1)
+        feature.SetField("name", f"p{index}")
+        point = ogr.Geometry(ogr.wkbPoint)
+        point.AddPoint_2D(float(x), float(y))
+        feature.SetGeometry(point)
+        layer.CreateFeature(feature)
+    source = None
+    return str(path)
+
+
+def read_raster(path):
+    """(array, nodata, geotransform, projection WKT) of band 1."""
+    from osgeo import gdal
+    gdal.UseExceptions()
+    dataset = gdal.Open(str(path))
+    band = dataset.GetRasterBand(1)
+    return (band.ReadAsArray(), band.GetNoDataValue(),
+            dataset.GetGeoTransform(), dataset.GetProjection())
+
+
+def read_features(path):
+    """[(attributes dict, geometry WKT-able QgsGeometry)] of a vector output."""
+    from qgis.core import QgsVectorLayer
+    layer = QgsVectorLayer(str(path), "output", "ogr")
+    assert layer.isValid(), f"cannot open {path}"
+    names = [field.name() for field in layer.fields()]
+    return [(dict(zip(names, feature.attributes())), feature.geometry())
+            for feature in layer.getFeatures()]
+
+
+@pytest.fixture(scope="session")
+def gridgraph_provider(qgis_processing):
+    """The GridGraph provider, registered once per session (as QGIS would)."""
+    from qgis.core import QgsApplication
+
+    from gridgraph.provider import GridGraphProvider
+    registry = QgsApplication.processingRegistry()
+    provider = registry.providerById("gridgraph")
+    if provider is None:
+        provider = GridGraphProvider()
+        assert registry.addProvider(provider)
+    yield provider
+
+
+@pytest.fixture
+def run_algorithm(gridgraph_provider):
+    """``run_algorithm(id, parameters, feedback=None)`` through processing.run."""
+    import processing
+    from qgis.core import QgsProcessingContext, QgsProcessingFeedback
+
+    def run(algorithm_id, parameters, feedback=None):
+        context = QgsProcessingContext()
+        return processing.run(algorithm_id, parameters, context=context,
+                              feedback=feedback or QgsProcessingFeedback())
+    return run
+
+
+@pytest.fixture
+def check_parameters(gridgraph_provider):
+    """``check_parameters(id, parameters) -> (ok, message)`` without running."""
+    from qgis.core import QgsApplication, QgsProcessingContext
+
+    def check(algorithm_id, parameters):
+        algorithm = QgsApplication.processingRegistry().createAlgorithmById(
+            algorithm_id)
+        assert algorithm is not None, algorithm_id
+        return algorithm.checkParameterValues(parameters,
+                                              QgsProcessingContext())
+    return check
