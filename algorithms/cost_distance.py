@@ -343,7 +343,7 @@ class CostDistance(GridGraphAlgorithm):
                                                         row, col))
                         for row, col in cells]
             if len(vertices) == 1:  # the destination is a source cell
-                vertices.append(QgsPoint(vertices[0]))
+                vertices.append(vertices[0].clone())
             feature = QgsFeature(fields)
             feature.setGeometry(QgsGeometry(QgsLineString(vertices)))
             row, col = cell
