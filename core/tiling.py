@@ -201,6 +201,38 @@ def auto_tile_size(shape, limit_bytes, tile_bytes_per_cell, workers=1,
     return max(MIN_TILE_SIZE, size)
 
 
+@dataclass
+class TiledPlan:
+    """What the tiled path of an operation needs: the opened source, the
+    tile grid and the memory budget in bytes."""
+
+    source: object
+    grid: TileGrid
+    limit_bytes: int
+
+
+def plan_for(values, band, tile_size, memory_limit_mb, executor,
+             in_memory_bytes_per_cell, tile_bytes_per_cell):
+    """Open ``values`` and :func:`plan` it: a :class:`TiledPlan`, or None
+    when the raster is processed in memory.
+
+    Small arrays never reach GDAL or the file checks: an ndarray that is
+    not a memmap and fits the limit goes straight back to the in-memory
+    path.
+    """
+    if tile_size in (None, 0) and isinstance(values, np.ndarray) and \
+            not isinstance(values, np.memmap) and values.ndim == 2:
+        limit = memory_limit_bytes(memory_limit_mb)
+        if values.size * in_memory_bytes_per_cell <= limit:
+            return None
+    source = open_source(values, band)
+    grid = plan(source.shape, tile_size, memory_limit_mb,
+                in_memory_bytes_per_cell, tile_bytes_per_cell, executor)
+    if grid is None:
+        return None
+    return TiledPlan(source, grid, memory_limit_bytes(memory_limit_mb))
+
+
 def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
          tile_bytes_per_cell, executor=None):
     """Decide between the in-memory and the tiled path.

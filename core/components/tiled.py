@@ -37,8 +37,23 @@ TILE_BYTES_PER_CELL = 33
 IN_MEMORY_BYTES_PER_CELL = 24
 
 
+def connected_components_tiled(plan, connectivity, mode, nodata, backend,
+                               out_dir, executor, progress):
+    """The tiled path of :func:`gridgraph.core.connected_components`."""
+    from . import ComponentsResult
+    source = plan.source
+    if nodata is None:
+        nodata = source.nodata
+    rows, cols = source.shape
+    label_bytes = np.dtype(index_dtype(rows * cols)).itemsize * rows * cols
+    out_dir = tiling.check_out_dir(out_dir, label_bytes, plan.limit_bytes)
+    labels, count = label_tiled(source, plan.grid, connectivity, mode, nodata,
+                                out_dir, executor, progress, backend)
+    return ComponentsResult(labels=labels, count=int(count))
+
+
 def label_tiled(source, grid, connectivity, mode, nodata, out_dir=None,
-                executor=None, progress=None, limit_bytes=None):
+                executor=None, progress=None, backend="cpu"):
     """Label the components of ``source`` tile by tile.
 
     Returns ``(labels, count)``: labels is an in-memory array when
@@ -55,7 +70,7 @@ def label_tiled(source, grid, connectivity, mode, nodata, out_dir=None,
 
     summaries = tiling.run_tasks(
         tile_summary,
-        [(source, window, shape, connectivity, mode, nodata)
+        [(source, window, shape, connectivity, mode, nodata, backend)
          for window in windows],
         executor, progress.span(0.0, 0.45))
     by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
@@ -70,22 +85,27 @@ def label_tiled(source, grid, connectivity, mode, nodata, out_dir=None,
         tiling.run_tasks(
             tile_labels,
             [(source, window, shape, connectivity, mode, nodata,
-              answers[tile], label_dtype)
+              answers[tile], label_dtype, backend)
              for tile, window in zip(tiles, windows)],
             executor, progress.span(0.5, 1.0), on_result=write)
         labels = sink.finish()
     return labels, count
 
 
-def _local_labels(source, window, connectivity, mode, nodata):
-    from . import _cpu
+def _local_labels(source, window, connectivity, mode, nodata, backend):
+    if backend == "cuda":
+        from . import _cuda as kernels
+    else:
+        from . import _cpu as kernels
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    labels, count = _cpu.label(values, valid, connectivity, mode, Progress())
+    labels, count = kernels.label(values, valid, connectivity, mode,
+                                  Progress())
     return values, labels, count
 
 
-def tile_summary(source, window, shape, connectivity, mode, nodata):
+def tile_summary(source, window, shape, connectivity, mode, nodata,
+                 backend="cpu"):
     """Round 1 for one tile: its border message (a dict of small arrays).
 
     Keys: ``top``, ``bottom``, ``left``, ``right`` (per border cell the
@@ -97,7 +117,7 @@ def tile_summary(source, window, shape, connectivity, mode, nodata):
     there).
     """
     values, labels, count = _local_labels(source, window, connectivity, mode,
-                                          nodata)
+                                          nodata, backend)
     border_index = _border_index(labels, count)
     first_cell, interior_before, row_starts = _starts(
         labels, border_index, np.int64(window.row), np.int64(window.col),
@@ -189,7 +209,7 @@ def merge(grid, summaries, eight, compare_values):
         first_cell[offsets[tile]:offsets[tile] + n] = summaries[tile]["first_cell"]
     parent = np.arange(total, dtype=np.int64)
 
-    def join(tile_a, line_a, tile_b, line_b, diagonal_only=False):
+    def join(tile_a, line_a, tile_b, line_b):
         a, b = summaries[tile_a], summaries[tile_b]
         _join_lines(parent, first_cell,
                     a[line_a], a[line_a + "_values"], offsets[tile_a],
@@ -336,10 +356,10 @@ def _rank_in_runs(keys):
 
 
 def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
-                label_dtype):
+                label_dtype, backend="cpu"):
     """Round 3 for one tile: its final labels (an array of ``label_dtype``)."""
     _, labels, count = _local_labels(source, window, connectivity, mode,
-                                     nodata)
+                                     nodata, backend)
     border_index = _border_index(labels, count)
     final = np.empty(labels.shape, dtype=label_dtype)
     _renumber(labels, border_index, answer["number"], answer["is_root"],
@@ -369,3 +389,9 @@ def _renumber(labels, border_index, border_number, border_is_root,
                     number[label] = 1 + starts_before[r] + run
                     run += 1
             final[r, c] = number[label]
+
+
+def plan(values, band, tile_size, memory_limit_mb, executor):
+    """The tiled plan for these options, or None for the in-memory path."""
+    return tiling.plan_for(values, band, tile_size, memory_limit_mb, executor,
+                           IN_MEMORY_BYTES_PER_CELL, TILE_BYTES_PER_CELL)

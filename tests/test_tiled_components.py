@@ -1,0 +1,267 @@
+"""Tiled connected components: identical to the in-memory run for every
+tile size (DESIGN.md, "Block hierarchy"), checked on literal grids, scipy,
+and adversarial rasters (spirals across many tiles, nodata, plateaus)."""
+
+import concurrent.futures
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridgraph.core import CancelledError, InvalidInputError, connected_components
+from gridgraph.core import tiling
+
+from rasters import fractal_surface, spiral_mask
+
+TILE_SIZES = (8, 16, 64)
+STRUCTURE = {4: ndi.generate_binary_structure(2, 1),
+             8: ndi.generate_binary_structure(2, 2)}
+
+
+def in_memory(values, **options):
+    return connected_components(values, backend="cpu", **options)
+
+
+def tiled(values, tile_size, **options):
+    return connected_components(values, backend="cpu", tile_size=tile_size,
+                                **options)
+
+
+def assert_same(values, tile_sizes=TILE_SIZES, **options):
+    expected = in_memory(values, **options)
+    for tile_size in tile_sizes:
+        result = tiled(values, tile_size, **options)
+        assert result.count == expected.count, tile_size
+        assert result.labels.dtype == expected.labels.dtype
+        np.testing.assert_array_equal(result.labels, expected.labels,
+                                      err_msg=f"tile_size={tile_size}")
+    return expected
+
+
+# A 10 x 10 grid cut by 8 x 8 tiles: component 1 starts at (0, 6) in the
+# first tile, leaves it, runs down the right edge, back along the bottom row
+# and up the left column into the first tile again as a second piece there.
+SEAM_GRID = np.array([
+    [0, 0, 0, 0, 0, 0, 1, 0, 0, 1],
+    [0, 0, 1, 1, 1, 0, 1, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 1, 1, 1, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    [1, 0, 1, 0, 0, 0, 0, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 1, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+])
+SEAM_LABELS = np.array([
+    [0, 0, 0, 0, 0, 0, 1, 0, 0, 1],
+    [0, 0, 2, 2, 2, 0, 1, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 1, 1, 1, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    [1, 0, 3, 0, 0, 0, 0, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 1, 1],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+])
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_literal_grid_across_seams(connectivity):
+    result = tiled(SEAM_GRID, 8, mode="nonzero", connectivity=connectivity)
+    assert result.count == 3
+    np.testing.assert_array_equal(result.labels, SEAM_LABELS)
+
+
+def test_literal_corner_link_needs_eight_connectivity():
+    # cells (7, 7) and (8, 8) meet only at the corner of four 8 x 8 tiles
+    grid = np.zeros((12, 12), dtype=np.int32)
+    grid[7, 7] = grid[8, 8] = 5
+    grid[7, 8] = grid[8, 7] = 0
+    four = tiled(grid, 8, connectivity=4, mode="nonzero")
+    eight = tiled(grid, 8, connectivity=8, mode="nonzero")
+    assert four.count == 2 and eight.count == 1
+    assert four.labels[7, 7] == 1 and four.labels[8, 8] == 2
+    assert eight.labels[7, 7] == eight.labels[8, 8] == 1
+    # the other diagonal of the same corner
+    grid = np.zeros((12, 12), dtype=np.int32)
+    grid[7, 8] = grid[8, 7] = 5
+    eight = tiled(grid, 8, connectivity=8, mode="equal")
+    assert eight.count == 2  # background zeros are one component (equal mode)
+    assert eight.labels[7, 8] == eight.labels[8, 7] == 2
+
+
+def test_equal_mode_literal():
+    grid = np.array([[1, 1, 2, 2, 2, 2, 2, 2, 2, 3],
+                     [1, 2, 2, 1, 1, 1, 1, 1, 1, 3]] * 5)
+    result = tiled(grid, 8, connectivity=4, mode="equal")
+    expected = in_memory(grid, connectivity=4, mode="equal")
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    # the 2s zig-zag down every row pair, so they form one component
+    assert len(np.unique(result.labels[grid == 2])) == 1
+    assert result.labels[0, 0] == 1 and result.labels[0, 2] == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([4, 8]), st.sampled_from(["equal", "nonzero"]),
+       st.sampled_from([8, 16]), st.floats(0, 0.5))
+def test_random_rasters_match_in_memory_and_scipy(rows, cols, seed,
+                                                  connectivity, mode,
+                                                  tile_size, nodata_share):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 3, (rows, cols)).astype(np.float32)
+    values[rng.random((rows, cols)) < nodata_share] = np.nan
+    expected = in_memory(values, connectivity=connectivity, mode=mode)
+    result = tiled(values, tile_size, connectivity=connectivity, mode=mode)
+    assert result.count == expected.count
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    if mode == "nonzero":
+        foreground = (values != 0) & ~np.isnan(values)
+        scipy_labels, scipy_count = ndi.label(foreground,
+                                              STRUCTURE[connectivity])
+        assert result.count == scipy_count
+        np.testing.assert_array_equal(result.labels, scipy_labels)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_spiral_crossing_many_tiles(connectivity):
+    mask = spiral_mask(150)
+    expected = assert_same(mask, connectivity=connectivity, mode="nonzero")
+    assert expected.count == 1
+    # the gaps between the arm's turns are background: in equal mode they
+    # form a second spiral, interleaved with the first
+    assert_same(mask.astype(np.int16), connectivity=connectivity, mode="equal")
+
+
+@pytest.mark.parametrize("shape", [(67, 45), (8, 200), (129, 7), (1, 1)])
+def test_sizes_not_multiples_of_the_tile(shape):
+    values = (fractal_surface(shape, seed=5) // 100).astype(np.int32)
+    for connectivity in (4, 8):
+        assert_same(values, connectivity=connectivity, mode="equal")
+
+
+def test_nodata_heavy_raster():
+    rng = np.random.default_rng(7)
+    values = rng.integers(1, 3, (90, 77)).astype(np.int16)
+    values[rng.random(values.shape) < 0.7] = -9999
+    for mode in ("equal", "nonzero"):
+        expected = assert_same(values, connectivity=8, mode=mode,
+                               nodata=-9999)
+        assert (expected.labels[values == -9999] == 0).all()
+
+
+def test_plateau_and_empty_rasters():
+    plateau = np.full((70, 70), 3.5)
+    expected = assert_same(plateau, connectivity=4, mode="equal")
+    assert expected.count == 1 and (expected.labels == 1).all()
+    nothing = np.full((20, 20), np.nan)
+    expected = assert_same(nothing, connectivity=8, mode="equal")
+    assert expected.count == 0
+
+
+def test_checkerboard_many_components_per_tile():
+    board = np.indices((64, 48)).sum(axis=0) % 2
+    expected = assert_same(board, connectivity=4, mode="equal")
+    assert expected.count == board.size
+
+
+def test_out_dir_memmap_source_and_executor(tmp_path):
+    values = (fractal_surface((100, 90), seed=2) // 80).astype(np.float32)
+    path = tmp_path / "values.npy"
+    np.save(path, values)
+    memmap = np.load(path, mmap_mode="r")
+    expected = in_memory(values, connectivity=8)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = connected_components(memmap, connectivity=8, tile_size=16,
+                                  out_dir=out, backend="cpu")
+    assert isinstance(result.labels, np.memmap)
+    assert result.labels.filename == str(out / "labels.npy")
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), expected.labels)
+    # a window of a memmap (rows and a column range) is read from its file
+    window = memmap[10:70, 5:80]
+    np.testing.assert_array_equal(
+        tiled(window, 8, connectivity=8).labels,
+        in_memory(np.array(window), connectivity=8).labels)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        threaded = connected_components(values, connectivity=8, tile_size=16,
+                                        executor=pool, backend="cpu")
+    np.testing.assert_array_equal(threaded.labels, expected.labels)
+
+
+def test_geotiff_source(tmp_path):
+    from gridgraph.core import io
+    values = (fractal_surface((70, 50), seed=9) // 100).astype(np.int16)
+    values[:5, :5] = -1
+    path = str(tmp_path / "values.tif")
+    io.write_raster(path, values, (0, 1, 0, 0, 0, -1), "", nodata=-1)
+    result = connected_components(path, tile_size=16, backend="cpu")
+    expected = in_memory(values, nodata=-1)
+    np.testing.assert_array_equal(result.labels, expected.labels)
+
+
+def test_memory_limit_routes_to_tiles(tmp_path):
+    values = (fractal_surface((256, 256), seed=4) // 100).astype(np.int32)
+    expected = in_memory(values)
+    # 256^2 cells need ~1.5 MB in memory: a 1 MB limit forces tiles, which
+    # the out_dir memmap (ignored on the in-memory path) gives away
+    result = connected_components(values, memory_limit_mb=1, out_dir=tmp_path,
+                                  backend="cpu")
+    assert isinstance(result.labels, np.memmap)
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    roomy = connected_components(values, memory_limit_mb=1000,
+                                 out_dir=tmp_path, backend="cpu")
+    assert not isinstance(roomy.labels, np.memmap)
+
+
+def test_outputs_too_large_without_out_dir():
+    values = np.zeros((512, 512), dtype=np.uint8)
+    with pytest.raises(InvalidInputError, match="out_dir"):
+        connected_components(values, memory_limit_mb=0.5, backend="cpu")
+
+
+@pytest.mark.parametrize("bad", [4, 12, 100, -8, 2.5, "16"])
+def test_bad_tile_size(bad):
+    with pytest.raises(InvalidInputError, match="tile_size"):
+        connected_components(np.zeros((4, 4)), tile_size=bad)
+
+
+def test_bad_out_dir(tmp_path):
+    with pytest.raises(InvalidInputError, match="not a folder"):
+        connected_components(np.zeros((20, 20)), tile_size=8,
+                             out_dir=tmp_path / "missing")
+
+
+def test_progress_and_cancel():
+    values = (fractal_surface((64, 64), seed=1) // 100).astype(np.int32)
+    seen = []
+    connected_components(values, tile_size=16, progress=seen.append,
+                         backend="cpu")
+    assert seen[-1] == 1.0
+    assert all(a <= b for a, b in zip(seen, seen[1:]))
+    assert len(seen) >= 32  # two rounds over 16 tiles
+
+    calls = []
+
+    def cancel_in_second_round(fraction):
+        calls.append(fraction)
+        return fraction < 0.6
+
+    with pytest.raises(CancelledError):
+        connected_components(values, tile_size=16,
+                             progress=cancel_in_second_round, backend="cpu")
+
+
+def test_morton_order_and_grid():
+    grid = tiling.TileGrid((20, 33), 8)
+    assert (grid.tile_rows, grid.tile_cols) == (3, 5)
+    assert grid.window(2, 4) == tiling.Window(16, 32, 4, 1)
+    order = grid.morton_order()
+    assert order[:8] == [(0, 0), (0, 1), (1, 0), (1, 1),
+                         (0, 2), (0, 3), (1, 2), (1, 3)]
+    assert sorted(order) == [(r, c) for r in range(3) for c in range(5)]
