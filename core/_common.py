@@ -157,15 +157,28 @@ def as_progress(progress):
     return Progress(progress)
 
 
-def check_unsupported_scale_options(tile_size, memory_limit_mb, executor):
-    """Reject options whose machinery has not landed yet, instead of ignoring them."""
-    if tile_size not in (None, 0):
+def check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
+                                    tiled=False):
+    """Check the block-hierarchy options: ``tile_size`` a power of two >= 8
+    (None or 0: automatic), ``memory_limit_mb`` positive (None or 0: a safe
+    share of RAM), ``executor`` None or a concurrent.futures executor (a
+    Dask client or scheduler address is not available yet).  Operations
+    without a tiled path yet (``tiled=False``) reject tile_size and
+    executor instead of ignoring them."""
+    from . import tiling
+    if not tiled:
+        if tile_size not in (None, 0):
+            raise InvalidInputError(
+                "tiled processing (tile_size) is not available yet for this "
+                "operation: leave tile_size unset (0) to process the raster "
+                "in memory")
+        if executor is not None:
+            raise InvalidInputError(
+                "executors are not available yet for this operation: leave "
+                "it empty to run in this process")
+    tiling.check_tile_size(tile_size)
+    tiling.check_executor(executor)
+    if memory_limit_mb is not None and not memory_limit_mb >= 0:
         raise InvalidInputError(
-            "tiled processing (tile_size) is not available yet in this version: "
-            "leave tile_size unset (0) to process the raster in memory")
-    if executor is not None:
-        raise InvalidInputError(
-            "distributed execution (executor / DASK_SCHEDULER) is not available "
-            "yet in this version: leave it empty to run in this process")
-    if memory_limit_mb is not None and memory_limit_mb < 0:
-        raise InvalidInputError("memory_limit_mb must be positive (or None)")
+            f"memory_limit_mb must be positive (or 0 / None for automatic), "
+            f"got {memory_limit_mb!r}")
