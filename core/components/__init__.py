@@ -30,7 +30,7 @@ class ComponentsResult:
 
 def connected_components(values, connectivity=4, mode="equal", nodata=None,
                          backend="auto", tile_size=None, memory_limit_mb=None,
-                         executor=None, progress=None, band=1):
+                         executor=None, progress=None, band=1, out_dir=None):
     """Label the connected components of a raster.
 
     Parameters
@@ -47,12 +47,28 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
     nodata : number, optional
         Cells equal to it are not vertices; NaN never is one.
     backend : {"auto", "cpu", "cuda"}
-    tile_size, memory_limit_mb, executor
-        Block-hierarchy options (see DESIGN.md); in-memory only for now.
+    tile_size : int, optional
+        Side of the square tiles of the block hierarchy (a power of two
+        >= 8).  Given, the raster is processed tile by tile; None or 0
+        processes it in memory unless it does not fit ``memory_limit_mb``,
+        then tiles are sized automatically.  Results are identical either
+        way.
+    memory_limit_mb : float, optional
+        Memory budget; None or 0 is half the available RAM.  The tiled
+        path keeps its peak memory under it (outputs written to
+        ``out_dir`` do not count).
+    executor : concurrent.futures.Executor, optional
+        Runs the per-tile work (e.g. a ThreadPoolExecutor: the kernels
+        release the GIL); None runs it in this process.
     progress : callable, optional
         ``progress(fraction)``; returning False cancels (CancelledError).
     band : int
         Band to read when ``values`` is a path.
+    out_dir : str, optional
+        Tiled path only: a folder where the label raster is written as
+        ``labels.npy``; the result then holds a read-only memmap of it.
+        Without it, the labels are an in-memory array (an error when they
+        would not fit the memory limit).  Ignored on the in-memory path.
 
     Returns
     -------
@@ -80,8 +96,15 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
     connectivity = check_connectivity(connectivity, (4, 8))
     if mode not in MODES:
         raise _invalid(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    check_unsupported_scale_options(tile_size, memory_limit_mb, executor)
+    check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
+                                    tiled=True)
     progress = as_progress(progress)
+    from . import tiled
+    plan = tiled.plan(values, band, tile_size, memory_limit_mb, executor)
+    if plan is not None:
+        return tiled.connected_components_tiled(
+            plan, connectivity, mode, nodata, resolve_backend(backend),
+            out_dir, executor, progress)
     array, file_nodata = load_raster(values, band)
     if nodata is None:
         nodata = file_nodata
