@@ -1,0 +1,367 @@
+"""Pieces shared by the CUDA kernels of every operation.
+
+Imported only when the ``cuda`` backend runs (the operations import their
+``_cuda`` module lazily), so a machine without CUDA never loads it.  Under
+numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, used by CI) the same
+kernels run as Python threads; the few libdevice intrinsics used here get
+plain-Python equivalents there, and the launch shapes shrink so that tiny
+test rasters still cross tile seams.
+
+Contents: bit casts and non-contracted float arithmetic, a device-memory
+check, block-aggregated appends, an exclusive prefix sum, an OR/AND
+reduction, and a stable LSD radix sort of int64 keys (optionally carrying a
+second int64 array).
+"""
+
+import math
+
+import numpy as np
+from numba import config, cuda
+
+from .errors import BackendUnavailableError
+
+SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+# Threads per block and items per thread of the generic kernels (scan,
+# reduction, radix sort).  The simulator runs every thread as a Python
+# thread and every barrier costs milliseconds there, so it gets tiny blocks.
+SCAN_THREADS = 8 if SIMULATOR else 256
+SCAN_ITEMS = 2 if SIMULATOR else 8
+SORT_THREADS = 8 if SIMULATOR else 64
+SORT_ITEMS = 4 if SIMULATOR else 32
+# Row stride of the per-thread digit counters in shared memory: two spare
+# slots put the rows of consecutive digits in different banks.
+SORT_STRIDE = SORT_THREADS + 2
+RADIX_BITS = 8
+RADIX = 1 << RADIX_BITS
+FLAT_THREADS = 32 if SIMULATOR else 256
+
+INT64_MAX = np.iinfo(np.int64).max
+
+
+# --------------------------------------------------------------------------
+# Bit casts and float arithmetic that NVVM may not fuse into an FMA (numba
+# compiles CUDA code with FMA contraction on unless told otherwise, which
+# would change the last bit of ``d + a * b`` compared with the CPU).
+
+if SIMULATOR:
+    def float32_bits(x):
+        """Bit pattern of float32 ``x`` as a signed integer."""
+        return int(np.array(x, dtype=np.float32).view(np.int32))
+
+    def float64_bits(x):
+        """Bit pattern of float64 ``x`` as a signed integer."""
+        return int(np.array(x, dtype=np.float64).view(np.int64))
+
+    def add_rn(x, y):
+        """float64 ``x + y`` rounded to nearest, never fused."""
+        return np.float64(x) + np.float64(y)
+
+    def mul_rn(x, y):
+        """float64 ``x * y`` rounded to nearest, never fused."""
+        return np.float64(x) * np.float64(y)
+else:
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True, cache=True)
+    def float32_bits(x):
+        """Bit pattern of float32 ``x`` as a signed integer."""
+        return libdevice.float_as_int(np.float32(x))
+
+    @cuda.jit(device=True, cache=True)
+    def float64_bits(x):
+        """Bit pattern of float64 ``x`` as a signed integer."""
+        return libdevice.double_as_longlong(np.float64(x))
+
+    @cuda.jit(device=True, cache=True)
+    def add_rn(x, y):
+        """float64 ``x + y`` rounded to nearest, never fused."""
+        return libdevice.dadd_rn(np.float64(x), np.float64(y))
+
+    @cuda.jit(device=True, cache=True)
+    def mul_rn(x, y):
+        """float64 ``x * y`` rounded to nearest, never fused."""
+        return libdevice.dmul_rn(np.float64(x), np.float64(y))
+
+
+# --------------------------------------------------------------------------
+# Host-side helpers.
+
+def blocks_for(n, per_block):
+    """Number of blocks of ``per_block`` items that cover ``n`` items (>= 1)."""
+    return max(1, (int(n) + per_block - 1) // per_block)
+
+
+def check_device_memory(bytes_needed, what):
+    """Raise before allocating when the GPU cannot hold ``bytes_needed``.
+
+    The in-memory CUDA kernels need the whole raster and their work arrays
+    on the device; until the block hierarchy runs on the GPU, a raster too
+    large for it must go to the CPU backend.
+    """
+    try:
+        free, total = cuda.current_context().get_memory_info()
+    except Exception:  # pragma: no cover - a driver without the query
+        return
+    # Leave room for the CUDA context, kernels and allocator slack.
+    usable = free - max(256 * 2**20, free // 20)
+    if bytes_needed > usable:
+        raise BackendUnavailableError(
+            f"{what} needs about {bytes_needed / 2**30:.1f} GiB of GPU memory "
+            f"but the GPU has {free / 2**30:.1f} GiB free of "
+            f"{total / 2**30:.1f} GiB: use backend='cpu' for this raster "
+            "(the tiled GPU path does not exist yet)")
+
+
+def to_device(array):
+    """Copy a host array to the device (contiguous, native byte order)."""
+    return cuda.to_device(np.ascontiguousarray(array))
+
+
+def device_scalar(array, index):
+    """Read one element of a device array on the host."""
+    return array[index:index + 1].copy_to_host()[0]
+
+
+# --------------------------------------------------------------------------
+# Block-wide building blocks (every thread of the block must call them).
+
+@cuda.jit(device=True, cache=True)
+def block_reserve(n_items, counter, scratch):
+    """Reserve ``n_items`` consecutive slots of a global output list.
+
+    ``counter`` (int64[1]) holds the list's length; ``scratch`` is a shared
+    int64[2] array.  One global atomic per block instead of one per item.
+    Returns the first reserved slot (meaningless when ``n_items`` is 0).
+    """
+    if cuda.threadIdx.x == 0:
+        scratch[0] = 0
+    cuda.syncthreads()
+    local = np.int64(0)
+    if n_items > 0:
+        local = cuda.atomic.add(scratch, 0, n_items)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        scratch[1] = cuda.atomic.add(counter, 0, scratch[0])
+    cuda.syncthreads()
+    return scratch[1] + local
+
+
+@cuda.jit(device=True, cache=True)
+def block_exclusive_sum(value, scratch):
+    """Exclusive prefix sum of ``value`` over the threads of the block.
+
+    ``scratch`` is a shared int64 array with one slot per thread.  Returns
+    (this thread's exclusive prefix, the block total).
+    """
+    t = cuda.threadIdx.x
+    n = cuda.blockDim.x
+    scratch[t] = value
+    cuda.syncthreads()
+    offset = 1
+    while offset < n:
+        add = np.int64(0)
+        if t >= offset:
+            add = scratch[t - offset]
+        cuda.syncthreads()
+        scratch[t] += add
+        cuda.syncthreads()
+        offset *= 2
+    inclusive = scratch[t]
+    total = scratch[n - 1]
+    cuda.syncthreads()
+    return inclusive - value, total
+
+
+# --------------------------------------------------------------------------
+# Exclusive prefix sum of an int64 device array, in place.
+
+@cuda.jit(cache=True)
+def _scan_chunks(values, n, chunk_totals):
+    scratch = cuda.shared.array(SCAN_THREADS, np.int64)
+    start = (np.int64(cuda.blockIdx.x) * SCAN_THREADS
+             + cuda.threadIdx.x) * SCAN_ITEMS
+    total = np.int64(0)
+    for k in range(SCAN_ITEMS):
+        if start + k < n:
+            total += values[start + k]
+    prefix, block_total = block_exclusive_sum(total, scratch)
+    running = prefix
+    for k in range(SCAN_ITEMS):
+        if start + k < n:
+            v = values[start + k]
+            values[start + k] = running
+            running += v
+    if cuda.threadIdx.x == 0:
+        chunk_totals[cuda.blockIdx.x] = block_total
+
+
+@cuda.jit(cache=True)
+def _add_chunk_offsets(values, n, chunk_offsets):
+    offset = chunk_offsets[cuda.blockIdx.x]
+    start = (np.int64(cuda.blockIdx.x) * SCAN_THREADS
+             + cuda.threadIdx.x) * SCAN_ITEMS
+    for k in range(SCAN_ITEMS):
+        if start + k < n:
+            values[start + k] += offset
+
+
+def exclusive_scan(values, n):
+    """Replace ``values[:n]`` (int64 device array) by its exclusive prefix
+    sums.  Callers that need the total give the array one extra trailing
+    zero and scan it too."""
+    per_block = SCAN_THREADS * SCAN_ITEMS
+    n_blocks = blocks_for(n, per_block)
+    totals = cuda.device_array(n_blocks, dtype=np.int64)
+    _scan_chunks[n_blocks, SCAN_THREADS](values, n, totals)
+    if n_blocks > 1:
+        exclusive_scan(totals, n_blocks)
+        _add_chunk_offsets[n_blocks, SCAN_THREADS](values, n, totals)
+
+
+# --------------------------------------------------------------------------
+# Which bits vary over an int64 array: OR and AND of all elements.
+
+@cuda.jit(cache=True)
+def _or_and(values, n, result):
+    scratch = cuda.shared.array(2, np.int64)
+    if cuda.threadIdx.x == 0:
+        scratch[0] = 0
+        scratch[1] = -1
+    cuda.syncthreads()
+    start = (np.int64(cuda.blockIdx.x) * SCAN_THREADS
+             + cuda.threadIdx.x) * SCAN_ITEMS
+    any_bits = np.int64(0)
+    all_bits = np.int64(-1)
+    for k in range(SCAN_ITEMS):
+        if start + k < n:
+            v = values[start + k]
+            any_bits |= v
+            all_bits &= v
+    cuda.atomic.or_(scratch, 0, any_bits)
+    cuda.atomic.and_(scratch, 1, all_bits)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.or_(result, 0, scratch[0])
+        cuda.atomic.and_(result, 1, scratch[1])
+
+
+def varying_bits(values, n):
+    """Bit mask of the bits that differ between elements of ``values[:n]``."""
+    result = cuda.to_device(np.array([0, -1], dtype=np.int64))
+    blocks = blocks_for(n, SCAN_THREADS * SCAN_ITEMS)
+    _or_and[blocks, SCAN_THREADS](values, n, result)
+    any_bits, all_bits = (int(v) for v in result.copy_to_host())
+    return any_bits ^ all_bits
+
+
+# --------------------------------------------------------------------------
+# Stable LSD radix sort of int64 keys (signed order), 8 bits per pass.
+
+@cuda.jit(device=True, cache=True)
+def _digit(key, shift, flip):
+    d = (key >> shift) & (RADIX - 1)
+    if flip:
+        d ^= RADIX >> 1  # the sign bit: negative keys first
+    return d
+
+
+@cuda.jit(cache=True)
+def _radix_histogram(keys, n, shift, flip, table, n_blocks):
+    """table[d * n_blocks + b] = keys of block b with digit d."""
+    counts = cuda.shared.array(RADIX, np.int32)
+    t = cuda.threadIdx.x
+    for d in range(t, RADIX, SORT_THREADS):
+        counts[d] = 0
+    cuda.syncthreads()
+    start = (np.int64(cuda.blockIdx.x) * SORT_THREADS + t) * SORT_ITEMS
+    for k in range(SORT_ITEMS):
+        if start + k < n:
+            cuda.atomic.add(counts, _digit(keys[start + k], shift, flip), 1)
+    cuda.syncthreads()
+    for d in range(t, RADIX, SORT_THREADS):
+        table[np.int64(d) * n_blocks + cuda.blockIdx.x] = counts[d]
+
+
+@cuda.jit(cache=True)
+def _radix_scatter(digit_keys, keys, carried, move_carried, n, shift, flip,
+                   offsets, n_blocks, keys_out, carried_out):
+    """Move every key to offsets[d, block] + its rank among the block's keys
+    of digit d.  Thread t owns SORT_ITEMS consecutive keys, so ranking by
+    (thread, item) keeps the pass stable; counts[d][t] holds how many keys
+    of digit d thread t has, and a scan along each digit's row gives each
+    thread its first rank, without a scan across digits."""
+    # int16: a rank within a block stays below SORT_THREADS * SORT_ITEMS
+    counts = cuda.shared.array(RADIX * SORT_STRIDE, np.int16)
+    t = cuda.threadIdx.x
+    for d in range(RADIX):
+        counts[d * SORT_STRIDE + t] = 0
+    cuda.syncthreads()
+    start = (np.int64(cuda.blockIdx.x) * SORT_THREADS + t) * SORT_ITEMS
+    for k in range(SORT_ITEMS):
+        if start + k < n:
+            d = _digit(digit_keys[start + k], shift, flip)
+            counts[d * SORT_STRIDE + t] += 1
+    cuda.syncthreads()
+    for d in range(t, RADIX, SORT_THREADS):
+        running = 0
+        for j in range(SORT_THREADS):
+            c = counts[d * SORT_STRIDE + j]
+            counts[d * SORT_STRIDE + j] = running
+            running += c
+    cuda.syncthreads()
+    for k in range(SORT_ITEMS):
+        i = start + k
+        if i < n:
+            d = _digit(digit_keys[i], shift, flip)
+            rank = counts[d * SORT_STRIDE + t]
+            counts[d * SORT_STRIDE + t] = rank + 1
+            target = offsets[np.int64(d) * n_blocks + cuda.blockIdx.x] + rank
+            keys_out[target] = keys[i]
+            if move_carried:
+                carried_out[target] = carried[i]
+
+
+def radix_sort(keys, n, carried=None):
+    """Sort ``keys[:n]`` (int64, signed order) stably; with ``carried``,
+    sort by (keys, carried) as one 128-bit key, keys most significant.
+
+    Digits that are the same in every element are skipped.  Returns the
+    device arrays holding the result (the inputs or their scratch twins).
+    """
+    if n <= 1:
+        return keys, carried
+    per_block = SORT_THREADS * SORT_ITEMS
+    n_blocks = blocks_for(n, per_block)
+    table = cuda.device_array(RADIX * n_blocks + 1, dtype=np.int64)
+    keys_tmp = cuda.device_array(n, dtype=np.int64)
+    move_carried = carried is not None
+    carried_tmp = cuda.device_array(n if move_carried else 1, dtype=np.int64)
+    if carried is None:
+        carried = carried_tmp
+    passes = []
+    if move_carried:
+        vary = varying_bits(carried, n)
+        passes += [("carried", shift) for shift in range(0, 64, RADIX_BITS)
+                   if (vary >> shift) & (RADIX - 1)]
+    vary = varying_bits(keys, n)
+    passes += [("keys", shift) for shift in range(0, 64, RADIX_BITS)
+               if (vary >> shift) & (RADIX - 1)]
+    for which, shift in passes:
+        digit_keys = keys if which == "keys" else carried
+        flip = shift == 64 - RADIX_BITS
+        _radix_histogram[n_blocks, SORT_THREADS](
+            digit_keys, n, shift, flip, table, n_blocks)
+        exclusive_scan(table, RADIX * n_blocks)
+        _radix_scatter[n_blocks, SORT_THREADS](
+            digit_keys, keys, carried, move_carried, n, shift, flip, table,
+            n_blocks, keys_tmp, carried_tmp)
+        keys, keys_tmp = keys_tmp, keys
+        if move_carried:
+            carried, carried_tmp = carried_tmp, carried
+    return keys, (carried if move_carried else None)
+
+
+def ceil_log2(n):
+    """Smallest b with 2**b >= n (0 for n <= 1)."""
+    return 0 if n <= 1 else int(math.ceil(math.log2(n)))

@@ -1,0 +1,329 @@
+"""CUDA kernels of connected components: block-based union-find.
+
+The scheme of Playne & Hawick (A new algorithm for parallel connected-
+component labelling on GPUs, IEEE TPDS 2018) with the tile-local first
+phase of Allegretti et al. (2020):
+
+1. Tiles of TILE_H x TILE_W cells, one thread block each: union-find in
+   shared memory over the tile's edges, then every cell points at its
+   tile-local root (as a global cell index).
+2. Seams: the edges that cross tile borders are united in the global
+   parent array.  Unions link the larger root under the smaller with an
+   atomic min, so ``parent[x] <= x`` always holds and the root of every
+   component is its first cell in raster scan order.
+3. Flatten (every cell points at its root) and count the roots of each
+   chunk of cells; a prefix sum over the chunks, then a block-wide prefix
+   sum inside each chunk, numbers the roots 1..count in scan order; every
+   other cell takes its root's number.
+
+Indices are the dtype of :func:`gridgraph.core._common.index_dtype`
+(int64 from 2**31 - 1 cells on); every index computation is done in int64.
+"""
+
+import numpy as np
+from numba import cuda
+
+from .._common import index_dtype
+from .._cuda_common import (FLAT_THREADS, SIMULATOR, block_exclusive_sum,
+                            blocks_for, check_device_memory, device_scalar,
+                            exclusive_scan)
+
+TILE_W = 4 if SIMULATOR else 32
+TILE_H = 4 if SIMULATOR else 32
+THREADS_Y = 2 if SIMULATOR else 8
+ROWS_PER_THREAD = TILE_H // THREADS_Y
+TILE_THREADS = TILE_W * THREADS_Y
+SEAM_CELLS_PER_TILE = TILE_W + 2 * (TILE_H - 1)
+CHUNK_THREADS = 8 if SIMULATOR else 256
+CHUNK_ITEMS = 2 if SIMULATOR else 8
+CHUNK_CELLS = CHUNK_THREADS * CHUNK_ITEMS
+
+
+@cuda.jit(device=True, cache=True)
+def _foreground(values, valid, nonzero, i):
+    return valid[i] != 0 and (not nonzero or values[i] != 0)
+
+
+@cuda.jit(device=True, cache=True)
+def _joined(values, nonzero, a, b):
+    """Two foreground cells are connected (``equal`` mode: same value)."""
+    return nonzero or values[a] == values[b]
+
+
+@cuda.jit(device=True, cache=True)
+def _find(parent, x):
+    while True:
+        p = parent[x]
+        if p == x:
+            return x
+        x = p
+
+
+@cuda.jit(device=True, cache=True)
+def _union(parent, a, b):
+    """Join the trees of a and b, the larger root under the smaller.
+
+    When the atomic min finds that the root it targets was linked by
+    another thread meanwhile, it carries on from that root's new parent
+    (Playne & Hawick 2018, Algorithm 3).
+    """
+    done = False
+    while not done:
+        a = _find(parent, a)
+        b = _find(parent, b)
+        if a < b:
+            old = cuda.atomic.min(parent, b, a)
+            done = old == b
+            b = old
+        elif b < a:
+            old = cuda.atomic.min(parent, a, b)
+            done = old == a
+            a = old
+        else:
+            done = True
+
+
+@cuda.jit(cache=True)
+def _label_tiles(values, valid, nonzero, eight, rows, cols, tiles_x, parent):
+    """Phase 1: union-find inside each tile, in shared memory."""
+    local = cuda.shared.array(TILE_H * TILE_W, np.int32)
+    tile = np.int64(cuda.blockIdx.x)
+    tile_row = tile // tiles_x
+    r0 = tile_row * TILE_H
+    c0 = (tile - tile_row * tiles_x) * TILE_W
+    tx = cuda.threadIdx.x % TILE_W
+    ty = cuda.threadIdx.x // TILE_W
+    c = c0 + tx
+    for k in range(ROWS_PER_THREAD):
+        lr = ty + k * THREADS_Y
+        li = lr * TILE_W + tx
+        r = r0 + lr
+        local[li] = -1
+        if r < rows and c < cols and _foreground(values, valid, nonzero,
+                                                 r * cols + c):
+            local[li] = li
+    cuda.syncthreads()
+    for k in range(ROWS_PER_THREAD):
+        lr = ty + k * THREADS_Y
+        li = lr * TILE_W + tx
+        if local[li] >= 0:  # entries of foreground cells stay >= 0
+            i = (r0 + lr) * cols + c
+            if tx > 0 and local[li - 1] >= 0 and _joined(values, nonzero, i,
+                                                          i - 1):
+                _union(local, li, li - 1)
+            if lr > 0:
+                up = li - TILE_W
+                if local[up] >= 0 and _joined(values, nonzero, i, i - cols):
+                    _union(local, li, up)
+                if eight:
+                    if tx > 0 and local[up - 1] >= 0 and _joined(
+                            values, nonzero, i, i - cols - 1):
+                        _union(local, li, up - 1)
+                    if tx + 1 < TILE_W and local[up + 1] >= 0 and _joined(
+                            values, nonzero, i, i - cols + 1):
+                        _union(local, li, up + 1)
+    cuda.syncthreads()
+    for k in range(ROWS_PER_THREAD):
+        lr = ty + k * THREADS_Y
+        li = lr * TILE_W + tx
+        r = r0 + lr
+        if r < rows and c < cols:
+            if local[li] >= 0:
+                root = _find(local, li)
+                root_row = root // TILE_W
+                parent[r * cols + c] = ((r0 + root_row) * cols + c0
+                                        + (root - root_row * TILE_W))
+            else:
+                parent[r * cols + c] = -1
+
+
+@cuda.jit(cache=True)
+def _merge_seams(values, nonzero, eight, rows, cols, tiles_x, n_tiles,
+                 parent):
+    """Phase 2: unite the edges that cross tile borders.
+
+    A thread per seam cell of a tile (its first row, first and last
+    column) looks at its backward neighbours (left, up, up-left, up-right)
+    that lie in another tile.
+    """
+    g = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if g >= n_tiles * SEAM_CELLS_PER_TILE:
+        return
+    tile = g // SEAM_CELLS_PER_TILE
+    p = g - tile * SEAM_CELLS_PER_TILE
+    tile_row = tile // tiles_x
+    r0 = tile_row * TILE_H
+    c0 = (tile - tile_row * tiles_x) * TILE_W
+    if p < TILE_W:
+        lr = np.int64(0)
+        tx = p
+    elif p < TILE_W + TILE_H - 1:
+        lr = p - TILE_W + 1
+        tx = np.int64(0)
+    else:
+        lr = p - (TILE_W + TILE_H - 1) + 1
+        tx = np.int64(TILE_W - 1)
+    r = r0 + lr
+    c = c0 + tx
+    if r >= rows or c >= cols:
+        return
+    i = r * cols + c
+    if parent[i] < 0:
+        return
+    if tx == 0 and c > 0:
+        j = i - 1
+        if parent[j] >= 0 and _joined(values, nonzero, i, j):
+            _union(parent, i, j)
+    if r > 0:
+        if lr == 0:
+            j = i - cols
+            if parent[j] >= 0 and _joined(values, nonzero, i, j):
+                _union(parent, i, j)
+        if eight:
+            if c > 0 and (lr == 0 or tx == 0):
+                j = i - cols - 1
+                if parent[j] >= 0 and _joined(values, nonzero, i, j):
+                    _union(parent, i, j)
+            if c + 1 < cols and (lr == 0 or tx == TILE_W - 1):
+                j = i - cols + 1
+                if parent[j] >= 0 and _joined(values, nonzero, i, j):
+                    _union(parent, i, j)
+
+
+@cuda.jit(cache=True)
+def _flatten_count(parent, n, chunk_roots):
+    """Phase 3a: point every cell at its root; count the roots per chunk."""
+    total = cuda.shared.array(1, np.int64)
+    if cuda.threadIdx.x == 0:
+        total[0] = 0
+    cuda.syncthreads()
+    start = (np.int64(cuda.blockIdx.x) * CHUNK_THREADS
+             + cuda.threadIdx.x) * CHUNK_ITEMS
+    roots = 0
+    for k in range(CHUNK_ITEMS):
+        i = start + k
+        if i < n and parent[i] >= 0:
+            root = _find(parent, i)
+            if root == i:
+                roots += 1
+            else:
+                parent[i] = root
+    if roots > 0:
+        cuda.atomic.add(total, 0, roots)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        chunk_roots[cuda.blockIdx.x] = total[0]
+
+
+@cuda.jit(cache=True)
+def _number_roots(parent, n, chunk_offsets, labels):
+    """Phase 3b: roots get 1..count in scan order."""
+    scratch = cuda.shared.array(CHUNK_THREADS, np.int64)
+    start = (np.int64(cuda.blockIdx.x) * CHUNK_THREADS
+             + cuda.threadIdx.x) * CHUNK_ITEMS
+    roots = np.int64(0)
+    for k in range(CHUNK_ITEMS):
+        i = start + k
+        if i < n and parent[i] == i:
+            roots += 1
+    prefix, _ = block_exclusive_sum(roots, scratch)
+    number = chunk_offsets[cuda.blockIdx.x] + prefix + 1
+    for k in range(CHUNK_ITEMS):
+        i = start + k
+        if i < n and parent[i] == i:
+            labels[i] = number
+            number += 1
+
+
+@cuda.jit(cache=True)
+def _label_cells(parent, n, labels):
+    """Phase 3c: every other cell takes its root's number (0: background)."""
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        p = parent[i]
+        if p < 0:
+            labels[i] = 0
+        elif p != i:
+            labels[i] = labels[p]
+
+
+def _kernel_ready(array):
+    """A C-contiguous, native-endian array the kernels compile for."""
+    values = np.asarray(array)
+    if values.dtype == np.float16:
+        values = values.astype(np.float32)
+    elif not values.dtype.isnative:
+        values = values.astype(values.dtype.newbyteorder("="))
+    return np.ascontiguousarray(values)
+
+
+def device_bytes(n_cells, value_itemsize):
+    """GPU memory :func:`label` needs for a raster of ``n_cells``."""
+    index_size = np.dtype(index_dtype(n_cells)).itemsize
+    chunks = blocks_for(n_cells, CHUNK_CELLS)
+    return n_cells * (value_itemsize + 1 + 2 * index_size) + 16 * chunks
+
+
+def label_device(values, valid, rows, cols, connectivity, nonzero,
+                 progress=None):
+    """Label device arrays; returns (device labels, count).
+
+    ``values`` and ``valid`` (uint8) are flat device arrays of rows * cols
+    cells; the labels come back flat, in :func:`index_dtype` of the size.
+    """
+    n = rows * cols
+    dtype = index_dtype(n)
+    parent = cuda.device_array(n, dtype=dtype)
+    tiles_x = blocks_for(cols, TILE_W)
+    n_tiles = tiles_x * blocks_for(rows, TILE_H)
+    eight = connectivity == 8
+    _label_tiles[n_tiles, TILE_THREADS](values, valid, nonzero, eight, rows,
+                                        cols, tiles_x, parent)
+    seam_threads = n_tiles * SEAM_CELLS_PER_TILE
+    _merge_seams[blocks_for(seam_threads, FLAT_THREADS), FLAT_THREADS](
+        values, nonzero, eight, rows, cols, tiles_x, n_tiles, parent)
+    if progress is not None:
+        progress(0.5)
+    n_chunks = blocks_for(n, CHUNK_CELLS)
+    chunk_roots = cuda.device_array(n_chunks + 1, dtype=np.int64)
+    _flatten_count[n_chunks, CHUNK_THREADS](parent, n, chunk_roots)
+    chunk_roots[n_chunks] = 0
+    exclusive_scan(chunk_roots, n_chunks + 1)
+    count = int(device_scalar(chunk_roots, n_chunks))
+    labels = cuda.device_array(n, dtype=dtype)
+    _number_roots[n_chunks, CHUNK_THREADS](parent, n, chunk_roots, labels)
+    _label_cells[blocks_for(n, FLAT_THREADS), FLAT_THREADS](parent, n, labels)
+    return labels, count
+
+
+def label(array, valid, connectivity, mode, progress):
+    """Label the connected components of ``array`` on the GPU.
+
+    Same contract as :func:`gridgraph.core.components._cpu.label`: returns
+    (labels, count) with labels 1..count in raster scan order of each
+    component's first cell, 0 for background and invalid cells; int32, or
+    int64 from 2**31 - 1 cells on.
+    """
+    values = _kernel_ready(array)
+    rows, cols = values.shape
+    valid = np.ascontiguousarray(valid, dtype=np.bool_)
+    if valid.shape != values.shape:
+        raise ValueError(f"valid mask shape {valid.shape} differs from the "
+                         f"raster shape {values.shape}")
+    n = rows * cols
+    dtype = index_dtype(n)
+    if n == 0:
+        progress(1.0)
+        return np.empty((rows, cols), dtype=dtype), 0
+    check_device_memory(
+        device_bytes(n, values.dtype.itemsize),
+        f"connected components of a {rows} x {cols} raster")
+    progress(0.0)
+    d_values = cuda.to_device(values.reshape(-1))
+    d_valid = cuda.to_device(valid.reshape(-1).view(np.uint8))
+    labels, count = label_device(d_values, d_valid, rows, cols, connectivity,
+                                 mode == "nonzero", progress.span(0.1, 0.9))
+    del d_values, d_valid
+    result = labels.copy_to_host().reshape(rows, cols)
+    progress(1.0)
+    return result, count
