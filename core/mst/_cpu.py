@@ -23,6 +23,7 @@ References: Borůvka (1926); Sousa, MST solvers for multi-core CPUs and GPUs
 (HPG 2009).
 """
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -30,25 +31,12 @@ from .._common import index_dtype
 from ..errors import InvalidInputError
 from . import PARENT_DEGREES, PARENT_OFFSETS
 
-# Neighbours of a cell: (row step, col step, rank of the edge, whether the
-# cell itself is the edge's low end).  The first four are the 4-neighbourhood.
-_NEIGHBOURS = np.array([
-    (0, 1, 0, 1),     # right
-    (1, 0, 2, 1),     # down
-    (0, -1, 0, 0),    # left: the left cell's "right" edge
-    (-1, 0, 2, 0),    # up
-    (1, -1, 1, 1),    # down-left
-    (1, 1, 3, 1),     # down-right
-    (-1, 1, 1, 0),    # up-right: that cell's "down-left" edge
-    (-1, -1, 3, 0),   # up-left
-], dtype=np.int64)
-
-# Forward neighbours (the cell is the low end): each edge seen once.
-_FORWARD = np.array([(0, 1, 0), (1, 0, 2), (1, -1, 1), (1, 1, 3)],
-                    dtype=np.int64)
-
 # Cells per progress report in the traversals of parent_direction.
 _TRAVERSAL_BUDGET = 1 << 22
+
+# Widest digit of the LSD radix sort of the tree edges: 2**11 counters per
+# chunk stay in the L1 cache.
+_MAX_DIGIT_BITS = 11
 
 
 @njit(inline="always")
@@ -77,6 +65,16 @@ def _lighter(w1, e1, w2, e2):
 
 
 @njit(inline="always")
+def _take(w, e, found_weight, found_edge):
+    """Keep the lighter of the best edge so far and a candidate whose edge
+    id is larger than the best's (so equal weights keep the best)."""
+    if found_edge < 0 or w < found_weight or (
+            found_weight != found_weight and w == w):
+        return w, e
+    return found_weight, found_edge
+
+
+@njit(inline="always")
 def _high_end(edge_id, cols):
     low = edge_id >> 2
     rank = edge_id & 3
@@ -90,162 +88,232 @@ def _high_end(edge_id, cols):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grid_lightest_edges(values, valid, n_neighbours, weight_index, half,
+def _grid_lightest_edges(values, valid, eight, weight_index, half,
                          best_weight, best_edge):
-    """Lightest incident edge of every valid cell (edge -1: none)."""
+    """Lightest incident edge of every valid cell (edge -1: none).
+
+    Neighbours are visited in increasing edge id (up-left, up, up-right,
+    left, right, down-left, down, down-right: ids 4v-4W-1, 4v-4W+2,
+    4v-4W+5, 4v-4, 4v, 4v+1, 4v+2, 4v+3), so a later candidate wins only
+    with a strictly smaller weight.  For W <= 2 the pairs that would break
+    this order (up-right/left, up-left/up-right) never both exist.
+    """
     rows, cols = values.shape
     for r in prange(rows):
         for c in range(cols):
-            v = r * cols + c
-            best_edge[v] = -1
+            v = np.int64(r) * cols + c
             if not valid[r, c]:
+                best_edge[v] = -1
                 continue
-            a = values[r, c]
-            found_weight = a
-            found_edge = np.int64(-1)
-            for k in range(n_neighbours):
-                nr = r + _NEIGHBOURS[k, 0]
-                nc = c + _NEIGHBOURS[k, 1]
-                if nr < 0 or nr >= rows or nc < 0 or nc >= cols:
-                    continue
-                if not valid[nr, nc]:
-                    continue
-                w = _edge_weight(a, values[nr, nc], weight_index, half)
-                low = v if _NEIGHBOURS[k, 3] == 1 else nr * cols + nc
-                e = low * 4 + _NEIGHBOURS[k, 2]
-                if found_edge < 0 or _lighter(w, e, found_weight, found_edge):
-                    found_weight = w
-                    found_edge = e
-            best_weight[v] = found_weight
-            best_edge[v] = found_edge
+            x = values[r, c]
+            fw = x
+            fe = np.int64(-1)
+            if r > 0:
+                up = v - cols
+                if eight and c > 0 and valid[r - 1, c - 1]:
+                    fw, fe = _take(
+                        _edge_weight(x, values[r - 1, c - 1], weight_index,
+                                     half), (up - 1) * 4 + 3, fw, fe)
+                if valid[r - 1, c]:
+                    fw, fe = _take(
+                        _edge_weight(x, values[r - 1, c], weight_index, half),
+                        up * 4 + 2, fw, fe)
+                if eight and c + 1 < cols and valid[r - 1, c + 1]:
+                    fw, fe = _take(
+                        _edge_weight(x, values[r - 1, c + 1], weight_index,
+                                     half), (up + 1) * 4 + 1, fw, fe)
+            if c > 0 and valid[r, c - 1]:
+                fw, fe = _take(
+                    _edge_weight(x, values[r, c - 1], weight_index, half),
+                    (v - 1) * 4, fw, fe)
+            if c + 1 < cols and valid[r, c + 1]:
+                fw, fe = _take(
+                    _edge_weight(x, values[r, c + 1], weight_index, half),
+                    v * 4, fw, fe)
+            if r + 1 < rows:
+                if eight and c > 0 and valid[r + 1, c - 1]:
+                    fw, fe = _take(
+                        _edge_weight(x, values[r + 1, c - 1], weight_index,
+                                     half), v * 4 + 1, fw, fe)
+                if valid[r + 1, c]:
+                    fw, fe = _take(
+                        _edge_weight(x, values[r + 1, c], weight_index, half),
+                        v * 4 + 2, fw, fe)
+                if eight and c + 1 < cols and valid[r + 1, c + 1]:
+                    fw, fe = _take(
+                        _edge_weight(x, values[r + 1, c + 1], weight_index,
+                                     half), v * 4 + 3, fw, fe)
+            best_weight[v] = fw
+            best_edge[v] = fe
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _find_roots(parent):
-    """Point every entry (parent >= 0) straight at its root.
+@njit(inline="always")
+def _find_root(parent, v):
+    """Root of ``v``'s tree; compresses the path behind it.
 
-    Threads share the array: every write stores the root of the written
-    entry's tree, and roots never move, so concurrent compression is safe.
+    Threads may share ``parent``: every write stores the root of the
+    written entry's tree and roots never move, so concurrent compression is
+    safe.
     """
-    for v in prange(parent.size):
-        if parent[v] < 0:
-            continue
-        root = np.int64(v)
-        while parent[root] != root:
-            root = parent[root]
-        x = np.int64(v)
-        while parent[x] != root:
-            following = parent[x]
-            parent[x] = root
-            x = following
+    root = v
+    while parent[root] != root:
+        root = parent[root]
+    while parent[v] != root:
+        following = parent[v]
+        parent[v] = root
+        v = following
+    return root
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _hook_cells(valid_flat, best_edge, best_weight, cols, parent,
-                chosen_edge, chosen_weight):
+def _hook_cells(valid, best_edge, parent, root_offsets, tree_offsets):
     """Borůvka hooking of round 1 on the grid.
 
     Each cell points at the other end of its lightest edge.  Under a strict
     total order the only cycles of that graph are mutual pairs sharing one
-    edge; the lower cell of a pair becomes the root.  The lightest edges of
-    the non-root cells are exactly the tree edges found this round; they
-    are written to ``chosen_*``.  Returns how many.
+    edge; the lower cell of such a pair becomes a root, as do cells with no
+    edge.  ``parent`` gets -1 on invalid cells; ``*_offsets[r + 1]`` the
+    number of roots and of hooked cells (tree edges) in row r.
     """
-    n = parent.size
-    for v in prange(n):
-        e = best_edge[v]
-        if not valid_flat[v]:
-            parent[v] = -1
-        elif e < 0:
-            parent[v] = v
-        else:
+    rows, cols = valid.shape
+    for r in prange(rows):
+        roots = 0
+        hooked = 0
+        for c in range(cols):
+            v = np.int64(r) * cols + c
+            if not valid[r, c]:
+                parent[v] = -1
+                continue
+            e = best_edge[v]
+            if e < 0:
+                parent[v] = v
+                roots += 1
+                continue
             low = e >> 2
-            parent[v] = low if low != v else _high_end(e, cols)
-    # Only the lower cell of a mutual pair writes, and it reads the higher
-    # cell's entry, which nobody writes: no race.
-    for v in prange(n):
-        p = parent[v]
-        if p > v and parent[p] == v:
-            parent[v] = v
-    count = 0
-    for v in range(n):
-        if parent[v] >= 0 and parent[v] != v:
-            chosen_edge[count] = best_edge[v]
-            chosen_weight[count] = best_weight[v]
-            count += 1
-    _find_roots(parent)
-    return count
+            p = low if low != v else _high_end(e, cols)
+            if p > v and best_edge[p] == e:
+                parent[v] = v
+                roots += 1
+            else:
+                parent[v] = p
+                hooked += 1
+        root_offsets[r + 1] = roots
+        tree_offsets[r + 1] = hooked
+
+
+@njit(inline="always")
+def _crosses(parent, valid, r, c, root):
+    """Whether the valid neighbour (r, c) exists and has another root."""
+    return valid[r, c] and _find_root(
+        parent, np.int64(r) * valid.shape[1] + c) != root
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grid_cut_edges(values, valid, n_forward, weight_index, half, component,
-                    label):
-    """List the grid edges whose ends lie in different components.
+def _contract_cells(valid, eight, best_edge, best_weight, parent,
+                    root_offsets, tree_offsets, root_label, chosen_edge,
+                    chosen_weight, cut_offsets):
+    """Contract the trees of round 1 and count the edges that cross them.
 
-    ``component`` holds each cell's root cell.  Roots with at least one
-    crossing edge get compact labels 0..m-1 (``label`` is scratch of size
-    n); components with none are finished and drop out.  Returns
-    (end_a, end_b, weight, edge_id, m).
+    ``*_offsets`` are exclusive prefix sums by row.  Roots get compact
+    labels 0..m-1 in ``root_label`` in scan order; the lightest edges of
+    hooked cells, the tree edges of round 1, go to ``chosen_*``; ``parent``
+    ends pointing at each valid cell's root; ``cut_offsets[r + 1]`` gets
+    the number of crossing edges whose low end lies in row r.
+    """
+    rows, cols = valid.shape
+    for r in prange(rows):
+        next_root = root_offsets[r]
+        next_tree = tree_offsets[r]
+        cut = 0
+        has_next_row = r + 1 < rows
+        for c in range(cols):
+            v = np.int64(r) * cols + c
+            p = parent[v]
+            if p < 0:
+                continue
+            # roots never change, so this test is safe while other rows
+            # compress paths through this row
+            if p == v:
+                root_label[v] = next_root
+                next_root += 1
+                root = v
+            else:
+                chosen_edge[next_tree] = best_edge[v]
+                chosen_weight[next_tree] = best_weight[v]
+                next_tree += 1
+                root = _find_root(parent, v)
+            if c + 1 < cols and _crosses(parent, valid, r, c + 1, root):
+                cut += 1
+            if has_next_row:
+                if eight and c > 0 and _crosses(parent, valid, r + 1, c - 1,
+                                                root):
+                    cut += 1
+                if _crosses(parent, valid, r + 1, c, root):
+                    cut += 1
+                if eight and c + 1 < cols and _crosses(parent, valid, r + 1,
+                                                       c + 1, root):
+                    cut += 1
+        cut_offsets[r + 1] = cut
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _grid_cut_edges(values, valid, eight, weight_index, half, component,
+                    root_label, cut_offsets, label_a, label_b, weight,
+                    edge_id):
+    """Write the grid edges whose ends lie in different components.
+
+    ``component`` holds each valid cell's root, ``root_label`` the roots'
+    compact labels; row r's edges go from ``cut_offsets[r]`` on.
     """
     rows, cols = values.shape
-    n = rows * cols
-    row_counts = np.zeros(rows + 1, dtype=np.int64)
-    for v in prange(n):
-        label[v] = 0
     for r in prange(rows):
-        count = 0
+        j = cut_offsets[r]
+        has_next_row = r + 1 < rows
         for c in range(cols):
             if not valid[r, c]:
                 continue
-            v = r * cols + c
+            v = np.int64(r) * cols + c
             root = component[v]
-            for k in range(n_forward):
-                nr = r + _FORWARD[k, 0]
-                nc = c + _FORWARD[k, 1]
-                if nr >= rows or nc < 0 or nc >= cols or not valid[nr, nc]:
-                    continue
-                other_root = component[nr * cols + nc]
-                if other_root != root:
-                    count += 1
-                    # every writer stores the same value
-                    label[root] = 1
-                    label[other_root] = 1
-        row_counts[r + 1] = count
-    m = 0
-    for v in range(n):
-        if label[v] != 0:
-            label[v] = m
-            m += 1
-        else:
-            label[v] = -1
-    for r in range(rows):
-        row_counts[r + 1] += row_counts[r]
-    total = row_counts[rows]
-    end_a = np.empty(total, dtype=np.int64)
-    end_b = np.empty(total, dtype=np.int64)
-    weight = np.empty(total, dtype=values.dtype)
-    edge_id = np.empty(total, dtype=np.int64)
-    for r in prange(rows):
-        j = row_counts[r]
-        for c in range(cols):
-            if not valid[r, c]:
-                continue
-            v = r * cols + c
-            root = component[v]
-            for k in range(n_forward):
-                nr = r + _FORWARD[k, 0]
-                nc = c + _FORWARD[k, 1]
-                if nr >= rows or nc < 0 or nc >= cols or not valid[nr, nc]:
-                    continue
-                other_root = component[nr * cols + nc]
-                if other_root != root:
-                    end_a[j] = label[root]
-                    end_b[j] = label[other_root]
-                    weight[j] = _edge_weight(values[r, c], values[nr, nc],
+            label = root_label[root]
+            x = values[r, c]
+            if c + 1 < cols and valid[r, c + 1]:
+                other = component[v + 1]
+                if other != root:
+                    label_a[j] = label
+                    label_b[j] = root_label[other]
+                    weight[j] = _edge_weight(x, values[r, c + 1],
                                              weight_index, half)
-                    edge_id[j] = v * 4 + _FORWARD[k, 2]
+                    edge_id[j] = v * 4
                     j += 1
-    return end_a, end_b, weight, edge_id, m
+            if not has_next_row:
+                continue
+            if eight and c > 0 and valid[r + 1, c - 1]:
+                other = component[v + cols - 1]
+                if other != root:
+                    label_a[j] = label
+                    label_b[j] = root_label[other]
+                    weight[j] = _edge_weight(x, values[r + 1, c - 1],
+                                             weight_index, half)
+                    edge_id[j] = v * 4 + 1
+                    j += 1
+            if valid[r + 1, c]:
+                other = component[v + cols]
+                if other != root:
+                    label_a[j] = label
+                    label_b[j] = root_label[other]
+                    weight[j] = _edge_weight(x, values[r + 1, c],
+                                             weight_index, half)
+                    edge_id[j] = v * 4 + 2
+                    j += 1
+            if eight and c + 1 < cols and valid[r + 1, c + 1]:
+                other = component[v + cols + 1]
+                if other != root:
+                    label_a[j] = label
+                    label_b[j] = root_label[other]
+                    weight[j] = _edge_weight(x, values[r + 1, c + 1],
+                                             weight_index, half)
+                    edge_id[j] = v * 4 + 3
+                    j += 1
 
 
 @njit(cache=True, nogil=True)
@@ -253,47 +321,49 @@ def _list_round(end_a, end_b, weight, edge_id, m, chosen_edge, chosen_weight,
                 n_chosen):
     """One Borůvka round on the list of edges between m components.
 
-    Every component has at least one edge.  Appends the tree edges found to
-    ``chosen_*`` from ``n_chosen`` on, then contracts: returns the crossing
-    edges relabelled to the new components (a prefix of the input arrays,
-    overwritten in place), the new component count and the new n_chosen.
+    Appends the tree edges found to ``chosen_*`` from ``n_chosen`` on, then
+    contracts: the crossing edges, relabelled to the new components, are
+    written over a prefix of the input arrays.  Components left without a
+    crossing edge are finished and drop out.  Returns (edges kept, new m,
+    new n_chosen).
     """
     n_edges = end_a.size
+    # the best edge's weight and id are kept per component so that the scan
+    # reads the edge list once, in order
     best = np.full(m, -1, dtype=np.int64)
+    best_weight = np.empty(m, dtype=weight.dtype)
+    best_id = np.empty(m, dtype=np.int64)
     for i in range(n_edges):
         w = weight[i]
         e = edge_id[i]
         a = end_a[i]
         b = end_b[i]
-        j = best[a]
-        if j < 0 or _lighter(w, e, weight[j], edge_id[j]):
+        if best[a] < 0 or _lighter(w, e, best_weight[a], best_id[a]):
             best[a] = i
-        j = best[b]
-        if j < 0 or _lighter(w, e, weight[j], edge_id[j]):
+            best_weight[a] = w
+            best_id[a] = e
+        if best[b] < 0 or _lighter(w, e, best_weight[b], best_id[b]):
             best[b] = i
+            best_weight[b] = w
+            best_id[b] = e
     parent = np.empty(m, dtype=np.int64)
     for c in range(m):
         j = best[c]
-        parent[c] = end_b[j] if end_a[j] == c else end_a[j]
+        if j < 0:
+            parent[c] = c
+        else:
+            parent[c] = end_b[j] if end_a[j] == c else end_a[j]
     for c in range(m):
         p = parent[c]
         if p > c and parent[p] == c:
             parent[c] = c
     for c in range(m):
         if parent[c] != c:
-            j = best[c]
-            chosen_edge[n_chosen] = edge_id[j]
-            chosen_weight[n_chosen] = weight[j]
+            chosen_edge[n_chosen] = best_id[c]
+            chosen_weight[n_chosen] = best_weight[c]
             n_chosen += 1
     for c in range(m):
-        root = c
-        while parent[root] != root:
-            root = parent[root]
-        x = c
-        while parent[x] != root:
-            following = parent[x]
-            parent[x] = root
-            x = following
+        _find_root(parent, c)
     # Relabel surviving roots compactly; ``best`` is reused as the map.
     for c in range(m):
         best[c] = -1
@@ -320,6 +390,197 @@ def _list_round(end_a, end_b, weight, edge_id, m, chosen_edge, chosen_weight,
         edge_id[kept] = edge_id[i]
         kept += 1
     return kept, m_new, n_chosen
+
+
+_SIGN32 = 0x80000000
+_MAGNITUDE32 = 0x7FFFFFFF
+_INF32 = 0x7F800000
+_SIGN64 = np.uint64(1 << 63)
+_MAGNITUDE64 = np.uint64((1 << 63) - 1)
+_INF64 = np.uint64(0x7FF0000000000000)
+
+
+@njit(inline="always")
+def _sort_key32(bits):
+    """float32 bit pattern -> unsigned key in the weight order.
+
+    Negative numbers have their bits inverted, the others their sign bit
+    set, which orders keys as floats.  -0 becomes +0 (they compare equal)
+    and every NaN the largest key (NaN sorts last).
+    """
+    b = np.int64(bits) & 0xFFFFFFFF
+    magnitude = b & _MAGNITUDE32
+    if magnitude == 0:
+        return np.int64(_SIGN32)
+    if magnitude > _INF32:
+        return np.int64(0xFFFFFFFF)
+    if b & _SIGN32:
+        return ~b & 0xFFFFFFFF
+    return b | _SIGN32
+
+
+@njit(inline="always")
+def _weight_bits32(key):
+    """Inverse of :func:`_sort_key32`."""
+    if key & _SIGN32:
+        return key ^ _SIGN32
+    return ~key & 0xFFFFFFFF
+
+
+@njit(inline="always")
+def _sort_key64(bits):
+    """float64 bit pattern -> unsigned key in the weight order (see
+    :func:`_sort_key32`)."""
+    b = np.uint64(bits)
+    magnitude = b & _MAGNITUDE64
+    if magnitude == np.uint64(0):
+        return _SIGN64
+    if magnitude > _INF64:
+        return ~np.uint64(0)
+    if b & _SIGN64:
+        return ~b
+    return b | _SIGN64
+
+
+@njit(inline="always")
+def _weight_bits64(key):
+    if key & _SIGN64:
+        return key ^ _SIGN64
+    return ~key
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _weight_keys(weight_bits):
+    """Sort keys of the weights, with their minimum and maximum."""
+    keys = np.empty(weight_bits.size, dtype=np.uint64)
+    if weight_bits.itemsize == 4:
+        for i in prange(weight_bits.size):
+            keys[i] = np.uint64(_sort_key32(weight_bits[i]))
+    else:
+        for i in prange(weight_bits.size):
+            keys[i] = _sort_key64(weight_bits[i])
+    return keys, keys.min(), keys.max()
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _weight_bits_from_keys(keys, weight_bits):
+    if weight_bits.itemsize == 4:
+        for i in prange(keys.size):
+            weight_bits[i] = _weight_bits32(np.int64(keys[i]))
+    else:
+        for i in prange(keys.size):
+            weight_bits[i] = _weight_bits64(keys[i])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _pack_keys(weight_keys, key_offset, edge_id, id_bits):
+    """((weight key - offset) << id_bits) | edge id, in place."""
+    for i in prange(weight_keys.size):
+        weight_keys[i] = ((weight_keys[i] - np.uint64(key_offset)) << np.uint64(id_bits)) \
+            | np.uint64(edge_id[i])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _unpack_keys(keys, key_offset, id_bits, edge_id):
+    """Inverse of :func:`_pack_keys`: edge ids out, weight keys in place."""
+    id_mask = (np.uint64(1) << np.uint64(id_bits)) - np.uint64(1)
+    for i in prange(keys.size):
+        k = keys[i]
+        edge_id[i] = np.int64(k & id_mask)
+        keys[i] = (k >> np.uint64(id_bits)) + np.uint64(key_offset)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _radix_pass(keys, carried, keys_out, carried_out, shift, digit_bits,
+                n_chunks):
+    """One stable counting-sort pass of ``keys`` on the ``digit_bits`` bits
+    at ``shift``, moving ``carried`` (may be empty) along.
+
+    The keys are cut into ``n_chunks`` contiguous chunks that count and
+    scatter in parallel; chunk t writes each digit's run after the runs of
+    chunks < t, which keeps the pass stable.  Returns False (and writes
+    nothing) when every key has the same digit.
+    """
+    n = keys.size
+    radix = 1 << digit_bits
+    mask = np.uint64(radix - 1)
+    ushift = np.uint64(shift)
+    counts = np.zeros((n_chunks, radix), dtype=np.int64)
+    for t in prange(n_chunks):
+        for i in range(n * t // n_chunks, n * (t + 1) // n_chunks):
+            counts[t, np.int64((keys[i] >> ushift) & mask)] += 1
+    running = 0
+    for d in range(radix):
+        digit_total = 0
+        for t in range(n_chunks):
+            digit_total += counts[t, d]
+        if digit_total == n:
+            return False
+        for t in range(n_chunks):
+            count = counts[t, d]
+            counts[t, d] = running
+            running += count
+    move_carried = carried.size > 0
+    for t in prange(n_chunks):
+        for i in range(n * t // n_chunks, n * (t + 1) // n_chunks):
+            d = np.int64((keys[i] >> ushift) & mask)
+            j = counts[t, d]
+            counts[t, d] = j + 1
+            keys_out[j] = keys[i]
+            if move_carried:
+                carried_out[j] = carried[i]
+    return True
+
+
+def _radix_sort(keys, carried, n_bits):
+    """Stable LSD radix sort of uint64 ``keys`` (values below 2**n_bits),
+    moving ``carried`` (may be empty) along; returns the sorted (keys,
+    carried), which may be the input arrays or new ones."""
+    n_chunks = max(1, min(numba.get_num_threads(), keys.size // 65536))
+    n_passes = max(1, -(-n_bits // _MAX_DIGIT_BITS))
+    digit_bits = -(-n_bits // n_passes)
+    keys_out = np.empty_like(keys)
+    carried_out = np.empty_like(carried)
+    for shift in range(0, n_bits, digit_bits):
+        if _radix_pass(keys, carried, keys_out, carried_out, shift,
+                       min(digit_bits, n_bits - shift), n_chunks):
+            keys, keys_out = keys_out, keys
+            carried, carried_out = carried_out, carried
+    return keys, carried
+
+
+def _sort_tree_edges(edge_id, weight, n_cells):
+    """Sort tree edges by (weight, edge id) = (weight, low, high).
+
+    Radix sort on the weights' order-preserving bit keys.  When the span of
+    the weight keys and the edge ids fit in 64 bits together (float32
+    weights always do below 2**30 cells), one packed key is sorted;
+    otherwise the edges are sorted by id, then stably by weight.  Returns
+    sorted (edge_id, weight), reusing the input arrays' memory.
+    """
+    bits_dtype = np.uint32 if weight.dtype.itemsize == 4 else np.uint64
+    weight_bits = weight.view(bits_dtype)
+    if edge_id.size == 0:
+        return edge_id, weight
+    weight_keys, low_key, high_key = _weight_keys(weight_bits)
+    low_key = np.uint64(low_key)
+    id_bits = int(4 * n_cells - 1).bit_length()
+    key_bits = int(high_key - low_key).bit_length()
+    if id_bits + key_bits <= 64:
+        _pack_keys(weight_keys, low_key, edge_id, id_bits)
+        keys, _ = _radix_sort(weight_keys, weight_keys[:0],
+                              id_bits + key_bits)
+        _unpack_keys(keys, low_key, id_bits, edge_id)
+        weight_keys = keys
+    else:
+        ids, weight_keys = _radix_sort(edge_id.view(np.uint64), weight_keys,
+                                       id_bits)
+        weight_keys -= low_key
+        weight_keys, ids = _radix_sort(weight_keys, ids, key_bits)
+        weight_keys += low_key
+        edge_id[:] = ids.view(np.int64)
+    _weight_bits_from_keys(weight_keys, weight_bits)
+    return edge_id, weight
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -360,55 +621,74 @@ def spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
             f"weight index must be 0 (max), 1 (min), 2 (mean) or 3 (absdiff), "
             f"got {weight_index!r}")
     weight_dtype = np.dtype(weight_dtype).type
+    if weight_dtype not in (np.float32, np.float64):
+        raise InvalidInputError(
+            f"weight dtype must be float32 or float64, got {weight_dtype}")
     values = np.ascontiguousarray(array, dtype=weight_dtype)
     valid = np.ascontiguousarray(valid, dtype=bool)
     if values.shape != valid.shape:
         raise InvalidInputError(
             f"valid mask shape {valid.shape} differs from raster shape "
             f"{values.shape}")
-    rows, cols = values.shape
-    n = rows * cols
+    n_cells = values.size
+    eight = connectivity == 8
     half = weight_dtype(0.5)
     progress(0.0)
-    chosen_edge = np.empty(n, dtype=np.int64)
-    chosen_weight = np.empty(n, dtype=weight_dtype)
-    if n == 0:
-        return np.empty((0, 2), dtype=np.int64), chosen_weight[:0]
+    if n_cells == 0:
+        return np.empty((0, 2), dtype=np.int64), np.empty(0, weight_dtype)
 
-    best_weight = np.empty(n, dtype=weight_dtype)
-    best_edge = np.empty(n, dtype=np.int64)
-    _grid_lightest_edges(values, valid, connectivity, weight_index, half,
+    # Round 1 on the implicit grid.
+    best_weight = np.empty(n_cells, dtype=weight_dtype)
+    best_edge = np.empty(n_cells, dtype=np.int64)
+    _grid_lightest_edges(values, valid, eight, weight_index, half,
                          best_weight, best_edge)
-    progress(0.15)
-    component = np.empty(n, dtype=np.int64)
-    n_chosen = _hook_cells(valid.reshape(-1), best_edge, best_weight, cols,
-                           component, chosen_edge, chosen_weight)
-    del best_weight
+    progress(0.1)
+    rows = values.shape[0]
+    component = np.empty(n_cells, dtype=np.int64)
+    root_offsets = np.zeros(rows + 1, dtype=np.int64)
+    tree_offsets = np.zeros(rows + 1, dtype=np.int64)
+    _hook_cells(valid, best_edge, component, root_offsets, tree_offsets)
+    np.cumsum(root_offsets, out=root_offsets)
+    np.cumsum(tree_offsets, out=tree_offsets)
+    progress(0.2)
+    chosen_edge = np.empty(n_cells, dtype=np.int64)
+    chosen_weight = np.empty(n_cells, dtype=weight_dtype)
+    label_dtype = index_dtype(n_cells)
+    root_label = np.empty(n_cells, dtype=label_dtype)
+    cut_offsets = np.zeros(rows + 1, dtype=np.int64)
+    _contract_cells(valid, eight, best_edge, best_weight, component,
+                    root_offsets, tree_offsets, root_label, chosen_edge,
+                    chosen_weight, cut_offsets)
+    del best_weight, best_edge
+    np.cumsum(cut_offsets, out=cut_offsets)
     progress(0.3)
-    end_a, end_b, weight, edge_id, m = _grid_cut_edges(
-        values, valid, connectivity // 2, weight_index, half, component,
-        best_edge)
-    del component, best_edge
+    m = int(root_offsets[-1])
+    n_chosen = int(tree_offsets[-1])
+    n_edges = int(cut_offsets[-1])
+    end_a = np.empty(n_edges, dtype=label_dtype)
+    end_b = np.empty(n_edges, dtype=label_dtype)
+    weight = np.empty(n_edges, dtype=weight_dtype)
+    edge_id = np.empty(n_edges, dtype=np.int64)
+    _grid_cut_edges(values, valid, eight, weight_index, half, component,
+                    root_label, cut_offsets, end_a, end_b, weight, edge_id)
+    del component, root_label
     progress(0.45)
 
-    n_edges = end_a.size
+    # Further rounds on the shrinking list of crossing edges.
     first_edges = max(n_edges, 1)
     while n_edges > 0:
         n_edges, m, n_chosen = _list_round(
             end_a[:n_edges], end_b[:n_edges], weight[:n_edges],
             edge_id[:n_edges], m, chosen_edge, chosen_weight, n_chosen)
-        # the edge list shrinks by a factor per round: report its share done
-        progress(0.45 + 0.35 * (1.0 - n_edges / first_edges))
+        # the list shrinks by a factor per round: report its share done
+        progress(0.45 + 0.3 * (1.0 - n_edges / first_edges))
     del end_a, end_b, weight, edge_id
 
-    chosen_edge = chosen_edge[:n_chosen]
-    chosen_weight = chosen_weight[:n_chosen]
-    order = np.lexsort((chosen_edge, chosen_weight))
-    chosen_edge = chosen_edge[order]
-    chosen_weight = chosen_weight[order]
+    chosen_edge, chosen_weight = _sort_tree_edges(
+        chosen_edge[:n_chosen], chosen_weight[:n_chosen], n_cells)
     progress(0.95)
     edges = np.empty((n_chosen, 2), dtype=np.int64)
-    _edge_ends(chosen_edge, cols, edges)
+    _edge_ends(chosen_edge, values.shape[1], edges)
     progress(1.0)
     return edges, chosen_weight
 
