@@ -78,11 +78,7 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     if values.size == 0:
         progress(1.0)
         return labels, 0
-    if mode == "nonzero":
-        # foreground cells all share the key 1, so "valid and equal" links
-        # exactly the neighbouring foreground cells
-        valid = valid & (values != 0)
-        values = valid.view(np.uint8)
+    nonzero = mode == "nonzero"
     eight = connectivity == 8
 
     strip_count = _strip_count(rows, cols) if strips is None else \
@@ -107,8 +103,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
             row_stop = min(row_start + rows_per_call, strip_stops[strip])
             if row_start < row_stop:
                 next_labels[strip] = _first_pass(
-                    values, valid, eight, labels, parent, top, row_start,
-                    row_stop, next_labels[strip])
+                    values, valid, nonzero, eight, labels, parent, top,
+                    row_start, row_stop, next_labels[strip])
 
         for offset in range(0, longest, rows_per_call):
             _wait(pool.map(first_pass_block, range(strip_count),
@@ -116,7 +112,7 @@ def label(array, valid, connectivity, mode, progress, strips=None):
             progress(_FIRST_PASS_END * min(offset + rows_per_call, longest)
                      / longest)
 
-        _merge_seams(values, valid, eight, labels, parent, strip_starts[1:])
+        _merge_seams(values, nonzero, eight, labels, parent, strip_starts[1:])
         count = _resolve(parent, first_labels, next_labels)
         progress(_RESOLVE_END)
 
@@ -204,16 +200,15 @@ def _union(parent, first, second):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_cell(values, valid, labels, parent, row, col, next_label,
-                eight, has_above, has_left, has_right):
-    """Give cell (row, col) its provisional label; returns the next unused
-    label.  The boolean flags are compile-time constants at every call site,
-    so the bounds tests vanish from the interior loop."""
+def _label_cell_equal(values, valid, labels, parent, row, col, next_label,
+                      eight, has_above, has_left, has_right):
+    """Give cell (row, col) its provisional label (``equal`` mode); returns
+    the next unused label.  The boolean flags are compile-time constants at
+    every call site, so the bounds tests vanish from the interior loop."""
     if not valid[row, col]:
         labels[row, col] = 0
         return next_label
     cell_value = values[row, col]
-    # "&" rather than "and": evaluate each link without extra branches
     above = has_above and (valid[row - 1, col]
                            & (values[row - 1, col] == cell_value))
     left = has_left and (valid[row, col - 1]
@@ -254,63 +249,135 @@ def _label_cell(values, valid, labels, parent, row, col, next_label,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_rows(values, valid, labels, parent, top, row_start, row_stop,
-                next_label, eight):
+def _label_rows_equal(values, valid, labels, parent, top, row_start,
+                      row_stop, next_label, eight):
     cols = values.shape[1]
     for row in range(row_start, row_stop):
         if row == top:
-            next_label = _label_cell(values, valid, labels, parent, row, 0,
-                                     next_label, eight, False, False, False)
+            next_label = _label_cell_equal(
+                values, valid, labels, parent, row, 0,
+                next_label, eight, False, False, False)
             for col in range(1, cols):
-                next_label = _label_cell(values, valid, labels, parent, row, col,
-                                         next_label, eight, False, True, False)
+                next_label = _label_cell_equal(
+                    values, valid, labels, parent, row, col, next_label,
+                    eight, False, True, False)
             continue
         if cols == 1:
-            next_label = _label_cell(values, valid, labels, parent, row, 0,
-                                     next_label, eight, True, False, False)
+            next_label = _label_cell_equal(
+                values, valid, labels, parent, row, 0,
+                next_label, eight, True, False, False)
             continue
-        next_label = _label_cell(values, valid, labels, parent, row, 0,
-                                 next_label, eight, True, False, True)
+        next_label = _label_cell_equal(
+                values, valid, labels, parent, row, 0,
+                next_label, eight, True, False, True)
         for col in range(1, cols - 1):
-            next_label = _label_cell(values, valid, labels, parent, row, col,
-                                     next_label, eight, True, True, True)
-        next_label = _label_cell(values, valid, labels, parent, row, cols - 1,
-                                 next_label, eight, True, True, False)
+            next_label = _label_cell_equal(
+                values, valid, labels, parent, row, col,
+                next_label, eight, True, True, True)
+        next_label = _label_cell_equal(
+                values, valid, labels, parent, row, cols - 1,
+                next_label, eight, True, True, False)
+    return next_label
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _label_rows_nonzero(values, valid, labels, parent, top, row_start,
+                        row_stop, next_label, eight):
+    """``nonzero`` mode: a neighbour is linked exactly when its label is not
+    0, so only the labels of the row above are read, through a window of
+    three kept in registers."""
+    cols = values.shape[1]
+    for row in range(row_start, row_stop):
+        has_above = row > top
+        above_left = 0
+        above = labels[row - 1, 0] if has_above else 0
+        above_right = labels[row - 1, 1] if has_above and cols > 1 else 0
+        left = 0
+        for col in range(cols):
+            if valid[row, col] and values[row, col] != 0:
+                if eight:
+                    # Wu et al.'s decision tree: the cell above touches every
+                    # other visited neighbour, above-left touches left, so
+                    # only above-right may need a merge.
+                    if above != 0:
+                        current = above
+                    elif above_right != 0:
+                        current = above_right
+                        if above_left != 0:
+                            current = _union(parent, above_right, above_left)
+                        elif left != 0:
+                            current = _union(parent, above_right, left)
+                    elif above_left != 0:
+                        current = above_left
+                    elif left != 0:
+                        current = left
+                    else:
+                        current = next_label
+                        parent[next_label] = next_label
+                        next_label += 1
+                else:
+                    if above != 0:
+                        current = above
+                        # a foreground above-left cell already joins them
+                        if left != 0 and left != above and above_left == 0:
+                            current = _union(parent, above, left)
+                    elif left != 0:
+                        current = left
+                    else:
+                        current = next_label
+                        parent[next_label] = next_label
+                        next_label += 1
+            else:
+                current = 0
+            labels[row, col] = current
+            left = current
+            above_left = above
+            above = above_right
+            if has_above and col + 2 < cols:
+                above_right = labels[row - 1, col + 2]
+            else:
+                above_right = 0
     return next_label
 
 
 @njit(cache=True, nogil=True)
-def _first_pass(values, valid, eight, labels, parent, top, row_start,
-                row_stop, next_label):
+def _first_pass(values, valid, nonzero, eight, labels, parent, top,
+                row_start, row_stop, next_label):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
     first row is ``top`` (its rows above ``row_start`` already labelled);
     returns the next unused provisional label."""
+    # one specialised loop per (mode, connectivity): no flag tests per cell
+    if nonzero:
+        if eight:
+            return _label_rows_nonzero(values, valid, labels, parent, top,
+                                       row_start, row_stop, next_label, True)
+        return _label_rows_nonzero(values, valid, labels, parent, top,
+                                   row_start, row_stop, next_label, False)
     if eight:
-        return _label_rows(values, valid, labels, parent, top, row_start,
-                           row_stop, next_label, True)
-    return _label_rows(values, valid, labels, parent, top, row_start,
-                       row_stop, next_label, False)
+        return _label_rows_equal(values, valid, labels, parent, top,
+                                 row_start, row_stop, next_label, True)
+    return _label_rows_equal(values, valid, labels, parent, top, row_start,
+                             row_stop, next_label, False)
 
 
 @njit(cache=True, nogil=True)
-def _merge_seams(values, valid, eight, labels, parent, seam_rows):
+def _merge_seams(values, nonzero, eight, labels, parent, seam_rows):
     """Union the labels linked across each strip's first row and the row
-    above it (the links the strip-local first pass could not see)."""
+    above it (the links the strip-local first passes could not see)."""
     cols = values.shape[1]
     for row in seam_rows:
         for col in range(cols):
-            if not valid[row, col]:
-                continue
-            cell_value = values[row, col]
             current = labels[row, col]
+            if current == 0:  # background or nodata
+                continue
             first_col = col - 1 if eight and col > 0 else col
             last_col = col + 1 if eight and col < cols - 1 else col
             for above_col in range(first_col, last_col + 1):
-                if valid[row - 1, above_col] and \
-                        values[row - 1, above_col] == cell_value:
-                    above = labels[row - 1, above_col]
-                    if above != current:
-                        _union(parent, current, above)
+                above = labels[row - 1, above_col]
+                if above != 0 and above != current and (
+                        nonzero
+                        or values[row - 1, above_col] == values[row, col]):
+                    current = _union(parent, current, above)
 
 
 @njit(cache=True, nogil=True)
