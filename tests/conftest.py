@@ -136,3 +136,50 @@ def check_parameters(gridgraph_provider):
         return algorithm.checkParameterValues(parameters,
                                               QgsProcessingContext())
     return check
+
+
+QGIS_PROCESS = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "scripts", "qgis-process")
+
+
+def qgis_process_environment():
+    """The environment for scripts/qgis-process: the user's QGIS profile
+    (where `make link` enabled the plugin), not pytest-qgis's temporary one."""
+    environment = dict(os.environ)
+    environment.pop("QGIS_CUSTOM_CONFIG_PATH", None)
+    environment["QT_QPA_PLATFORM"] = "offscreen"
+    return environment
+
+
+@pytest.fixture(scope="session")
+def qgis_process():
+    """``qgis_process(*arguments) -> (returncode, parsed JSON or None, text)``.
+
+    Runs scripts/qgis-process with ``--json``; fails (never skips) when the
+    plugin is not loaded by it, saying how to enable it.  ``.listing`` holds
+    the JSON of ``qgis_process list``.
+    """
+    import json
+    import subprocess
+
+    def run(*arguments, timeout=300):
+        completed = subprocess.run(
+            [QGIS_PROCESS, "--json", *map(str, arguments)],
+            capture_output=True, text=True, env=qgis_process_environment(),
+            timeout=timeout)
+        try:
+            parsed = json.loads(completed.stdout)
+        except ValueError:
+            parsed = None
+        return (completed.returncode, parsed,
+                completed.stdout + completed.stderr)
+
+    code, listing, text = run("list")
+    if code != 0 or listing is None or "gridgraph" not in listing.get(
+            "providers", {}):
+        pytest.fail("qgis_process does not load the gridgraph plugin; run "
+                    "`make link` (it links the checkout into the QGIS "
+                    "profile and enables it), then `scripts/qgis-process "
+                    "plugins` to check:\n" + text[-2000:])
+    run.listing = listing
+    return run
