@@ -317,22 +317,21 @@ def _grid_cut_edges(values, valid, eight, weight_index, half, component,
 
 
 @njit(cache=True, nogil=True)
-def _list_round(end_a, end_b, weight, edge_id, m, chosen_edge, chosen_weight,
-                n_chosen):
+def _list_round(end_a, end_b, weight, edge_id, chosen_edge, chosen_weight,
+                n_chosen, best, best_weight, best_id, parent):
     """One Borůvka round on the list of edges between m components.
 
-    Appends the tree edges found to ``chosen_*`` from ``n_chosen`` on, then
+    ``best*`` and ``parent`` are scratch arrays of size m.  Appends the tree edges found to ``chosen_*`` from ``n_chosen`` on, then
     contracts: the crossing edges, relabelled to the new components, are
     written over a prefix of the input arrays.  Components left without a
     crossing edge are finished and drop out.  Returns (edges kept, new m,
     new n_chosen).
     """
     n_edges = end_a.size
+    m = best.size
     # the best edge's weight and id are kept per component so that the scan
     # reads the edge list once, in order
-    best = np.full(m, -1, dtype=np.int64)
-    best_weight = np.empty(m, dtype=weight.dtype)
-    best_id = np.empty(m, dtype=np.int64)
+    best[:] = -1
     for i in range(n_edges):
         w = weight[i]
         e = edge_id[i]
@@ -346,7 +345,6 @@ def _list_round(end_a, end_b, weight, edge_id, m, chosen_edge, chosen_weight,
             best[b] = i
             best_weight[b] = w
             best_id[b] = e
-    parent = np.empty(m, dtype=np.int64)
     for c in range(m):
         j = best[c]
         if j < 0:
@@ -450,16 +448,15 @@ def _weight_bits64(key):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _weight_keys(weight_bits):
-    """Sort keys of the weights, with their minimum and maximum."""
-    keys = np.empty(weight_bits.size, dtype=np.uint64)
+def _weight_keys(weight_bits, keys):
+    """Sort keys of the weights into ``keys``; returns their min and max."""
     if weight_bits.itemsize == 4:
         for i in prange(weight_bits.size):
             keys[i] = np.uint64(_sort_key32(weight_bits[i]))
     else:
         for i in prange(weight_bits.size):
             keys[i] = _sort_key64(weight_bits[i])
-    return keys, keys.min(), keys.max()
+    return keys.min(), keys.max()
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -562,7 +559,9 @@ def _sort_tree_edges(edge_id, weight, n_cells):
     weight_bits = weight.view(bits_dtype)
     if edge_id.size == 0:
         return edge_id, weight
-    weight_keys, low_key, high_key = _weight_keys(weight_bits)
+    # numpy, unlike numba, asks the kernel for huge pages: allocate here
+    weight_keys = np.empty(edge_id.size, dtype=np.uint64)
+    low_key, high_key = _weight_keys(weight_bits, weight_keys)
     low_key = np.uint64(low_key)
     id_bits = int(4 * n_cells - 1).bit_length()
     key_bits = int(high_key - low_key).bit_length()
@@ -679,7 +678,9 @@ def spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     while n_edges > 0:
         n_edges, m, n_chosen = _list_round(
             end_a[:n_edges], end_b[:n_edges], weight[:n_edges],
-            edge_id[:n_edges], m, chosen_edge, chosen_weight, n_chosen)
+            edge_id[:n_edges], chosen_edge, chosen_weight, n_chosen,
+            np.empty(m, dtype=np.int64), np.empty(m, dtype=weight_dtype),
+            np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64))
         # the list shrinks by a factor per round: report its share done
         progress(0.45 + 0.3 * (1.0 - n_edges / first_edges))
     del end_a, end_b, weight, edge_id
@@ -700,19 +701,22 @@ def _adjacency(edges, n_cells):
         raise InvalidInputError(
             f"edge ends must be cell indices in [0, {n_cells}), got "
             f"[{edges.min()}, {edges.max()}]")
-    return _build_adjacency(edges, n_cells)
+    offsets = np.zeros(n_cells + 1, dtype=np.int64)
+    neighbours = np.empty(2 * len(edges), dtype=np.int64)
+    fill = np.empty(n_cells, dtype=np.int64)
+    _build_adjacency(edges, offsets, neighbours, fill)
+    return offsets, neighbours
 
 
 @njit(cache=True, nogil=True)
-def _build_adjacency(edges, n_cells):
-    offsets = np.zeros(n_cells + 1, dtype=np.int64)
+def _build_adjacency(edges, offsets, neighbours, fill):
+    n_cells = fill.size
     for i in range(edges.shape[0]):
         offsets[edges[i, 0] + 1] += 1
         offsets[edges[i, 1] + 1] += 1
     for v in range(n_cells):
         offsets[v + 1] += offsets[v]
-    fill = offsets[:-1].copy()
-    neighbours = np.empty(offsets[n_cells], dtype=np.int64)
+    fill[:] = offsets[:-1]
     for i in range(edges.shape[0]):
         a = edges[i, 0]
         b = edges[i, 1]
