@@ -38,6 +38,10 @@ HEAP_ARITY = 4  # _pop_min compares exactly four children per level
 # children to compare.
 HEAP_PADDING = HEAP_ARITY
 
+# Heap slots allocated up front; the heap doubles when the frontier outgrows
+# them (a 4096 x 4096 fractal raster peaks near 30 000 entries).
+INITIAL_HEAP_CAPACITY = 1 << 16
+
 # Pops per kernel call between two progress reports: ~0.2 s on one core,
 # well inside the one-second cancel budget.
 POPS_PER_CHUNK = 1 << 20
@@ -112,7 +116,7 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
 
     source_index = (source_cells[:, 0].astype(np.int64) * cols
                     + source_cells[:, 1].astype(np.int64))
-    capacity = min(n_cells, max(len(source_index), 4 * (rows + cols), 4096)) \
+    capacity = min(n_cells, max(len(source_index), INITIAL_HEAP_CAPACITY)) \
         + connectivity + HEAP_PADDING
     heap_key = np.full(capacity, np.inf)
     heap_cell = np.empty(capacity, dtype=index)
