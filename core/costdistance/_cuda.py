@@ -1,0 +1,367 @@
+"""CUDA kernels of cost distance: tile-wise relaxation with an active-tile
+worklist.
+
+The raster is cut into TILE x TILE tiles.  A round processes every active
+tile with one thread block: the tile's costs and tentative distances, with
+a halo of one cell (two for knight's moves), go to shared memory; the
+block relaxes its cells against their neighbours (pull form: each thread
+owns its cells, so only it writes them) until nothing changes in the tile;
+changed cells go back to global memory, and a change within the halo width
+of a tile border activates the neighbouring tile for the next round.  The
+rounds end when no tile is active.  This is the tile-based scheme of
+Kauffmann & Piché-style GPU shortest paths on grids ("cellular automata"
+relaxation, cf. doi 10.1145/2803172 for the worklist of active tiles).
+
+Exactness.  Distances only decrease, every accepted candidate is
+``d[a] + (c_a + c_b) * L / 2`` evaluated exactly as the CPU Dijkstra does
+(float64, with the product and sum rounded separately: no fused
+multiply-add), and the loop runs to the fixed point, where every cell's
+value is the least over its neighbours of that expression.  That fixed
+point is the least over all paths of the step costs summed in path order,
+which is what Dijkstra computes; so the distances agree with the CPU
+backend (and to the last bit barring ties between paths).  A cell's
+predecessor is the neighbour whose candidate set its final value, so
+following predecessors reaches a source and the step costs add up.
+Allocation is then read off the predecessor trees by pointer jumping.
+"""
+
+import numpy as np
+from numba import cuda
+
+from .._common import index_dtype
+from .._cuda_common import (FLAT_THREADS, SIMULATOR, add_rn, blocks_for,
+                            block_reserve, check_device_memory, device_scalar,
+                            mul_rn)
+
+TILE = 4 if SIMULATOR else 32
+THREADS_Y = 2 if SIMULATOR else 8
+ROWS_PER_THREAD = TILE // THREADS_Y
+TILE_THREADS = TILE * THREADS_Y
+HALO = 2  # enough for knight's moves; one-cell moves use the inner ring
+SPAN = TILE + 2 * HALO
+PROGRESS_EVERY = 64  # rounds between progress reports
+
+
+@cuda.jit(cache=True)
+def _init_state(cost, valid, n, dist, pred, alloc):
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        if not valid[i]:
+            cost[i] = np.nan  # barriers: no candidate ever uses them
+        dist[i] = np.inf
+        pred[i] = -1
+        alloc[i] = 0
+
+
+@cuda.jit(cache=True)
+def _seed(cells, ids, m, dist, pred, alloc):
+    k = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if k < m:
+        cell = cells[k]
+        dist[cell] = 0.0
+        pred[cell] = -2
+        alloc[cell] = ids[k]
+
+
+@cuda.jit(cache=True)
+def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
+                 connectivity, halo, offsets, half_step, max_cost, wake_next):
+    """One round: relax each listed tile to its fixed point."""
+    dist_s = cuda.shared.array(SPAN * SPAN, np.float64)
+    cost_s = cuda.shared.array(SPAN * SPAN, np.float64)
+    step_s = cuda.shared.array(16, np.float64)
+    delta_s = cuda.shared.array(16, np.int32)
+    wake = cuda.shared.array(9, np.int32)
+    t = cuda.threadIdx.x
+    tile = np.int64(worklist[cuda.blockIdx.x])
+    tile_row = tile // tiles_x
+    tile_col = tile - tile_row * tiles_x
+    r0 = tile_row * TILE
+    c0 = tile_col * TILE
+    for i in range(t, connectivity, TILE_THREADS):
+        step_s[i] = half_step[i]
+        delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
+    if t < 9:
+        wake[t] = 0
+    for idx in range(t, SPAN * SPAN, TILE_THREADS):
+        sr = idx // SPAN
+        r = r0 + sr - HALO
+        c = c0 + (idx - sr * SPAN) - HALO
+        if r >= 0 and r < rows and c >= 0 and c < cols:
+            g = r * cols + c
+            cost_s[idx] = cost[g]
+            dist_s[idx] = dist[g]
+        else:
+            cost_s[idx] = np.nan
+            dist_s[idx] = np.inf
+    cuda.syncthreads()
+
+    lx = t % TILE
+    ly0 = t // TILE
+    own_pred = cuda.local.array(ROWS_PER_THREAD, np.int8)
+    changed = cuda.local.array(ROWS_PER_THREAD, np.int8)
+    for k in range(ROWS_PER_THREAD):
+        own_pred[k] = -1
+        changed[k] = 0
+    while True:
+        any_change = 0
+        for k in range(ROWS_PER_THREAD):
+            si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
+            cb = cost_s[si]
+            if cb == cb:  # a valid cell of the raster
+                best = dist_s[si]
+                best_i = -1
+                for i in range(connectivity):
+                    sj = si + delta_s[i]
+                    ca = cost_s[sj]
+                    da = dist_s[sj]
+                    # steps cost >= 0, so only a neighbour below the
+                    # current value can offer a lower one
+                    if ca == ca and da < best:
+                        candidate = add_rn(da, mul_rn(ca + cb, step_s[i]))
+                        if candidate < best:
+                            best = candidate
+                            best_i = i
+                if best_i >= 0 and best <= max_cost:
+                    dist_s[si] = best
+                    own_pred[k] = best_i
+                    changed[k] = 1
+                    any_change = 1
+        if cuda.syncthreads_or(any_change) == 0:
+            break
+
+    for k in range(ROWS_PER_THREAD):
+        if changed[k]:
+            ly = ly0 + k * THREADS_Y
+            g = (r0 + ly) * cols + c0 + lx
+            dist[g] = dist_s[(ly + HALO) * SPAN + lx + HALO]
+            pred[g] = own_pred[k]
+            up = ly < halo
+            down = ly >= TILE - halo
+            left = lx < halo
+            right = lx >= TILE - halo
+            if up:
+                wake[1] = 1
+                if left:
+                    wake[0] = 1
+                if right:
+                    wake[2] = 1
+            if down:
+                wake[7] = 1
+                if left:
+                    wake[6] = 1
+                if right:
+                    wake[8] = 1
+            if left:
+                wake[3] = 1
+            if right:
+                wake[5] = 1
+    cuda.syncthreads()
+    if t < 9 and wake[t] != 0:
+        nr = tile_row + t // 3 - 1
+        nc = tile_col + t % 3 - 1
+        if nr >= 0 and nr < tiles_y and nc >= 0 and nc < tiles_x:
+            wake_next[nr * tiles_x + nc] = 1
+
+
+@cuda.jit(cache=True)
+def _collect_tiles(wake, n_tiles, worklist, count):
+    """Worklist of the woken tiles (any order); clears the flags."""
+    scratch = cuda.shared.array(2, np.int64)
+    tile = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    active = 0
+    if tile < n_tiles and wake[tile] != 0:
+        wake[tile] = 0
+        active = 1
+    slot = block_reserve(active, count, scratch)
+    if active:
+        worklist[slot] = tile
+
+
+@cuda.jit(cache=True)
+def _finish(dist, pred, n):
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n and pred[i] == -1:
+        dist[i] = np.nan
+
+
+@cuda.jit(cache=True)
+def _predecessor_cells(pred, n, cols, offsets, root):
+    """root[i] = the cell i was reached from (itself for a source)."""
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        p = pred[i]
+        if p == -1:
+            root[i] = -1
+        elif p == -2:
+            root[i] = i
+        else:
+            root[i] = i + offsets[p, 0] * cols + offsets[p, 1]
+
+
+@cuda.jit(cache=True)
+def _jump_roots(root, n, changed):
+    """root[i] = root[root[i]]; concurrent updates only ever store an
+    ancestor, so a reader sees an old or a newer ancestor."""
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        x = root[i]
+        if x >= 0:
+            y = root[x]
+            if y != x:
+                root[i] = y
+                changed[0] = 1
+
+
+@cuda.jit(cache=True)
+def _allocate(root, n, alloc):
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        x = root[i]
+        if x >= 0 and x != i:
+            alloc[i] = alloc[x]
+
+
+@cuda.jit(cache=True)
+def _allocate_one(pred, n, source_id, alloc):
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n and pred[i] >= 0:
+        alloc[i] = source_id
+
+
+def flat_cost(array):
+    """Costs as the CPU kernel reads them: float32 for float32 input and
+    integers of up to 16 bits (exact), float64 otherwise; flat."""
+    array = np.asarray(array)
+    dtype = array.dtype
+    if dtype.kind == "f" and dtype.itemsize in (4, 8) and dtype.isnative:
+        target = dtype
+    elif dtype.kind in "iub" and dtype.itemsize <= 2:
+        target = np.dtype(np.float32)
+    elif dtype.kind == "f" and dtype.itemsize < 4:
+        target = np.dtype(np.float32)
+    else:
+        target = np.dtype(np.float64)
+    return np.ascontiguousarray(array, dtype=target).reshape(-1)
+
+
+def unique_sources(source_cells, ids, cols):
+    """Flat source cells without repeats; a repeated cell keeps the id of
+    its first listing (as on the CPU)."""
+    flat = (np.asarray(source_cells[:, 0], dtype=np.int64) * cols
+            + np.asarray(source_cells[:, 1], dtype=np.int64))
+    flat_unique, first = np.unique(flat, return_index=True)
+    return flat_unique, np.asarray(ids, dtype=np.int64)[first]
+
+
+def device_bytes(n_cells, cost_itemsize):
+    """GPU memory :func:`solve` needs."""
+    index_size = np.dtype(index_dtype(n_cells)).itemsize
+    n_tiles = n_cells // (TILE * TILE) + 1
+    return n_cells * (cost_itemsize + 1 + 8 + 1 + 8 + index_size) \
+        + 8 * n_tiles
+
+
+def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
+                 step_lengths, max_cost, progress=None):
+    """Cost distance on device arrays.
+
+    ``cost`` (float32/float64, flat, overwritten with NaN on barriers) and
+    ``valid`` (uint8) hold rows * cols cells; ``cells``/``ids`` are the
+    de-duplicated flat source cells and their ids (host arrays).  Returns
+    device arrays (accumulated, predecessor, allocation) and the number of
+    rounds.
+    """
+    from . import NEIGHBOUR_OFFSETS  # the package imports this module lazily
+
+    n = rows * cols
+    grid = blocks_for(n, FLAT_THREADS)
+    dist = cuda.device_array(n, dtype=np.float64)
+    pred = cuda.device_array(n, dtype=np.int8)
+    alloc = cuda.device_array(n, dtype=np.int64)
+    _init_state[grid, FLAT_THREADS](cost, valid, n, dist, pred, alloc)
+    m = len(cells)
+    _seed[blocks_for(m, FLAT_THREADS), FLAT_THREADS](
+        cuda.to_device(cells), cuda.to_device(ids), m, dist, pred, alloc)
+
+    tiles_x = blocks_for(cols, TILE)
+    tiles_y = blocks_for(rows, TILE)
+    n_tiles = tiles_x * tiles_y
+    # The seeds are written straight to global memory, so no tile has seen
+    # them change: start with the sources' tiles and their neighbours.
+    seed_rows = (cells // cols) // TILE
+    seed_cols = (cells % cols) // TILE
+    first = []
+    for dr in (-1, 0, 1):
+        for dc in (-1, 0, 1):
+            r = seed_rows + dr
+            c = seed_cols + dc
+            inside = (r >= 0) & (r < tiles_y) & (c >= 0) & (c < tiles_x)
+            first.append(r[inside] * tiles_x + c[inside])
+    first = np.unique(np.concatenate(first)).astype(np.int32)
+    worklist = cuda.device_array(n_tiles, dtype=np.int32)
+    worklist[:len(first)] = first
+    wake = cuda.to_device(np.zeros(n_tiles, dtype=np.int32))
+    count_d = cuda.to_device(np.zeros(1, dtype=np.int64))
+    offsets = cuda.to_device(
+        np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity]))
+    half_step = cuda.to_device(0.5 * np.asarray(step_lengths,
+                                                dtype=np.float64))
+    halo = 2 if connectivity == 16 else 1
+    count = len(first)
+    rounds = 0
+    while count > 0:
+        _relax_tiles[count, TILE_THREADS](
+            cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
+            connectivity, halo, offsets, half_step, max_cost, wake)
+        count_d[0] = 0
+        _collect_tiles[blocks_for(n_tiles, FLAT_THREADS), FLAT_THREADS](
+            wake, n_tiles, worklist, count_d)
+        count = int(device_scalar(count_d, 0))
+        rounds += 1
+        if progress is not None and rounds % PROGRESS_EVERY == 0:
+            # no exact measure of what is left: approach 0.9 smoothly
+            progress(0.9 * rounds / (rounds + tiles_x + tiles_y))
+
+    _finish[grid, FLAT_THREADS](dist, pred, n)
+    distinct_ids = np.unique(ids)
+    if len(distinct_ids) == 1:
+        _allocate_one[grid, FLAT_THREADS](pred, n, int(distinct_ids[0]),
+                                          alloc)
+    else:
+        root = cuda.device_array(n, dtype=index_dtype(n))
+        _predecessor_cells[grid, FLAT_THREADS](pred, n, cols, offsets, root)
+        changed = cuda.to_device(np.ones(1, dtype=np.int32))
+        while int(device_scalar(changed, 0)):
+            changed[0] = 0
+            _jump_roots[grid, FLAT_THREADS](root, n, changed)
+        _allocate[grid, FLAT_THREADS](root, n, alloc)
+    return dist, pred, alloc, rounds
+
+
+def solve(array, valid, source_cells, ids, connectivity, step_lengths,
+          max_cost, progress):
+    """Accumulated cost, predecessor and allocation rasters on the GPU.
+
+    Same contract as :func:`gridgraph.core.costdistance._cpu.solve`.
+    """
+    rows, cols = array.shape
+    n = rows * cols
+    cost = flat_cost(array)
+    check_device_memory(device_bytes(n, cost.dtype.itemsize),
+                        f"cost distance on a {rows} x {cols} raster")
+    progress(0.0)
+    cells, cell_ids = unique_sources(np.asarray(source_cells), ids, cols)
+    d_cost = cuda.to_device(cost)
+    d_valid = cuda.to_device(
+        np.ascontiguousarray(valid, dtype=np.bool_).reshape(-1).view(np.uint8))
+    dist, pred, alloc, _ = solve_device(
+        d_cost, d_valid, rows, cols, cells, cell_ids, connectivity,
+        step_lengths, float(max_cost), progress.span(0.05, 0.95))
+    del d_cost, d_valid
+    shape = (rows, cols)
+    result = (dist.copy_to_host().reshape(shape),
+              pred.copy_to_host().reshape(shape),
+              alloc.copy_to_host().reshape(shape))
+    progress(1.0)
+    return result
