@@ -23,6 +23,8 @@ References: Borůvka (1926); Sousa, MST solvers for multi-core CPUs and GPUs
 (HPG 2009).
 """
 
+from contextlib import contextmanager
+
 import numba
 import numpy as np
 from numba import njit, prange
@@ -34,9 +36,27 @@ from . import PARENT_DEGREES, PARENT_OFFSETS
 # Cells per progress report in the traversals of parent_direction.
 _TRAVERSAL_BUDGET = 1 << 22
 
+# Below this many cells the kernels run on one thread: waking the worker
+# threads costs more than they save, and far more on a busy machine.
+_PARALLEL_MIN_CELLS = 1 << 16
+
 # Widest digit of the LSD radix sort of the tree edges: 2**11 counters per
 # chunk stay in the L1 cache.
 _MAX_DIGIT_BITS = 11
+
+
+@contextmanager
+def _threads_for(n_items):
+    """Run the numba kernels inside on one thread for small inputs."""
+    if n_items >= _PARALLEL_MIN_CELLS:
+        yield
+        return
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
 
 
 @njit(inline="always")
@@ -555,10 +575,15 @@ def _sort_tree_edges(edge_id, weight, n_cells):
     otherwise the edges are sorted by id, then stably by weight.  Returns
     sorted (edge_id, weight), reusing the input arrays' memory.
     """
-    bits_dtype = np.uint32 if weight.dtype.itemsize == 4 else np.uint64
-    weight_bits = weight.view(bits_dtype)
     if edge_id.size == 0:
         return edge_id, weight
+    with _threads_for(edge_id.size):
+        return _radix_sort_tree_edges(edge_id, weight, n_cells)
+
+
+def _radix_sort_tree_edges(edge_id, weight, n_cells):
+    bits_dtype = np.uint32 if weight.dtype.itemsize == 4 else np.uint64
+    weight_bits = weight.view(bits_dtype)
     # numpy, unlike numba, asks the kernel for huge pages: allocate here
     weight_keys = np.empty(edge_id.size, dtype=np.uint64)
     low_key, high_key = _weight_keys(weight_bits, weight_keys)
@@ -623,6 +648,13 @@ def spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     if weight_dtype not in (np.float32, np.float64):
         raise InvalidInputError(
             f"weight dtype must be float32 or float64, got {weight_dtype}")
+    with _threads_for(np.size(valid)):
+        return _spanning_forest(array, valid, connectivity, weight_index,
+                                weight_dtype, progress)
+
+
+def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
+                     progress):
     values = np.ascontiguousarray(array, dtype=weight_dtype)
     valid = np.ascontiguousarray(valid, dtype=bool)
     if values.shape != valid.shape:
