@@ -7,6 +7,7 @@ No numerics here: arrays go from GDAL to ``gridgraph.core`` and back.
 
 import os
 import re
+import time
 
 from qgis.core import (QgsCoordinateReferenceSystem, QgsProcessing,
                        QgsProcessingAlgorithm, QgsProcessingException,
@@ -226,6 +227,15 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
             return function(*args, **kwargs)
         except GridGraphError as error:
             raise QgsProcessingException(str(error)) from None
+
+    def runTimed(self, feedback, function, *args, **kwargs):  # noqa: N802
+        """:meth:`runEngine`, logging the engine's wall time."""
+        start = time.perf_counter()
+        result = self.runEngine(function, *args, **kwargs)
+        feedback.pushInfo(self.tr("engine time: {seconds:.3f} s ({name})")
+                          .format(seconds=time.perf_counter() - start,
+                                  name=function.__name__))
+        return result
 
     # --------------------------------------------------------- raster out
 

@@ -90,9 +90,9 @@ class ConnectedComponents(GridGraphAlgorithm):
         want_polygons = self.sinkRequested(parameters, self.OUTPUT_POLYGONS,
                                            context)
 
-        result = self.runEngine(
-            connected_components, raster.array, connectivity=connectivity,
-            mode=mode, nodata=raster.nodata,
+        result = self.runTimed(
+            feedback, connected_components, raster.array,
+            connectivity=connectivity, mode=mode, nodata=raster.nodata,
             progress=progress_callback(
                 feedback, 0.0, 0.6 if want_polygons else ENGINE_SHARE),
             **self.scaleOptions(parameters, context))

@@ -181,9 +181,9 @@ class CostDistance(GridGraphAlgorithm):
         if map_units:
             _, xres, _, _, _, yres = raster.geotransform
             cell_size = (xres, yres)
-        result = self.runEngine(
-            cost_distance, raster.array, connectivity=connectivity,
-            max_cost=max_cost or None, nodata=raster.nodata,
+        result = self.runTimed(
+            feedback, cost_distance, raster.array,
+            connectivity=connectivity, max_cost=max_cost or None, nodata=raster.nodata,
             cell_size=cell_size,
             progress=progress_callback(feedback, 0.0,
                                        0.8 if want_paths else 0.9),

@@ -137,9 +137,9 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                                                context)
         want_lines = self.sinkRequested(parameters, self.OUTPUT_LINES, context)
 
-        result = self.runEngine(
-            minimum_spanning_tree, raster.array, connectivity=connectivity,
-            weight=weight, nodata=raster.nodata,
+        result = self.runTimed(
+            feedback, minimum_spanning_tree, raster.array,
+            connectivity=connectivity, weight=weight, nodata=raster.nodata,
             progress=progress_callback(feedback, 0.0, 0.8),
             **self.scaleOptions(parameters, context))
         feedback.pushInfo(self.tr(
