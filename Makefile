@@ -49,7 +49,8 @@ demo: setup
 	$(PY) scripts/demo.py --output $(ROOT)/demo-output
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS) tests
+	$(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/cuda tests
+	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest $(PYTEST_ARGS) tests/cuda
 
 bench: setup
 	$(PY) bench/cpu.py

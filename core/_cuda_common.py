@@ -26,7 +26,7 @@ SIMULATOR = bool(config.ENABLE_CUDASIM)
 # reduction, radix sort).  The simulator runs every thread as a Python
 # thread and every barrier costs milliseconds there, so it gets tiny blocks.
 SCAN_THREADS = 8 if SIMULATOR else 256
-SCAN_ITEMS = 2 if SIMULATOR else 8
+SCAN_ITEMS = 32 if SIMULATOR else 8
 SORT_THREADS = 8 if SIMULATOR else 64
 SORT_ITEMS = 4 if SIMULATOR else 32
 # Row stride of the per-thread digit counters in shared memory: two spare

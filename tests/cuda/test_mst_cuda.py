@@ -1,0 +1,170 @@
+"""Minimum spanning forest on the CUDA backend (simulator on CI).
+
+How correctness is established: a literal grid solved by hand; on
+hypothesis-generated rasters (<= 10 x 10, few distinct values so ties are
+everywhere, NaN holes, +-inf and -0.0 cells) edges, their order and the
+weights' bits identical to the CPU backend, for every weight function,
+both connectivities, both key layouts (packed 64-bit keys and the
+two-stage minima) and both phases (implicit grid rounds and edge-list
+rounds, chosen with ``contract_below``).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from gridgraph.core import minimum_spanning_tree
+from gridgraph.core._common import Progress
+from gridgraph.core.mst import _cpu, _cuda
+
+SIM_SETTINGS = settings(max_examples=12, deadline=None)
+
+
+def assert_same_forest(values, valid, connectivity, weight_index,
+                       contract_below=_cuda.CONTRACT_BELOW):
+    weight_dtype = np.float64 if values.dtype.itemsize > 4 else np.float32
+    expected_edges, expected_weights = _cpu.spanning_forest(
+        values, valid, connectivity, weight_index, weight_dtype, Progress())
+    edges, weights = _cuda.spanning_forest(
+        values, valid, connectivity, weight_index, weight_dtype, Progress(),
+        contract_below=contract_below)
+    assert edges.dtype == np.int64 and edges.shape == expected_edges.shape
+    assert weights.dtype == expected_weights.dtype
+    np.testing.assert_array_equal(edges, expected_edges)
+    # bit for bit: -0 and NaN come out in the same canonical form
+    np.testing.assert_array_equal(weights.view(np.uint8),
+                                  expected_weights.view(np.uint8))
+    return edges, weights
+
+
+def test_literal_absdiff():
+    grid = np.array([[1, 5],
+                     [2, 3]], dtype=np.float32)
+    edges, weights = _cuda.spanning_forest(grid, np.ones((2, 2), bool), 4, 3,
+                                           np.float32, Progress())
+    np.testing.assert_array_equal(edges, [[0, 2], [2, 3], [1, 3]])
+    np.testing.assert_array_equal(weights, [1, 1, 2])
+
+
+def test_literal_plateau_ties_by_low_then_high():
+    # every edge weighs 7 (max): the order (weight, low, high) alone decides,
+    # and Borůvka must give the lexicographically first spanning tree
+    grid = np.full((2, 3), 7, dtype=np.int16)
+    edges, weights = _cuda.spanning_forest(grid, np.ones((2, 3), bool), 8, 0,
+                                           np.float32, Progress())
+    np.testing.assert_array_equal(edges, [[0, 1], [0, 3], [0, 4], [1, 2],
+                                          [1, 5]])
+    assert (weights == 7).all()
+
+
+def test_public_api_dispatches_to_cuda():
+    grid = np.random.default_rng(5).integers(0, 3, (7, 9)).astype(np.float32)
+    grid[2, 3] = np.nan
+    gpu = minimum_spanning_tree(grid, connectivity=8, weight="mean",
+                                backend="cuda")
+    cpu = minimum_spanning_tree(grid, connectivity=8, weight="mean",
+                                backend="cpu")
+    np.testing.assert_array_equal(gpu.edges, cpu.edges)
+    np.testing.assert_array_equal(gpu.weights, cpu.weights)
+    assert gpu.trees == cpu.trees
+    np.testing.assert_array_equal(gpu.parent_direction, cpu.parent_direction)
+
+
+def test_no_edges():
+    valid = np.array([[True, False], [False, True]])
+    values = np.ones((2, 2), dtype=np.float32)
+    edges, weights = _cuda.spanning_forest(values, valid, 4, 0, np.float32,
+                                           Progress())
+    assert edges.shape == (0, 2) and weights.shape == (0,)
+    edges, weights = _cuda.spanning_forest(np.ones((0, 3)), np.ones((0, 3),
+                                           bool), 4, 0, np.float64,
+                                           Progress())
+    assert edges.shape == (0, 2)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+def test_special_values_inf_and_negative_zero():
+    grid = np.array([[np.inf, np.inf, -0.0, 0.0],
+                     [-np.inf, 1.0, -0.0, np.inf],
+                     [2.0, -1.0, -1.0, np.inf]], dtype=np.float64)
+    valid = np.ones(grid.shape, bool)
+    for weight_index in range(4):  # absdiff/mean give NaN weights here
+        for connectivity in (4, 8):
+            assert_same_forest(grid, valid, connectivity, weight_index)
+            assert_same_forest(grid.astype(np.float32), valid, connectivity,
+                               weight_index)
+
+
+@st.composite
+def rasters(draw):
+    rows = draw(st.integers(1, 10))
+    cols = draw(st.integers(1, 10))
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.int16]))
+    values = draw(hnp.arrays(dtype, (rows, cols),
+                             elements=st.sampled_from([0, 1, 2, 5])))
+    valid = draw(hnp.arrays(np.bool_, (rows, cols),
+                            elements=st.sampled_from([True] * 5 + [False])))
+    return values, valid
+
+
+@SIM_SETTINGS
+@given(rasters(), st.sampled_from([4, 8]), st.integers(0, 3),
+       st.sampled_from([0.0, 1 / 8, 100.0]))
+def test_same_forest_as_cpu(raster, connectivity, weight_index,
+                            contract_below):
+    values, valid = raster
+    assert_same_forest(values, valid, connectivity, weight_index,
+                       contract_below)
+
+
+@settings(max_examples=6, deadline=None)
+@given(rasters(), st.sampled_from([4, 8]), st.integers(0, 3))
+def test_two_stage_minima_match_packed_keys(monkeypatch_module, raster,
+                                            connectivity, weight_index):
+    # rasters of 2**30 cells and more cannot pack (weight, edge id) into
+    # 64 bits; force that path on small ones
+    values, valid = raster
+    values = values.astype(np.float32)
+    with monkeypatch_module.context() as patch:
+        patch.setattr(_cuda, "packed_keys_fit", lambda n, dtype: False)
+        assert_same_forest(values, valid, connectivity, weight_index, 1 / 8)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def test_radix_sort_matches_numpy():
+    from numba import cuda
+
+    from gridgraph.core._cuda_common import radix_sort
+    rng = np.random.default_rng(7)
+    keys = rng.integers(-2**62, 2**62, 100)
+    keys[::7] = keys[0]  # repeats
+    keys[1::5] >>= 40  # digits that vary in some keys only
+    carried = rng.integers(0, 4, 100)
+    sorted_keys, _ = radix_sort(cuda.to_device(keys), len(keys))
+    np.testing.assert_array_equal(sorted_keys.copy_to_host(), np.sort(keys))
+    sorted_keys, sorted_carried = radix_sort(
+        cuda.to_device(keys), len(keys), carried=cuda.to_device(carried))
+    order = np.lexsort((carried, keys))
+    np.testing.assert_array_equal(sorted_keys.copy_to_host(), keys[order])
+    np.testing.assert_array_equal(sorted_carried.copy_to_host(),
+                                  carried[order])
+
+
+def test_exclusive_scan_several_levels():
+    from numba import cuda
+
+    from gridgraph.core._cuda_common import (SCAN_ITEMS, SCAN_THREADS,
+                                             exclusive_scan)
+    n = SCAN_THREADS * SCAN_ITEMS * 3 + 5  # more than one chunk
+    values = np.random.default_rng(8).integers(0, 100, n)
+    device = cuda.to_device(values)
+    exclusive_scan(device, n)
+    np.testing.assert_array_equal(device.copy_to_host(),
+                                  np.concatenate([[0], np.cumsum(values)[:-1]]))
