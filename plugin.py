@@ -19,9 +19,13 @@ class GridGraphPlugin:
 
     def initProcessing(self):  # noqa: N802 - QGIS plugin API
         """Create and register the provider (once)."""
-        if self.provider is None:
-            self.provider = GridGraphProvider()
-            QgsApplication.processingRegistry().addProvider(self.provider)
+        if self.provider is not None:
+            return
+        provider = GridGraphProvider()
+        # The registry refuses a second provider with the id "gridgraph";
+        # keep ours only when registered, so unload never removes another.
+        if QgsApplication.processingRegistry().addProvider(provider):
+            self.provider = provider
 
     def initGui(self):  # noqa: N802 - QGIS plugin API
         """Called by the desktop application; the provider is all there is."""

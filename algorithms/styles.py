@@ -69,7 +69,7 @@ class LabelStyle(QgsProcessingLayerPostProcessorInterface):
                 values = range(1, self.count + 1)
             else:
                 classes = QgsPalettedRasterRenderer.classDataFromRaster(
-                    provider, 1, None, feedback)
+                    provider, 1)
                 values = [int(c.value) for c in classes][:MAX_PALETTE_CLASSES]
             classes = [QgsPalettedRasterRenderer.Class(value, label_colour(value),
                                                        str(value))

@@ -90,3 +90,44 @@ def test_error_exit_code_and_message(qgis_process, tmp_path):
     assert code != 0
     assert "negative cell" in text
     assert not (tmp_path / "o.tif").exists()
+
+
+PLUGIN_LIFECYCLE = """
+import os, sys
+os.environ["QT_QPA_PLATFORM"] = "offscreen"
+from qgis.core import QgsApplication
+application = QgsApplication([], False)
+application.initQgis()
+registry = QgsApplication.processingRegistry()
+import gridgraph
+plugin = gridgraph.classFactory(None)
+plugin.initProcessing()
+provider = registry.providerById("gridgraph")
+print("registered", sorted(a.id() for a in provider.algorithms()))
+second = gridgraph.classFactory(None)
+second.initProcessing()
+second.unload()
+print("after second unload", registry.providerById("gridgraph") is not None)
+plugin.unload()
+print("after unload", registry.providerById("gridgraph") is None)
+"""
+
+
+def test_plugin_registers_and_unregisters_the_provider(tmp_path):
+    """classFactory -> initProcessing -> unload, as QGIS drives a plugin."""
+    import subprocess
+    import sys
+
+    from conftest import qgis_process_environment
+    completed = subprocess.run(
+        [sys.executable, "-c", PLUGIN_LIFECYCLE], capture_output=True,
+        text=True, env=qgis_process_environment(), timeout=120, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert ("registered ['gridgraph:connectedcomponents', "
+            "'gridgraph:costdistance', 'gridgraph:minimumspanningtree']"
+            in lines)
+    # a second plugin instance cannot register, and its unload leaves the
+    # first one's provider alone
+    assert "after second unload True" in lines
+    assert "after unload True" in lines
