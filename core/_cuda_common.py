@@ -32,6 +32,7 @@ SORT_ITEMS = 4 if SIMULATOR else 32
 # Row stride of the per-thread digit counters in shared memory: two spare
 # slots put the rows of consecutive digits in different banks.
 SORT_STRIDE = SORT_THREADS + 2
+SORT_COUNTERS = (1 << 8) * SORT_STRIDE
 RADIX_BITS = 8
 RADIX = 1 << RADIX_BITS
 FLAT_THREADS = 32 if SIMULATOR else 256
@@ -292,7 +293,7 @@ def _radix_scatter(digit_keys, keys, carried, move_carried, n, shift, flip,
     of digit d thread t has, and a scan along each digit's row gives each
     thread its first rank, without a scan across digits."""
     # int16: a rank within a block stays below SORT_THREADS * SORT_ITEMS
-    counts = cuda.shared.array(RADIX * SORT_STRIDE, np.int16)
+    counts = cuda.shared.array(SORT_COUNTERS, np.int16)
     t = cuda.threadIdx.x
     for d in range(RADIX):
         counts[d * SORT_STRIDE + t] = 0

@@ -452,8 +452,10 @@ class NpySink:
     """Writes windows into a ``.npy`` file with ``pwrite``.
 
     The file is created at full size up front (sparse: unwritten cells read
-    as zero); :meth:`finish` returns it as a read-only memmap, which maps
-    pages only when the caller touches them.
+    as zero) under a temporary name; :meth:`finish` moves it into place and
+    returns it as a read-only memmap, which maps pages only when the caller
+    touches them.  :meth:`abort` removes the temporary file and leaves any
+    older file at ``path`` alone.
     """
 
     def __init__(self, path, shape, dtype):
@@ -462,12 +464,16 @@ class NpySink:
         self.dtype = np.dtype(dtype)
         header = {"descr": np.lib.format.dtype_to_descr(self.dtype),
                   "fortran_order": False, "shape": self.shape}
-        with open(self.path, "wb") as handle:
+        handle, self.partial = tempfile.mkstemp(
+            prefix="." + os.path.basename(self.path) + ".",
+            suffix=".partial", dir=os.path.dirname(os.path.abspath(self.path)))
+        os.close(handle)
+        with open(self.partial, "wb") as handle:
             np.lib.format._write_array_header(handle, header, None)
             self.offset = handle.tell()
             handle.truncate(self.offset + self.dtype.itemsize
                             * self.shape[0] * self.shape[1])
-        self._fd = os.open(self.path, os.O_WRONLY)
+        self._fd = os.open(self.partial, os.O_WRONLY)
 
     def write(self, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
@@ -486,6 +492,7 @@ class NpySink:
     def finish(self):
         os.close(self._fd)
         self._fd = None
+        os.replace(self.partial, self.path)
         return np.load(self.path, mmap_mode="r")
 
     def abort(self):
@@ -493,7 +500,7 @@ class NpySink:
             os.close(self._fd)
             self._fd = None
         try:
-            os.remove(self.path)
+            os.remove(self.partial)
         except OSError:
             pass
 
@@ -552,9 +559,10 @@ def output_sinks(sinks):
 @contextmanager
 def scratch_folder(parent=None):
     """A temporary folder for per-tile scratch, removed on success, failure
-    and cancel.  ``parent`` (or $GRIDGRAPH_SCRATCH_DIR, or the system
-    temporary folder) holds it."""
-    parent = parent or os.environ.get(SCRATCH_ENV) or None
+    and cancel.  It is made in $GRIDGRAPH_SCRATCH_DIR when set, else in
+    ``parent`` (the caller's output folder), else in the system temporary
+    folder."""
+    parent = os.environ.get(SCRATCH_ENV) or parent or None
     if parent is not None and not os.path.isdir(parent):
         raise InvalidInputError(
             f"scratch folder parent {parent!r} does not exist: create it or "

@@ -79,6 +79,7 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         progress(1.0)
         return labels, 0
     nonzero = mode == "nonzero"
+    first_pass = _first_pass_nonzero if nonzero else _first_pass_equal
     eight = connectivity == 8
 
     strip_count = _strip_count(rows, cols) if strips is None else \
@@ -102,9 +103,9 @@ def label(array, valid, connectivity, mode, progress, strips=None):
             row_start = top + offset
             row_stop = min(row_start + rows_per_call, strip_stops[strip])
             if row_start < row_stop:
-                next_labels[strip] = _first_pass(
-                    values, valid, nonzero, eight, labels, parent, top,
-                    row_start, row_stop, next_labels[strip])
+                next_labels[strip] = first_pass(
+                    values, valid, eight, labels, parent, top, row_start,
+                    row_stop, next_labels[strip])
 
         for offset in range(0, longest, rows_per_call):
             _wait(pool.map(first_pass_block, range(strip_count),
@@ -341,18 +342,23 @@ def _label_rows_nonzero(values, valid, labels, parent, top, row_start,
 
 
 @njit(cache=True, nogil=True)
-def _first_pass(values, valid, nonzero, eight, labels, parent, top,
-                row_start, row_stop, next_label):
+def _first_pass_nonzero(values, valid, eight, labels, parent, top, row_start,
+                        row_stop, next_label):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
     first row is ``top`` (its rows above ``row_start`` already labelled);
     returns the next unused provisional label."""
-    # one specialised loop per (mode, connectivity): no flag tests per cell
-    if nonzero:
-        if eight:
-            return _label_rows_nonzero(values, valid, labels, parent, top,
-                                       row_start, row_stop, next_label, True)
+    # one specialised loop per connectivity: no flag tests per cell
+    if eight:
         return _label_rows_nonzero(values, valid, labels, parent, top,
-                                   row_start, row_stop, next_label, False)
+                                   row_start, row_stop, next_label, True)
+    return _label_rows_nonzero(values, valid, labels, parent, top,
+                               row_start, row_stop, next_label, False)
+
+
+@njit(cache=True, nogil=True)
+def _first_pass_equal(values, valid, eight, labels, parent, top, row_start,
+                      row_stop, next_label):
+    """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
         return _label_rows_equal(values, valid, labels, parent, top,
                                  row_start, row_stop, next_label, True)

@@ -33,6 +33,7 @@ TILE_H = 4 if SIMULATOR else 32
 THREADS_Y = 2 if SIMULATOR else 8
 ROWS_PER_THREAD = TILE_H // THREADS_Y
 TILE_THREADS = TILE_W * THREADS_Y
+TILE_CELLS = TILE_W * TILE_H
 SEAM_CELLS_PER_TILE = TILE_W + 2 * (TILE_H - 1)
 CHUNK_THREADS = 8 if SIMULATOR else 256
 CHUNK_ITEMS = 8 if SIMULATOR else 8
@@ -86,7 +87,7 @@ def _union(parent, a, b):
 @cuda.jit(cache=True)
 def _label_tiles(values, valid, nonzero, eight, rows, cols, tiles_x, parent):
     """Phase 1: union-find inside each tile, in shared memory."""
-    local = cuda.shared.array(TILE_H * TILE_W, np.int32)
+    local = cuda.shared.array(TILE_CELLS, np.int32)
     tile = np.int64(cuda.blockIdx.x)
     tile_row = tile // tiles_x
     r0 = tile_row * TILE_H

@@ -52,7 +52,7 @@ class CostDistanceResult:
 def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
                   backend="auto", cell_size=None, source_ids=None,
                   source_nodata=None, tile_size=None, memory_limit_mb=None,
-                  executor=None, progress=None, band=1):
+                  executor=None, progress=None, band=1, out_dir=None):
     """Least accumulated cost from a set of source cells to every cell.
 
     Moving between neighbours a and b costs ``(c_a + c_b) / 2 * L``, with
@@ -83,7 +83,15 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         For a source raster: cells equal to this value are not sources
         (its band's nodata value, when it is not 0).
     backend, tile_size, memory_limit_mb, executor, progress, band
-        As in :func:`gridgraph.core.connected_components`.
+        As in :func:`gridgraph.core.connected_components`.  The tiled path
+        (DESIGN.md, "Block hierarchy") gives the same accumulated costs to
+        the bit; where two least-cost paths tie exactly, its direction and
+        allocation may name the other one.
+    out_dir : str, optional
+        Tiled path only: a folder for ``accumulated.npy``,
+        ``direction.npy`` and ``allocation.npy`` (returned as read-only
+        memmaps) and for the scratch files.  A source raster may then be
+        a memmap too; it is read tile by tile.
 
     Returns
     -------
@@ -111,8 +119,21 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
            [2., 3., 4., 5.]])
     """
     connectivity = check_connectivity(connectivity, (4, 8, 16))
-    check_unsupported_scale_options(tile_size, memory_limit_mb, executor)
+    check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
+                                    tiled=True)
     progress = as_progress(progress)
+    if max_cost is not None:
+        max_cost = float(max_cost)
+        if not max_cost > 0:
+            raise InvalidInputError(
+                f"max_cost must be positive (or None for no limit), got {max_cost}")
+    from . import tiled
+    plan = tiled.plan(cost, band, tile_size, memory_limit_mb, executor)
+    if plan is not None:
+        return tiled.cost_distance_tiled(
+            plan, sources, source_ids, source_nodata, connectivity,
+            _step_lengths(connectivity, cell_size), max_cost, nodata,
+            out_dir, executor, progress)
     array, file_nodata = load_raster(cost, band)
     if nodata is None:
         nodata = file_nodata
@@ -142,11 +163,6 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
             f"{int(blocked.sum())} source(s) lie on barrier (nodata or NaN "
             "cost) cells: " + _describe_cells(source_cells[blocked])
             + "; move them onto cells with a valid cost or remove them")
-    if max_cost is not None:
-        max_cost = float(max_cost)
-        if not max_cost > 0:
-            raise InvalidInputError(
-                f"max_cost must be positive (or None for no limit), got {max_cost}")
     step_lengths = _step_lengths(connectivity, cell_size)
     if resolve_backend(backend) == "cuda":
         from . import _cuda as kernels

@@ -39,6 +39,7 @@ ROWS_PER_THREAD = TILE // THREADS_Y
 TILE_THREADS = TILE * THREADS_Y
 HALO = 2  # enough for knight's moves; one-cell moves use the inner ring
 SPAN = TILE + 2 * HALO
+SPAN_CELLS = SPAN * SPAN
 PROGRESS_EVERY = 64  # rounds between progress reports
 
 
@@ -67,8 +68,8 @@ def _seed(cells, ids, m, dist, pred, alloc):
 def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
                  connectivity, halo, offsets, half_step, max_cost, wake_next):
     """One round: relax each listed tile to its fixed point."""
-    dist_s = cuda.shared.array(SPAN * SPAN, np.float64)
-    cost_s = cuda.shared.array(SPAN * SPAN, np.float64)
+    dist_s = cuda.shared.array(SPAN_CELLS, np.float64)
+    cost_s = cuda.shared.array(SPAN_CELLS, np.float64)
     step_s = cuda.shared.array(16, np.float64)
     delta_s = cuda.shared.array(16, np.int32)
     wake = cuda.shared.array(9, np.int32)
@@ -83,7 +84,7 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
         delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
     if t < 9:
         wake[t] = 0
-    for idx in range(t, SPAN * SPAN, TILE_THREADS):
+    for idx in range(t, SPAN_CELLS, TILE_THREADS):
         sr = idx // SPAN
         r = r0 + sr - HALO
         c = c0 + (idx - sr * SPAN) - HALO

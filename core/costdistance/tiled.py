@@ -1,0 +1,639 @@
+"""Cost distance on the block hierarchy (out-of-core, exact).
+
+The thesis's I/O-efficient SSSP (ch. 4) keeps a priority queue of clusters
+keyed by the smallest tentative distance on their boundary.  This module
+does the same at tile granularity:
+
+0. Survey (per tile, pure): read the tile, check its costs, list its
+   sources, and keep the costs of its *band* -- the cells within ``margin``
+   of the tile border (1 cell; 2 for knight's moves, which jump a cell).
+   Every edge between two tiles joins two band cells.
+1. Propagation: a tile with sources, or whose band received a better
+   distance from a neighbour, is queued with the smallest such distance as
+   its key.  The tile with the smallest key is solved by Dijkstra inside
+   the tile, seeded with its sources and with the distances its band
+   received (:func:`_solve_tile`; a re-solve starts from the tile's previous
+   distances and only re-settles cells that improve).  The distances of its
+   band cells are then relaxed across every edge into the neighbouring
+   tiles' bands (:func:`_relax_out`), queueing the tiles that improve.
+   Distances only decrease, so this label-correcting process stops, and it
+   stops at the least fixed point: exactly Dijkstra's distances, computed
+   with the same floating-point expression along the same paths, so equal
+   to the in-memory run bit for bit.
+2. Output (per tile): accumulated cost, GRASS direction and allocation.
+
+Ties: where two least-cost paths cost exactly the same, the direction and
+allocation may name another (equally cheap) predecessor than the in-memory
+run, whose choice depends on its heap order; distances never differ.
+
+Tile states (distance, predecessor, allocation: 17 bytes per cell) live in
+an LRU cache sized from the memory limit; evicted states go to the scratch
+folder and come back when the tile is solved again.
+"""
+
+import heapq
+import math
+from collections import OrderedDict
+
+import numpy as np
+from numba import njit
+
+from .. import tiling
+from .._common import Progress, valid_mask
+from ..errors import InvalidInputError
+
+PREDECESSOR_UNREACHED = -1
+PREDECESSOR_SOURCE = -2
+
+# One tile solve: the costs (8), the state (17), the valid mask (1) and the
+# heap (up to ~16 per cell on a dense frontier, counted as 8 on average).
+TILE_BYTES_PER_CELL = 34
+# The in-memory run: costs (8), valid mask (1), state (17), heap positions
+# (8), direction (4).
+IN_MEMORY_BYTES_PER_CELL = 38
+# Bytes per band cell of the global arrays (costs, incoming and outgoing
+# distance, predecessor and allocation).
+BAND_BYTES_PER_CELL = 42
+
+
+def plan(values, band, tile_size, memory_limit_mb, executor):
+    """The tiled plan for these options, or None for the in-memory path."""
+    return tiling.plan_for(values, band, tile_size, memory_limit_mb, executor,
+                           IN_MEMORY_BYTES_PER_CELL, TILE_BYTES_PER_CELL)
+
+
+# --------------------------------------------------------------------------
+# band geometry
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _band_position(r, c, rows, cols, margin):
+    """Position of tile cell (r, c) in the tile's band, -1 when inside.
+
+    Band order: the top ``margin`` rows, the bottom ``margin`` rows, then
+    for each middle row its left and right ``margin`` cells.
+    """
+    top = min(margin, rows)
+    bottom = max(rows - margin, top)
+    if r < top:
+        return r * cols + c
+    if r >= bottom:
+        return (top + r - bottom) * cols + c
+    left = min(margin, cols)
+    right = max(cols - margin, left)
+    base = (top + rows - bottom) * cols + (r - top) * (left + cols - right)
+    if c < left:
+        return base + c
+    if c >= right:
+        return base + left + c - right
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def band_cells(rows, cols, margin):
+    """(row, col) of every band cell of a rows x cols tile, in band order."""
+    top = min(margin, rows)
+    bottom = max(rows - margin, top)
+    left = min(margin, cols)
+    right = max(cols - margin, left)
+    size = (top + rows - bottom) * cols + (bottom - top) * (left + cols - right)
+    band_r = np.empty(size, dtype=np.int64)
+    band_c = np.empty(size, dtype=np.int64)
+    for r in range(rows):
+        for c in range(cols):
+            p = _band_position(r, c, rows, cols, margin)
+            if p >= 0:
+                band_r[p] = r
+                band_c[p] = c
+    return band_r, band_c
+
+
+# --------------------------------------------------------------------------
+# round 0: survey
+
+
+def survey_tile(cost_source, window, nodata, margin, source_raster,
+                source_nodata):
+    """Per tile: cost checks, band costs and (for a source raster) sources.
+
+    Returns a dict: ``valid`` (count of valid cells), ``negative`` (count)
+    and ``first_negative`` ((row, col, value) of the first in scan order, or
+    None), ``band_cost`` (float64, NaN on barriers) and, when
+    ``source_raster`` is given, ``source_cells`` (global (row, col)) and
+    ``source_ids``.
+    """
+    cost = cost_source.read(window)
+    valid = valid_mask(cost, nodata)
+    negative = valid & (cost < 0)
+    n_negative = int(np.count_nonzero(negative))
+    first_negative = None
+    if n_negative:
+        r, c = np.argwhere(negative)[0]
+        first_negative = (window.row + int(r), window.col + int(c),
+                          cost[r, c])
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    band_cost = np.where(valid[band_r, band_c],
+                         cost[band_r, band_c].astype(np.float64), np.nan)
+    message = {"valid": int(np.count_nonzero(valid)), "negative": n_negative,
+               "first_negative": first_negative, "band_cost": band_cost}
+    if source_raster is not None:
+        raster = source_raster.read(window)
+        mask = raster != 0
+        if np.issubdtype(raster.dtype, np.floating):
+            mask &= ~np.isnan(raster)
+        if source_nodata is not None:
+            mask &= valid_mask(raster, source_nodata)
+        cells = np.argwhere(mask).astype(np.int64)
+        values = raster[mask]
+        ids = values.astype(np.int64) if values.dtype != bool else \
+            np.ones(len(values), np.int64)
+        cells[:, 0] += window.row
+        cells[:, 1] += window.col
+        message["source_cells"] = cells
+        message["source_ids"] = ids
+        message["blocked"] = cells[~valid[cells[:, 0] - window.row,
+                                          cells[:, 1] - window.col]]
+    return message
+
+
+# --------------------------------------------------------------------------
+# round 1: the tile solve
+
+
+def solve_tile(cost_source, window, nodata, state, source_local, source_ids,
+               seeds, margin, offsets, half_step, opposite, max_cost):
+    """Dijkstra inside one tile.  Pure: returns the new state.
+
+    ``state`` is (distance, predecessor, allocation) flat arrays from the
+    previous solve, or None for the first; ``seeds`` is (distance,
+    predecessor, allocation) of the band cells as received from the
+    neighbours.  Distances are +inf where unreached, -inf on barriers.
+    """
+    cost = cost_source.read(window)
+    valid = valid_mask(cost, nodata)
+    cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
+    if state is None:
+        distance = np.where(valid.reshape(-1), np.inf, -np.inf)
+        predecessor = np.full(distance.size, PREDECESSOR_UNREACHED, np.int8)
+        allocation = np.zeros(distance.size, np.int64)
+        first = True
+    else:
+        distance, predecessor, allocation = state
+        first = False
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    seed_distance, seed_predecessor, seed_allocation = seeds
+    _solve_tile(cost, window.rows, window.cols, distance, predecessor,
+                allocation, band_r, band_c, seed_distance, seed_predecessor,
+                seed_allocation, source_local, source_ids, first,
+                offsets[:, 0].copy(), offsets[:, 1].copy(), half_step,
+                opposite, max_cost)
+    return distance, predecessor, allocation
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(heap_key, heap_cell, size, key, cell):
+    slot = size
+    while slot > 0:
+        parent = (slot - 1) >> 1
+        if heap_key[parent] <= key:
+            break
+        heap_key[slot] = heap_key[parent]
+        heap_cell[slot] = heap_cell[parent]
+        slot = parent
+    heap_key[slot] = key
+    heap_cell[slot] = cell
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(heap_key, heap_cell, size):
+    """Remove the root of a heap of ``size`` entries (size >= 1)."""
+    size -= 1
+    key = heap_key[size]
+    cell = heap_cell[size]
+    slot = 0
+    while True:
+        child = 2 * slot + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap_key[child + 1] < heap_key[child]:
+            child += 1
+        if heap_key[child] >= key:
+            break
+        heap_key[slot] = heap_key[child]
+        heap_cell[slot] = heap_cell[child]
+        slot = child
+    heap_key[slot] = key
+    heap_cell[slot] = cell
+
+
+@njit(cache=True, nogil=True)
+def _solve_tile(cost, rows, cols, distance, predecessor, allocation, band_r,
+                band_c, seed_distance, seed_predecessor, seed_allocation,
+                source_local, source_ids, first, drow, dcol, half_step,
+                opposite, max_cost):
+    """Incremental Dijkstra in a tile (lazy-deletion binary heap).
+
+    Seeds: the sources (first solve only: a source keeps distance 0) and
+    every band cell whose received distance beats its own, or equals it
+    through the same predecessor with another allocation.  A settled cell
+    takes its allocation from its predecessor (from the seed when the
+    predecessor lies in another tile), so allocations follow the final
+    predecessor tree even where a shorter distance rounds to the same sum.
+    """
+    connectivity = drow.size
+    capacity = 1024
+    heap_key = np.empty(capacity, dtype=np.float64)
+    heap_cell = np.empty(capacity, dtype=np.int64)
+    size = 0
+    if first:
+        for k in range(source_local.size):
+            cell = source_local[k]
+            if predecessor[cell] == PREDECESSOR_SOURCE:
+                continue  # a repeated source keeps its first id
+            distance[cell] = 0.0
+            predecessor[cell] = PREDECESSOR_SOURCE
+            allocation[cell] = source_ids[k]
+            if size == capacity:
+                capacity *= 2
+                heap_key = np.resize(heap_key, capacity)
+                heap_cell = np.resize(heap_cell, capacity)
+            _heap_push(heap_key, heap_cell, size, 0.0, cell)
+            size += 1
+    for b in range(band_r.size):
+        cell = band_r[b] * cols + band_c[b]
+        received = seed_distance[b]
+        if received < distance[cell] or (
+                received == distance[cell]
+                and predecessor[cell] == seed_predecessor[b]
+                and allocation[cell] != seed_allocation[b]):
+            distance[cell] = received
+            predecessor[cell] = seed_predecessor[b]
+            allocation[cell] = seed_allocation[b]
+            if size == capacity:
+                capacity *= 2
+                heap_key = np.resize(heap_key, capacity)
+                heap_cell = np.resize(heap_cell, capacity)
+            _heap_push(heap_key, heap_cell, size, received, cell)
+            size += 1
+    while size > 0:
+        key = heap_key[0]
+        cell = heap_cell[0]
+        _heap_pop(heap_key, heap_cell, size)
+        size -= 1
+        if key > distance[cell]:
+            continue  # a stale entry: the cell improved after this push
+        row = cell // cols
+        col = cell - row * cols
+        came_from = predecessor[cell]
+        if came_from >= 0:
+            from_row = row + drow[came_from]
+            from_col = col + dcol[came_from]
+            if 0 <= from_row < rows and 0 <= from_col < cols:
+                allocation[cell] = allocation[from_row * cols + from_col]
+        cell_cost = cost[cell]
+        for i in range(connectivity):
+            next_row = row + drow[i]
+            next_col = col + dcol[i]
+            if not (0 <= next_row < rows and 0 <= next_col < cols):
+                continue
+            neighbour = next_row * cols + next_col
+            # the in-memory kernel's expression, term for term
+            candidate = key + (cell_cost + cost[neighbour]) * half_step[i]
+            if candidate > max_cost:
+                continue
+            previous = distance[neighbour]
+            if candidate < previous:
+                distance[neighbour] = candidate
+                predecessor[neighbour] = opposite[i]
+            elif not (candidate == previous
+                      and predecessor[neighbour] == opposite[i]
+                      and allocation[neighbour] != allocation[cell]):
+                continue
+            if size == capacity:
+                capacity *= 2
+                heap_key = np.resize(heap_key, capacity)
+                heap_cell = np.resize(heap_cell, capacity)
+            _heap_push(heap_key, heap_cell, size, candidate, neighbour)
+            size += 1
+
+
+# --------------------------------------------------------------------------
+# round 1: relaxation across tile borders
+
+
+@njit(cache=True, nogil=True)
+def _relax_out(tile, row0, col0, rows, cols, band_r, band_c, band_distance,
+               band_allocation, changed, raster_rows, raster_cols, tile_size,
+               tile_cols, margin, band_offset, all_band_cost, in_distance,
+               in_predecessor, in_allocation, out_distance, out_predecessor,
+               out_allocation, drow, dcol, half_step, opposite, max_cost,
+               dirty_key):
+    """Relax every edge from a changed band cell of ``tile`` into another
+    tile; lower ``dirty_key`` of the tiles whose solve it would change."""
+    own = band_offset[tile]
+    for b in range(band_r.size):
+        if not changed[b]:
+            continue
+        d = band_distance[b]
+        if not (d < np.inf and d > -np.inf):
+            continue
+        row = row0 + band_r[b]
+        col = col0 + band_c[b]
+        cell_cost = all_band_cost[own + b]
+        alloc = band_allocation[b]
+        for i in range(drow.size):
+            next_row = row + drow[i]
+            next_col = col + dcol[i]
+            if not (0 <= next_row < raster_rows and 0 <= next_col < raster_cols):
+                continue
+            if row0 <= next_row < row0 + rows and col0 <= next_col < col0 + cols:
+                continue
+            tile_row = next_row // tile_size
+            tile_col = next_col // tile_size
+            other = tile_row * tile_cols + tile_col
+            other_rows = min(tile_size, raster_rows - tile_row * tile_size)
+            other_cols = min(tile_size, raster_cols - tile_col * tile_size)
+            position = _band_position(next_row - tile_row * tile_size,
+                                      next_col - tile_col * tile_size,
+                                      other_rows, other_cols, margin)
+            index = band_offset[other] + position
+            next_cost = all_band_cost[index]
+            if next_cost != next_cost:
+                continue  # barrier
+            candidate = d + (cell_cost + next_cost) * half_step[i]
+            if candidate > max_cost:
+                continue
+            through = opposite[i]
+            if candidate < in_distance[index]:
+                in_distance[index] = candidate
+                in_predecessor[index] = through
+                in_allocation[index] = alloc
+            elif candidate == in_distance[index] and \
+                    in_predecessor[index] == through and \
+                    in_allocation[index] != alloc:
+                in_allocation[index] = alloc
+            else:
+                continue
+            if candidate < out_distance[index] or (
+                    candidate == out_distance[index]
+                    and out_predecessor[index] == through
+                    and out_allocation[index] != alloc):
+                if candidate < dirty_key[other]:
+                    dirty_key[other] = candidate
+
+
+# --------------------------------------------------------------------------
+# the driver
+
+
+class _StateCache:
+    """Tile states in an LRU cache of at most ``capacity`` tiles; evicted
+    states are written to the scratch folder."""
+
+    def __init__(self, folder, capacity):
+        self.scratch = tiling.ScratchArrays(folder, "state")
+        self.capacity = max(1, capacity)
+        self.cached = OrderedDict()
+        self.on_disk = set()
+
+    def get(self, tile):
+        if tile in self.cached:
+            self.cached.move_to_end(tile)
+            return self.cached[tile]
+        if tile in self.on_disk:
+            return tuple(self.scratch.load(f"{tile}-{k}") for k in range(3))
+        return None
+
+    def put(self, tile, state):
+        self.cached[tile] = state
+        self.cached.move_to_end(tile)
+        while len(self.cached) > self.capacity:
+            old, old_state = self.cached.popitem(last=False)
+            for k, array in enumerate(old_state):
+                self.scratch.save(f"{old}-{k}", array)
+            self.on_disk.add(old)
+
+
+def cost_distance_tiled(plan, sources, source_ids, source_nodata,
+                        connectivity, step_lengths, max_cost, nodata,
+                        out_dir, executor, progress):
+    """The tiled path of :func:`gridgraph.core.cost_distance`.
+
+    Returns a CostDistanceResult whose arrays are in memory, or read-only
+    memmaps of ``out_dir/accumulated.npy``, ``direction.npy`` and
+    ``allocation.npy``.
+    """
+    from . import (NEIGHBOUR_OFFSETS, CostDistanceResult, GRASS_DIRECTION_DEGREES,
+                   _describe_cells, _source_cells)
+    source = plan.source
+    grid = plan.grid
+    if nodata is None:
+        nodata = source.nodata
+    rows, cols = source.shape
+    progress = progress if progress is not None else Progress()
+    out_dir = tiling.check_out_dir(out_dir, rows * cols * 20, plan.limit_bytes)
+    margin = 2 if connectivity == 16 else 1
+
+    source_raster = None
+    source_list = None
+    candidate = sources if isinstance(sources, (np.ndarray, str)) else \
+        np.asarray(sources)
+    if isinstance(candidate, str) or (
+            candidate.ndim == 2 and candidate.shape == (rows, cols) and not (
+                cols == 2 and np.issubdtype(candidate.dtype, np.integer))):
+        if source_ids is not None:
+            raise InvalidInputError(
+                "source_ids only applies to (row, col) sources; a source "
+                "raster's ids are its cell values")
+        source_raster = tiling.open_source(candidate)
+    else:
+        source_list = _source_cells(candidate, source_ids, (rows, cols))
+
+    tiles = grid.morton_order()
+    surveys = tiling.run_tasks(
+        survey_tile,
+        [(source, grid.window(*tile), nodata, margin, source_raster,
+          source_nodata) for tile in tiles],
+        executor, progress.span(0.0, 0.1))
+    survey = dict(zip(tiles, surveys))
+    if sum(s["valid"] for s in surveys) == 0:
+        raise InvalidInputError(
+            "the cost raster has no valid cell (every cell is nodata or NaN): "
+            "check the band and its nodata value")
+    negatives = [s["first_negative"] for s in surveys if s["negative"]]
+    if negatives:
+        count = sum(s["negative"] for s in surveys)
+        row, col, value = min(negatives, key=lambda f: (f[0], f[1]))
+        raise InvalidInputError(
+            f"the cost raster has {count} negative cell(s), "
+            f"first at row {row}, column {col} (value {value}): "
+            "costs must be >= 0; set them to nodata to make barriers, or "
+            "shift/rescale the raster")
+    if source_raster is not None:
+        order = sorted(tiles)
+        cells = np.concatenate([survey[t]["source_cells"] for t in order])
+        ids = np.concatenate([survey[t]["source_ids"] for t in order])
+        # scan order, as np.argwhere lists them in memory
+        scan = np.lexsort((cells[:, 1], cells[:, 0]))
+        cells, ids = cells[scan], ids[scan]
+        if len(cells) == 0:
+            raise InvalidInputError(
+                "the source raster has no source cell (no valid non-zero "
+                "cell): give sources as non-zero cells of the raster")
+        blocked_cells = np.concatenate([survey[t]["blocked"] for t in order])
+        blocked_cells = blocked_cells[np.lexsort((blocked_cells[:, 1],
+                                                  blocked_cells[:, 0]))]
+    else:
+        cells, ids = source_list
+        blocked = np.zeros(len(cells), dtype=bool)
+        for k, (r, c) in enumerate(cells):
+            blocked[k] = not _cell_valid(source, nodata, r, c)
+        blocked_cells = cells[blocked]
+    if len(blocked_cells) == len(cells):
+        raise InvalidInputError(
+            "every source lies on a barrier (nodata or NaN cost) cell: "
+            + _describe_cells(blocked_cells)
+            + "; move the sources onto cells with a valid cost")
+    if len(blocked_cells):
+        raise InvalidInputError(
+            f"{len(blocked_cells)} source(s) lie on barrier (nodata or NaN "
+            "cost) cells: " + _describe_cells(blocked_cells)
+            + "; move them onto cells with a valid cost or remove them")
+
+    offsets = np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity])
+    drow = offsets[:, 0].copy()
+    dcol = offsets[:, 1].copy()
+    opposite = np.empty(connectivity, dtype=np.int8)
+    for i, (dr, dc) in enumerate(offsets):
+        opposite[i] = np.flatnonzero((offsets[:, 0] == -dr)
+                                     & (offsets[:, 1] == -dc))[0]
+    half_step = 0.5 * np.asarray(step_lengths, dtype=np.float64)
+    max_cost = math.inf if max_cost is None else float(max_cost)
+
+    n_tiles = grid.count
+    index_of = {tile: grid.index(*tile) for tile in tiles}
+    band_offset = np.zeros(n_tiles + 1, dtype=np.int64)
+    for tile in tiles:
+        band_offset[index_of[tile] + 1] = survey[tile]["band_cost"].size
+    band_offset = np.cumsum(band_offset)
+    all_band_cost = np.empty(band_offset[-1], dtype=np.float64)
+    for tile in tiles:
+        t = index_of[tile]
+        all_band_cost[band_offset[t]:band_offset[t + 1]] = \
+            survey[tile]["band_cost"]
+    del surveys, survey
+    total_band = int(band_offset[-1])
+    in_distance = np.full(total_band, np.inf)
+    in_predecessor = np.full(total_band, PREDECESSOR_UNREACHED, np.int8)
+    in_allocation = np.zeros(total_band, np.int64)
+    out_distance = np.full(total_band, np.inf)
+    out_predecessor = np.full(total_band, PREDECESSOR_UNREACHED, np.int8)
+    out_allocation = np.zeros(total_band, np.int64)
+    dirty_key = np.full(n_tiles, np.inf)
+
+    size = grid.tile_size
+    tile_sources = {}
+    tile_of_source = (cells[:, 0] // size) * grid.tile_cols + cells[:, 1] // size
+    for t in np.unique(tile_of_source):
+        pick = np.flatnonzero(tile_of_source == t)  # list order kept
+        tr, tc = divmod(int(t), grid.tile_cols)
+        window = grid.window(tr, tc)
+        local = (cells[pick, 0] - window.row) * window.cols \
+            + cells[pick, 1] - window.col
+        tile_sources[int(t)] = (local.astype(np.int64), ids[pick].astype(np.int64))
+        dirty_key[int(t)] = 0.0
+
+    state_bytes = 17 * size * size
+    global_bytes = total_band * BAND_BYTES_PER_CELL
+    cache_tiles = int((plan.limit_bytes * 0.6 - global_bytes
+                       - TILE_BYTES_PER_CELL * size * size) // state_bytes)
+    empty_source = (np.empty(0, np.int64), np.empty(0, np.int64))
+
+    with tiling.scratch_folder(out_dir) as folder:
+        cache = _StateCache(folder, cache_tiles)
+        queue = [(0.0, t) for t in tile_sources]
+        heapq.heapify(queue)
+        solved = np.zeros(n_tiles, dtype=bool)
+        propagate = progress.span(0.1, 0.85)
+        solves = 0
+        while queue:
+            key, t = heapq.heappop(queue)
+            if key != dirty_key[t]:
+                continue  # stale: solved since, or queued again lower
+            dirty_key[t] = np.inf
+            tr, tc = divmod(t, grid.tile_cols)
+            window = grid.window(tr, tc)
+            band = slice(band_offset[t], band_offset[t + 1])
+            state = cache.get(t)
+            first = state is None
+            local, local_ids = tile_sources.get(t, empty_source) if first \
+                else empty_source
+            state = solve_tile(source, window, nodata, state, local, local_ids,
+                               (in_distance[band], in_predecessor[band],
+                                in_allocation[band]),
+                               margin, offsets, half_step, opposite, max_cost)
+            cache.put(t, state)
+            solves += 1
+            band_r, band_c = band_cells(window.rows, window.cols, margin)
+            flat = band_r * window.cols + band_c
+            new_distance = state[0][flat]
+            new_predecessor = state[1][flat]
+            new_allocation = state[2][flat]
+            changed = (new_distance < out_distance[band]) | (
+                new_allocation != out_allocation[band])
+            out_distance[band] = new_distance
+            out_predecessor[band] = new_predecessor
+            out_allocation[band] = new_allocation
+            before = dirty_key.copy()
+            _relax_out(t, window.row, window.col, window.rows, window.cols,
+                       band_r, band_c, new_distance, new_allocation, changed,
+                       rows, cols, size, grid.tile_cols, margin, band_offset,
+                       all_band_cost, in_distance, in_predecessor,
+                       in_allocation, out_distance, out_predecessor,
+                       out_allocation, drow, dcol, half_step, opposite,
+                       max_cost, dirty_key)
+            for other in np.flatnonzero(dirty_key < before):
+                heapq.heappush(queue, (float(dirty_key[other]), int(other)))
+            solved[t] = True
+            propagate(min(0.99, solved.sum() / n_tiles))
+
+        sinks = [tiling.make_sink(out_dir, "accumulated", (rows, cols),
+                                  np.float64, np.nan),
+                 tiling.make_sink(out_dir, "direction", (rows, cols),
+                                  np.float32, np.nan),
+                 tiling.make_sink(out_dir, "allocation", (rows, cols),
+                                  np.int64, 0)]
+        finish = progress.span(0.85, 1.0)
+        with tiling.output_sinks(sinks):
+            for k, tile in enumerate(tiles):
+                t = index_of[tile]
+                window = grid.window(*tile)
+                state = cache.get(t)
+                if state is None:
+                    shape = (window.rows, window.cols)
+                    accumulated = np.full(shape, np.nan)
+                    direction = np.full(shape, np.nan, np.float32)
+                    allocation = np.zeros(shape, np.int64)
+                else:
+                    distance, predecessor, allocation = (
+                        a.reshape(window.rows, window.cols) for a in state)
+                    accumulated = np.where(
+                        predecessor == PREDECESSOR_UNREACHED, np.nan, distance)
+                    direction = np.full(predecessor.shape, np.nan, np.float32)
+                    reached = predecessor >= 0
+                    direction[reached] = GRASS_DIRECTION_DEGREES[
+                        predecessor[reached]]
+                    direction[predecessor == PREDECESSOR_SOURCE] = 0.0
+                for sink, block in zip(sinks, (accumulated, direction,
+                                               allocation)):
+                    sink.write(window, block)
+                finish((k + 1) / len(tiles))
+            results = [sink.finish() for sink in sinks]
+    result = CostDistanceResult(*results)
+    result.tile_solves = solves
+    return result
+
+
+def _cell_valid(source, nodata, row, col):
+    value = source.read(tiling.Window(int(row), int(col), 1, 1))
+    return bool(valid_mask(value, nodata)[0, 0])
