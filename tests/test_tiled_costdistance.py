@@ -1,0 +1,297 @@
+"""Tiled cost distance: exact (bit-identical accumulated costs) for every
+tile size, on mazes, plateaus, nodata and sources on tile corners; scratch
+files removed on success, failure and cancel."""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridgraph.core import CancelledError, InvalidInputError, cost_distance
+from gridgraph.core.costdistance import (GRASS_DIRECTION_DEGREES,
+                                         NEIGHBOUR_OFFSETS, tiled)
+
+from rasters import fractal_surface, maze_cost
+
+def in_memory(cost, sources, **options):
+    return cost_distance(cost, sources, backend="cpu", **options)
+
+
+def _neighbour_views(array, dr, dc):
+    """``array`` shifted so that entry (r, c) holds array[r + dr, c + dc]
+    (NaN / -1 outside), as a float64 array."""
+    rows, cols = array.shape
+    shifted = np.full((rows, cols), np.nan)
+    r0, r1 = max(0, -dr), min(rows, rows - dr)
+    c0, c1 = max(0, -dc), min(cols, cols - dc)
+    shifted[r0:r1, c0:c1] = array[r0 + dr:r1 + dr, c0 + dc:c1 + dc]
+    return shifted
+
+
+def tight_predecessors(result, cost, connectivity):
+    """Per cell, how many neighbours give exactly the cell's distance with
+    the in-memory kernel's expression (more than one: a tie)."""
+    half = 0.5 * np.hypot(NEIGHBOUR_OFFSETS[:connectivity, 0],
+                          NEIGHBOUR_OFFSETS[:connectivity, 1])
+    acc = result.accumulated
+    cost = cost.astype(np.float64)
+    count = np.zeros(cost.shape, dtype=np.int64)
+    for i, (dr, dc) in enumerate(NEIGHBOUR_OFFSETS[:connectivity]):
+        step = _neighbour_views(acc, dr, dc) + (
+            _neighbour_views(cost, dr, dc) + cost) * half[i]
+        count += step == acc
+    return count
+
+
+def assert_valid_tree(result, cost, connectivity):
+    """Every direction points at a neighbour whose distance plus the step
+    is exactly the cell's, with the same allocation; sources have 0."""
+    half = 0.5 * np.hypot(NEIGHBOUR_OFFSETS[:connectivity, 0],
+                          NEIGHBOUR_OFFSETS[:connectivity, 1])
+    acc = result.accumulated
+    cost = cost.astype(np.float64)
+    assert np.array_equal(np.isnan(result.direction), np.isnan(acc))
+    assert (result.allocation[np.isnan(acc)] == 0).all()
+    assert (acc[result.direction == 0] == 0).all()
+    checked = (result.direction == 0) | np.isnan(acc)
+    allocation = result.allocation.astype(np.float64)
+    for i, (dr, dc) in enumerate(NEIGHBOUR_OFFSETS[:connectivity]):
+        here = result.direction == GRASS_DIRECTION_DEGREES[i]
+        step = _neighbour_views(acc, dr, dc) + (
+            _neighbour_views(cost, dr, dc) + cost) * half[i]
+        assert (step[here] == acc[here]).all()
+        assert (_neighbour_views(allocation, dr, dc)[here]
+                == allocation[here]).all()
+        checked |= here
+    assert checked.all()
+
+
+def assert_same(cost, sources, tile_sizes=(8, 16, 64), **options):
+    """Accumulated costs identical to the bit; directions and allocations
+    identical where no cell has two equally cheap predecessors, and a valid
+    least-cost tree in any case."""
+    connectivity = options.get("connectivity", 8)
+    expected = in_memory(cost, sources, **options)
+    ties = (tight_predecessors(expected, cost, connectivity) > 1).any()
+    results = []
+    for tile_size in tile_sizes:
+        result = cost_distance(cost, sources, backend="cpu",
+                               tile_size=tile_size, **options)
+        np.testing.assert_array_equal(result.accumulated, expected.accumulated,
+                                      err_msg=f"tile_size={tile_size}")
+        assert_valid_tree(result, cost, connectivity)
+        if not ties:
+            np.testing.assert_array_equal(result.direction, expected.direction)
+            np.testing.assert_array_equal(result.allocation,
+                                          expected.allocation)
+        results.append(result)
+    return expected, results
+
+
+def test_literal_uniform_cost_from_a_tile_corner():
+    # 4-connected unit costs: the accumulated cost is the Manhattan distance
+    # from the source at (7, 7), the last cell of the first 8 x 8 tile
+    cost = np.ones((10, 10))
+    result = cost_distance(cost, [(7, 7)], connectivity=4, tile_size=8,
+                           backend="cpu")
+    np.testing.assert_array_equal(result.accumulated[7], [7, 6, 5, 4, 3, 2, 1, 0, 1, 2])
+    np.testing.assert_array_equal(result.accumulated[:, 9],
+                                  [9, 8, 7, 6, 5, 4, 3, 2, 3, 4])
+    rows, cols = np.indices(cost.shape)
+    np.testing.assert_array_equal(result.accumulated,
+                                  abs(rows - 7) + abs(cols - 7))
+    assert result.direction[7, 7] == 0 and result.allocation.max() == 1
+
+
+def test_literal_barrier_wall_with_a_gap_in_another_tile():
+    # a NaN wall along row 8 (the first row of the second tile row) with a
+    # gap at column 9: paths to the bottom rows detour through the gap
+    cost = np.ones((12, 12))
+    cost[8, :] = np.nan
+    cost[8, 9] = 1.0
+    result = cost_distance(cost, [(0, 0)], connectivity=4, tile_size=8,
+                           backend="cpu")
+    assert result.accumulated[7, 9] == 16
+    assert result.accumulated[8, 9] == 17
+    assert result.accumulated[9, 0] == 27  # 17 + 1 down + 9 left
+    assert np.isnan(result.accumulated[8, 0])
+
+
+@pytest.mark.parametrize("connectivity", [4, 8, 16])
+def test_source_on_tile_corners(connectivity):
+    cost = fractal_surface((70, 61), seed=3).astype(np.float64)
+    # sources on the corners shared by four 8-, 16- and 64-cell tiles
+    for source in [(63, 63), (64, 64), (15, 16), (63, 60)]:
+        if source[1] < 61:
+            assert_same(cost, [source], connectivity=connectivity)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8, 16])
+def test_maze_crosses_tiles_many_times(connectivity):
+    cost = maze_cost((61, 67), seed=2)
+    expected, results = assert_same(cost, [(0, 0), (60, 66)],
+                                    connectivity=connectivity)
+    # the corridors leave and re-enter tiles: some tiles are solved again
+    solved_8 = results[0]
+    assert solved_8.tile_solves > 8 * 9
+
+
+def test_plateau_ties_and_zero_costs():
+    plateau = np.full((40, 37), 2.0)
+    expected, _ = assert_same(plateau, [(20, 20), (3, 30)], connectivity=8)
+    assert (tight_predecessors(expected, plateau, 8) > 1).any()  # ties exist
+    zeros = np.zeros((30, 30))
+    zeros[10:20, 10:20] = 1.0
+    assert_same(zeros, [(0, 0)], connectivity=8)
+
+
+def test_nodata_heavy_raster_with_unreachable_pockets():
+    rng = np.random.default_rng(11)
+    cost = rng.uniform(1, 9, (80, 75)).astype(np.float32)
+    cost[rng.random(cost.shape) < 0.45] = -1
+    cost[5, 5] = 3.0
+    expected, _ = assert_same(cost, [(5, 5)], nodata=-1, connectivity=8)
+    assert np.isnan(expected.accumulated).sum() > (cost == -1).sum()
+
+
+def test_max_cost():
+    cost = fractal_surface((50, 50), seed=8).astype(np.float64) / 100
+    expected, _ = assert_same(cost, [(25, 25)], max_cost=40.0,
+                              connectivity=16)
+    assert np.isnan(expected.accumulated).any()
+    assert np.nanmax(expected.accumulated) <= 40.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([4, 8, 16]), st.sampled_from([8, 16]),
+       st.integers(1, 4), st.booleans(), st.floats(0, 0.4))
+def test_random_rasters(rows, cols, seed, connectivity, tile_size, n_sources,
+                        integer_costs, barrier_share):
+    rng = np.random.default_rng(seed)
+    if integer_costs:  # small integers: many exact ties
+        cost = rng.integers(0, 4, (rows, cols)).astype(np.float64)
+    else:
+        cost = rng.uniform(0.1, 10, (rows, cols))
+    cost[rng.random((rows, cols)) < barrier_share] = np.nan
+    sources = np.column_stack([rng.integers(0, rows, n_sources),
+                               rng.integers(0, cols, n_sources)])
+    cost[sources[:, 0], sources[:, 1]] = rng.uniform(0.1, 10, n_sources)
+    assert_same(cost, sources, tile_sizes=(tile_size,),
+                connectivity=connectivity)
+
+
+def test_source_raster_memmap_and_out_dir(tmp_path):
+    cost = fractal_surface((90, 70), seed=4).astype(np.float32)
+    source_raster = np.zeros(cost.shape, dtype=np.int32)
+    source_raster[10, 10] = 7
+    source_raster[80, 65] = 9
+    source_raster[40, 33] = -1  # source_nodata: not a source
+    np.save(tmp_path / "cost.npy", cost)
+    np.save(tmp_path / "sources.npy", source_raster)
+    expected = in_memory(cost, source_raster, source_nodata=-1)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = cost_distance(np.load(tmp_path / "cost.npy", mmap_mode="r"),
+                           np.load(tmp_path / "sources.npy", mmap_mode="r"),
+                           source_nodata=-1, tile_size=16, out_dir=out,
+                           backend="cpu")
+    assert isinstance(result.accumulated, np.memmap)
+    np.testing.assert_array_equal(result.accumulated, expected.accumulated)
+    np.testing.assert_array_equal(result.allocation, expected.allocation)
+    assert set(np.unique(result.allocation)) == {7, 9}
+    assert sorted(os.listdir(out)) == ["accumulated.npy", "allocation.npy",
+                                       "direction.npy"]
+
+
+@pytest.mark.parametrize("tile_size", [None, 8])
+def test_errors_match_in_memory(tile_size):
+    cost = np.ones((20, 20))
+    cost[12, 3] = -2
+    cost[15, 15] = -1
+    with pytest.raises(InvalidInputError,
+                       match=r"2 negative cell\(s\), first at row 12, column 3"):
+        cost_distance(cost, [(0, 0)], tile_size=tile_size)
+    cost = np.ones((20, 20))
+    cost[9, 9] = np.nan
+    with pytest.raises(InvalidInputError, match=r"1 source\(s\) lie on barrier"):
+        cost_distance(cost, [(0, 0), (9, 9)], tile_size=tile_size)
+    with pytest.raises(InvalidInputError, match="every source lies on a barrier"):
+        cost_distance(cost, [(9, 9)], tile_size=tile_size)
+    with pytest.raises(InvalidInputError, match="no valid cell"):
+        cost_distance(np.full((9, 9), np.nan), [(0, 0)], tile_size=tile_size)
+
+
+def scratch_contents(parent):
+    return [os.path.join(folder, name) for folder, _, names in os.walk(parent)
+            for name in names]
+
+
+def test_scratch_used_and_removed_on_success_failure_and_cancel(
+        tmp_path, monkeypatch):
+    parent = tmp_path / "scratch"
+    parent.mkdir()
+    monkeypatch.setenv("GRIDGRAPH_SCRATCH_DIR", str(parent))
+    cost = maze_cost((64, 64), seed=5)
+    out = tmp_path / "out"
+    out.mkdir()
+    # a 0.05 MB limit leaves room for one cached tile state: the others go
+    # to scratch files between solves
+    options = dict(connectivity=8, tile_size=16, memory_limit_mb=0.05,
+                   backend="cpu")
+    seen = []
+
+    def watch(fraction):
+        seen.append(len(scratch_contents(parent)))
+
+    expected = in_memory(cost, [(0, 0)], connectivity=8)
+    result = cost_distance(cost, [(0, 0)], progress=watch, out_dir=out,
+                           **options)
+    np.testing.assert_array_equal(result.accumulated, expected.accumulated)
+    assert max(seen) > 0, "the states never went to scratch"
+    assert scratch_contents(parent) == [] and os.listdir(parent) == []
+    assert sorted(os.listdir(out)) == ["accumulated.npy", "allocation.npy",
+                                       "direction.npy"]
+    out = tmp_path / "out2"
+    out.mkdir()
+    options["out_dir"] = out
+
+    def cancel_midway(fraction):
+        return fraction < 0.5
+
+    def cancel_while_writing(fraction):
+        return fraction < 0.9
+
+    for cancel in (cancel_midway, cancel_while_writing):
+        with pytest.raises(CancelledError):
+            cost_distance(cost, [(0, 0)], progress=cancel, **options)
+        assert os.listdir(parent) == []
+        assert os.listdir(out) == []  # no partial outputs either
+
+    calls = []
+    original = tiled.solve_tile
+
+    def failing_solve(*args):
+        calls.append(1)
+        if len(calls) == 5:
+            raise MemoryError("simulated failure in a tile solve")
+        return original(*args)
+
+    monkeypatch.setattr(tiled, "solve_tile", failing_solve)
+    with pytest.raises(MemoryError):
+        cost_distance(cost, [(0, 0)], **options)
+    assert os.listdir(parent) == [] and os.listdir(out) == []
+
+
+def test_band_geometry():
+    for rows, cols, margin in [(8, 8, 1), (8, 8, 2), (3, 9, 2), (1, 5, 2),
+                               (16, 3, 1), (2, 2, 2)]:
+        band_r, band_c = tiled.band_cells(rows, cols, margin)
+        r, c = np.indices((rows, cols))
+        in_band = (r < margin) | (r >= rows - margin) | (c < margin) | \
+            (c >= cols - margin)
+        assert len(band_r) == in_band.sum()
+        assert set(zip(band_r.tolist(), band_c.tolist())) == \
+            set(zip(r[in_band].tolist(), c[in_band].tolist()))
