@@ -212,22 +212,23 @@ def test_cuda_backend_without_a_device(run_algorithm, rasters, tmp_path):
 
 
 @pytest.mark.parametrize("algorithm_id,option,value", [
-    (CC, "TILE_SIZE", 12), (MST, "TILE_SIZE", 256),
-    (CC, "DASK_SCHEDULER", "tcp://127.0.0.1:8786"),
-    (MST, "DASK_SCHEDULER", "tcp://127.0.0.1:8786")])
+    (CC, "TILE_SIZE", 12), (CD, "TILE_SIZE", 12), (MST, "TILE_SIZE", 12),
+    (CC, "DASK_SCHEDULER", "tcp://127.0.0.1:8786")])
 def test_engine_errors_keep_their_message(run_algorithm, rasters, tmp_path,
                                           algorithm_id, option, value):
-    """Options the engine refuses (today: a tile size that is not a power
-    of two, tiles for an operation without a tiled path, a Dask address)
-    fail with the engine's own message."""
+    """Options the engine refuses (a tile size that is not a power of two;
+    today also a Dask scheduler address) fail with the engine's own
+    message, unchanged."""
     from gridgraph.core import (GridGraphError, connected_components,
-                                minimum_spanning_tree)
-    engine = {CC: connected_components, MST: minimum_spanning_tree}
+                                cost_distance, minimum_spanning_tree)
+    engine = {CC: connected_components, MST: minimum_spanning_tree,
+              CD: lambda cost, **options: cost_distance(cost, [(0, 0)],
+                                                        **options)}
     keyword = {"TILE_SIZE": "tile_size", "DASK_SCHEDULER": "executor"}
     with pytest.raises(GridGraphError) as engine_error:
         engine[algorithm_id](np.ones((3, 4)), **{keyword[option]: value})
     message = run_fails(run_algorithm, algorithm_id, {
-        "INPUT": rasters["cost"], option: value,
+        "INPUT": rasters["cost"], option: value, "SOURCES": rasters["point"],
         "OUTPUT": str(tmp_path / "o.tif"),
         "OUTPUT_DIRECTION": str(tmp_path / "d.tif")})
     assert message == str(engine_error.value)
