@@ -107,7 +107,9 @@ def skimage_cost_distance(cost, valid, sources, connectivity):
 def assert_same_costs(result, expected):
     assert np.array_equal(np.isnan(result), np.isnan(expected)), \
         "reached cells differ from the oracle's"
-    np.testing.assert_allclose(result, expected, rtol=1e-9, atol=0)
+    # the absolute term only matters for subnormal costs, where two
+    # equal-cost paths may round one unit of 5e-324 apart
+    np.testing.assert_allclose(result, expected, rtol=1e-9, atol=1e-300)
 
 
 def assert_consistent(result, cost, valid, sources, ids, connectivity,
@@ -142,7 +144,7 @@ def assert_consistent(result, cost, valid, sources, ids, connectivity,
         step = (float(cost[r, c]) + float(cost[nr, nc])) / 2 \
             * math.hypot(drow * yres, dcol * xres)
         assert math.isclose(accumulated[r, c], accumulated[nr, nc] + step,
-                            rel_tol=1e-12, abs_tol=0.0)
+                            rel_tol=1e-12, abs_tol=1e-300)
     # Every chain ends at a source whose id is the allocation: walk them all,
     # memoising the root of each visited cell.
     root = {}
@@ -598,6 +600,27 @@ def test_adversarial_rasters_match_the_oracles(kind, shape):
             assert_same_costs(out.accumulated, skimage_cost_distance(
                 cost, valid, sources, connectivity))
         assert_consistent(out, cost, valid, sources, [1, 2, 3], connectivity)
+        assert_paths_cost_their_accumulated_cost(out, cost, sources,
+                                                 connectivity, rng)
+
+
+def assert_paths_cost_their_accumulated_cost(result, cost, sources,
+                                             connectivity, rng, count=10):
+    """least_cost_path from random reached cells: legal moves, ends at a
+    source, and its summed step costs equal the accumulated cost."""
+    reached = np.argwhere(~np.isnan(result.accumulated))
+    for r, c in reached[rng.choice(len(reached), size=min(count, len(reached)),
+                                   replace=False)]:
+        path = least_cost_path(result, int(r), int(c))
+        assert tuple(path[0]) == (r, c)
+        assert tuple(path[-1]) in {tuple(s) for s in sources}
+        total = 0.0
+        for (r0, c0), (r1, c1) in zip(path[:-1], path[1:]):
+            assert (r1 - r0, c1 - c0) in MOVES[connectivity]
+            total += (cost[r0, c0] + cost[r1, c1]) / 2 * math.hypot(r1 - r0,
+                                                                 c1 - c0)
+        assert math.isclose(total, result.accumulated[r, c], rel_tol=1e-9,
+                            abs_tol=1e-300)
 
 
 def test_large_fractal_matches_mcp_geometric():

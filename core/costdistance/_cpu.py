@@ -108,7 +108,7 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     for i, (drow, dcol) in enumerate(offsets):
         opposite[i] = np.flatnonzero((offsets[:, 0] == -drow)
                                      & (offsets[:, 1] == -dcol))[0]
-    half_step = 0.5 * np.asarray(step_lengths, dtype=np.float64)
+    step_lengths = np.ascontiguousarray(step_lengths, dtype=np.float64)
     margin = 2 if connectivity == 16 else 1
 
     state = np.empty((rows, cols), dtype=_state_dtype(index))
@@ -141,7 +141,7 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
                 n_cells + connectivity + HEAP_PADDING)
         heap_size, pops = _dijkstra_chunk(
             state, rows, cols, predecessor, heap_key, heap_cell, heap_size,
-            neighbour_delta, neighbour_drow, neighbour_dcol, half_step,
+            neighbour_delta, neighbour_drow, neighbour_dcol, step_lengths,
             opposite, margin, float(max_cost), POPS_PER_CHUNK)
         settled += pops
         progress(settled / n_valid)
@@ -276,7 +276,7 @@ def _pop_min(heap_key, heap_cell, state, heap_size):
 @njit(cache=True, nogil=True)
 def _dijkstra_chunk(state, rows, cols, predecessor, heap_key, heap_cell,
                     heap_size, neighbour_delta, neighbour_drow,
-                    neighbour_dcol, half_step, opposite, margin, max_cost,
+                    neighbour_dcol, step_lengths, opposite, margin, max_cost,
                     max_pops):
     """Settle up to ``max_pops`` cells; return (heap_size, cells settled).
 
@@ -326,7 +326,10 @@ def _dijkstra_chunk(state, rows, cols, predecessor, heap_key, heap_cell,
             # Settled neighbours need no test: keys leave the heap in
             # non-decreasing order and steps cost >= 0, so the candidate is
             # never below their final cost.  Barriers hold -inf.
-            candidate = cell_distance + (cell_cost + record.cost) * half_step[i]
+            # ((a + b) * 0.5) * L, in this order, rounds like skimage's and
+            # GRASS's (a + b) / 2 * L down to subnormal costs
+            candidate = cell_distance \
+                + (cell_cost + record.cost) * 0.5 * step_lengths[i]
             previous = record.accumulated
             if candidate < previous and candidate <= max_cost:
                 record.accumulated = candidate
