@@ -175,7 +175,7 @@ def _kernel_ready(array):
     return np.ascontiguousarray(values)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _find(parent, node):
     root = node
     while parent[root] != root:
@@ -188,7 +188,7 @@ def _find(parent, node):
     return root
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _union(parent, first, second):
     """Merge the sets of two labels; the smaller root becomes the root."""
     first_root = _find(parent, first)
@@ -201,141 +201,89 @@ def _union(parent, first, second):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_cell_equal(values, valid, labels, parent, row, col, next_label,
-                      eight, has_above, has_left, has_right):
-    """Give cell (row, col) its provisional label (``equal`` mode); returns
-    the next unused label.  The boolean flags are compile-time constants at
-    every call site, so the bounds tests vanish from the interior loop."""
-    if not valid[row, col]:
-        labels[row, col] = 0
-        return next_label
-    cell_value = values[row, col]
-    above = has_above and (valid[row - 1, col]
-                           & (values[row - 1, col] == cell_value))
-    left = has_left and (valid[row, col - 1]
-                         & (values[row, col - 1] == cell_value))
-    if above:
-        current = labels[row - 1, col]
-        # Equality is transitive and, in the 8-neighbourhood, the cell above
-        # touches every other visited neighbour: nothing more to merge then.
-        if not eight and left:
-            left_label = labels[row, col - 1]
-            if left_label != current:
-                current = _union(parent, current, left_label)
-        labels[row, col] = current
-        return next_label
-    if eight:
-        above_right = has_above and has_right and (
-            valid[row - 1, col + 1] & (values[row - 1, col + 1] == cell_value))
-        above_left = has_above and has_left and (
-            valid[row - 1, col - 1] & (values[row - 1, col - 1] == cell_value))
-        if above_right:
-            current = labels[row - 1, col + 1]
-            # above-left and left touch each other but not above-right
-            if above_left:
-                current = _union(parent, current, labels[row - 1, col - 1])
-            elif left:
-                current = _union(parent, current, labels[row, col - 1])
-            labels[row, col] = current
-            return next_label
-        if above_left:
-            labels[row, col] = labels[row - 1, col - 1]
-            return next_label
-    if left:
-        labels[row, col] = labels[row, col - 1]
-        return next_label
-    labels[row, col] = next_label
-    parent[next_label] = next_label
-    return next_label + 1
+def _label_rows(values, valid, labels, parent, top, row_start, row_stop,
+                next_label, nonzero, eight):
+    """First pass over rows ``row_start:row_stop`` of the strip whose first
+    row is ``top``; ``nonzero`` and ``eight`` are compile-time constants.
 
-
-@njit(cache=True, nogil=True, inline="always")
-def _label_rows_equal(values, valid, labels, parent, top, row_start,
-                      row_stop, next_label, eight):
+    Every valid (``equal``) or foreground (``nonzero``) cell has a label
+    other than 0, so a neighbour is linked exactly when its label is not 0
+    and, in ``equal`` mode, its value equals the cell's.  The labels and
+    values of the three cells above slide along in registers, and cells
+    outside the raster or the strip are label 0.
+    """
     cols = values.shape[1]
-    for row in range(row_start, row_stop):
-        if row == top:
-            next_label = _label_cell_equal(
-                values, valid, labels, parent, row, 0,
-                next_label, eight, False, False, False)
-            for col in range(1, cols):
-                next_label = _label_cell_equal(
-                    values, valid, labels, parent, row, col, next_label,
-                    eight, False, True, False)
-            continue
-        if cols == 1:
-            next_label = _label_cell_equal(
-                values, valid, labels, parent, row, 0,
-                next_label, eight, True, False, False)
-            continue
-        next_label = _label_cell_equal(
-                values, valid, labels, parent, row, 0,
-                next_label, eight, True, False, True)
-        for col in range(1, cols - 1):
-            next_label = _label_cell_equal(
-                values, valid, labels, parent, row, col,
-                next_label, eight, True, True, True)
-        next_label = _label_cell_equal(
-                values, valid, labels, parent, row, cols - 1,
-                next_label, eight, True, True, False)
-    return next_label
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _label_rows_nonzero(values, valid, labels, parent, top, row_start,
-                        row_stop, next_label, eight):
-    """``nonzero`` mode: a neighbour is linked exactly when its label is not
-    0, so only the labels of the row above are read, through a window of
-    three kept in registers."""
-    cols = values.shape[1]
+    zero_value = values.dtype.type(0)
     for row in range(row_start, row_stop):
         has_above = row > top
         above_left = 0
+        above_left_value = zero_value
         above = labels[row - 1, 0] if has_above else 0
-        above_right = labels[row - 1, 1] if has_above and cols > 1 else 0
+        above_value = values[row - 1, 0] if has_above else zero_value
+        above_right = 0
+        above_right_value = zero_value
+        if has_above and cols > 1:
+            above_right = labels[row - 1, 1]
+            above_right_value = values[row - 1, 1]
         left = 0
+        left_value = zero_value
         for col in range(cols):
-            if valid[row, col] and values[row, col] != 0:
-                if eight:
-                    # Wu et al.'s decision tree: the cell above touches every
-                    # other visited neighbour, above-left touches left, so
-                    # only above-right may need a merge.
-                    if above != 0:
-                        current = above
-                    elif above_right != 0:
-                        current = above_right
-                        if above_left != 0:
-                            current = _union(parent, above_right, above_left)
-                        elif left != 0:
-                            current = _union(parent, above_right, left)
-                    elif above_left != 0:
-                        current = above_left
-                    elif left != 0:
-                        current = left
-                    else:
-                        current = next_label
-                        parent[next_label] = next_label
-                        next_label += 1
+            cell_value = values[row, col]
+            current = 0
+            if valid[row, col] and (not nonzero or cell_value != 0):
+                if nonzero:
+                    # foreground neighbours are exactly the labelled ones
+                    above_linked = above != 0
+                    left_linked = left != 0
+                    above_left_linked = above_left != 0
+                    above_right_linked = above_right != 0
                 else:
-                    if above != 0:
+                    above_linked = above != 0 and above_value == cell_value
+                    left_linked = left != 0 and left_value == cell_value
+                    above_left_linked = (above_left != 0
+                                         and above_left_value == cell_value)
+                    above_right_linked = (above_right != 0
+                                          and above_right_value == cell_value)
+                if eight:
+                    # Wu et al.'s decision tree.  Links are transitive (equal
+                    # values, or foreground); the cell above touches every
+                    # other visited neighbour and above-left touches left, so
+                    # only above-right may need a merge.
+                    if above_linked:
                         current = above
-                        # a foreground above-left cell already joins them
-                        if left != 0 and left != above and above_left == 0:
-                            current = _union(parent, above, left)
-                    elif left != 0:
+                    elif above_right_linked:
+                        current = above_right
+                        if above_left_linked:
+                            current = _union(parent, above_right, above_left)
+                        elif left_linked:
+                            current = _union(parent, above_right, left)
+                    elif above_left_linked:
+                        current = above_left
+                    elif left_linked:
                         current = left
-                    else:
-                        current = next_label
-                        parent[next_label] = next_label
-                        next_label += 1
-            else:
-                current = 0
+                else:
+                    if above_linked:
+                        current = above
+                        # a linked above-left cell already joins them
+                        if left_linked and left != above and \
+                                not above_left_linked:
+                            current = _union(parent, above, left)
+                    elif left_linked:
+                        current = left
+                if current == 0:
+                    current = next_label
+                    parent[next_label] = next_label
+                    next_label += 1
             labels[row, col] = current
             left = current
+            left_value = cell_value
             above_left = above
+            above_left_value = above_value
             above = above_right
+            above_value = above_right_value
             if has_above and col + 2 < cols:
                 above_right = labels[row - 1, col + 2]
+                above_right_value = values[row - 1, col + 2]
             else:
                 above_right = 0
     return next_label
@@ -349,10 +297,10 @@ def _first_pass_nonzero(values, valid, eight, labels, parent, top, row_start,
     returns the next unused provisional label."""
     # one specialised loop per connectivity: no flag tests per cell
     if eight:
-        return _label_rows_nonzero(values, valid, labels, parent, top,
-                                   row_start, row_stop, next_label, True)
-    return _label_rows_nonzero(values, valid, labels, parent, top,
-                               row_start, row_stop, next_label, False)
+        return _label_rows(values, valid, labels, parent, top, row_start,
+                           row_stop, next_label, True, True)
+    return _label_rows(values, valid, labels, parent, top, row_start,
+                       row_stop, next_label, True, False)
 
 
 @njit(cache=True, nogil=True)
@@ -360,10 +308,10 @@ def _first_pass_equal(values, valid, eight, labels, parent, top, row_start,
                       row_stop, next_label):
     """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
-        return _label_rows_equal(values, valid, labels, parent, top,
-                                 row_start, row_stop, next_label, True)
-    return _label_rows_equal(values, valid, labels, parent, top, row_start,
-                             row_stop, next_label, False)
+        return _label_rows(values, valid, labels, parent, top, row_start,
+                           row_stop, next_label, False, True)
+    return _label_rows(values, valid, labels, parent, top, row_start,
+                       row_stop, next_label, False, False)
 
 
 @njit(cache=True, nogil=True)
