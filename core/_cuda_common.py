@@ -14,6 +14,7 @@ second int64 array).
 """
 
 import math
+import time
 
 import numpy as np
 from numba import config, cuda
@@ -112,6 +113,25 @@ def check_device_memory(bytes_needed, what):
             f"but the GPU has {free / 2**30:.1f} GiB free of "
             f"{total / 2**30:.1f} GiB: use backend='cpu' for this raster "
             "(the tiled GPU path does not exist yet)")
+
+
+class PhaseTimer:
+    """Adds the wall time of each phase to ``stats[name]`` (synchronising
+    the device first); does nothing when ``stats`` is None.  For benchmarks:
+    the synchronisation costs a little."""
+
+    def __init__(self, stats):
+        self.stats = stats
+        self.last = time.perf_counter()
+
+    def mark(self, name):
+        """Close the phase that ran since the previous mark."""
+        if self.stats is None:
+            return
+        cuda.synchronize()
+        now = time.perf_counter()
+        self.stats[name] = self.stats.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 def to_device(array):

@@ -24,8 +24,9 @@ import numpy as np
 from numba import cuda
 
 from .._common import index_dtype
-from .._cuda_common import (FLAT_THREADS, SIMULATOR, block_exclusive_sum,
-                            blocks_for, check_device_memory, device_scalar,
+from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer,
+                            block_exclusive_sum, blocks_for,
+                            check_device_memory, device_scalar,
                             exclusive_scan)
 
 TILE_W = 4 if SIMULATOR else 32
@@ -266,12 +267,14 @@ def device_bytes(n_cells, value_itemsize):
 
 
 def label_device(values, valid, rows, cols, connectivity, nonzero,
-                 progress=None):
+                 progress=None, stats=None):
     """Label device arrays; returns (device labels, count).
 
     ``values`` and ``valid`` (uint8) are flat device arrays of rows * cols
     cells; the labels come back flat, in :func:`index_dtype` of the size.
+    ``stats`` (a dict) receives the time of each phase.
     """
+    timer = PhaseTimer(stats)
     n = rows * cols
     dtype = index_dtype(n)
     parent = cuda.device_array(n, dtype=dtype)
@@ -280,9 +283,11 @@ def label_device(values, valid, rows, cols, connectivity, nonzero,
     eight = connectivity == 8
     _label_tiles[n_tiles, TILE_THREADS](values, valid, nonzero, eight, rows,
                                         cols, tiles_x, parent)
+    timer.mark("tiles")
     seam_threads = n_tiles * SEAM_CELLS_PER_TILE
     _merge_seams[blocks_for(seam_threads, FLAT_THREADS), FLAT_THREADS](
         values, nonzero, eight, rows, cols, tiles_x, n_tiles, parent)
+    timer.mark("seams")
     if progress is not None:
         progress(0.5)
     n_chunks = blocks_for(n, CHUNK_CELLS)
@@ -291,9 +296,11 @@ def label_device(values, valid, rows, cols, connectivity, nonzero,
     chunk_roots[n_chunks] = 0
     exclusive_scan(chunk_roots, n_chunks + 1)
     count = int(device_scalar(chunk_roots, n_chunks))
+    timer.mark("flatten")
     labels = cuda.device_array(n, dtype=dtype)
     _number_roots[n_chunks, CHUNK_THREADS](parent, n, chunk_roots, labels)
     _label_cells[blocks_for(n, FLAT_THREADS), FLAT_THREADS](parent, n, labels)
+    timer.mark("number")
     return labels, count
 
 

@@ -29,9 +29,9 @@ import numpy as np
 from numba import cuda
 
 from .._common import index_dtype
-from .._cuda_common import (FLAT_THREADS, SIMULATOR, add_rn, blocks_for,
-                            block_reserve, check_device_memory, device_scalar,
-                            mul_rn)
+from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer, add_rn,
+                            block_reserve, blocks_for, check_device_memory,
+                            device_scalar, mul_rn)
 
 TILE = 4 if SIMULATOR else 32
 THREADS_Y = 2 if SIMULATOR else 8
@@ -264,17 +264,18 @@ def device_bytes(n_cells, cost_itemsize):
 
 
 def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
-                 step_lengths, max_cost, progress=None):
+                 step_lengths, max_cost, progress=None, stats=None):
     """Cost distance on device arrays.
 
     ``cost`` (float32/float64, flat, overwritten with NaN on barriers) and
     ``valid`` (uint8) hold rows * cols cells; ``cells``/``ids`` are the
     de-duplicated flat source cells and their ids (host arrays).  Returns
     device arrays (accumulated, predecessor, allocation) and the number of
-    rounds.
+    rounds.  ``stats`` (a dict) receives phase times and tile counts.
     """
     from . import NEIGHBOUR_OFFSETS  # the package imports this module lazily
 
+    timer = PhaseTimer(stats)
     n = rows * cols
     grid = blocks_for(n, FLAT_THREADS)
     dist = cuda.device_array(n, dtype=np.float64)
@@ -311,7 +312,10 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
     halo = 2 if connectivity == 16 else 1
     count = len(first)
     rounds = 0
+    tiles_relaxed = 0
+    timer.mark("initialise")
     while count > 0:
+        tiles_relaxed += count
         _relax_tiles[count, TILE_THREADS](
             cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
             connectivity, halo, offsets, half_step, max_cost, wake)
@@ -324,6 +328,7 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
             # no exact measure of what is left: approach 0.9 smoothly
             progress(0.9 * rounds / (rounds + tiles_x + tiles_y))
 
+    timer.mark("relax")
     _finish[grid, FLAT_THREADS](dist, pred, n)
     distinct_ids = np.unique(ids)
     if len(distinct_ids) == 1:
@@ -337,6 +342,10 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
             changed[0] = 0
             _jump_roots[grid, FLAT_THREADS](root, n, changed)
         _allocate[grid, FLAT_THREADS](root, n, alloc)
+    timer.mark("allocation")
+    if stats is not None:
+        stats.update(rounds=rounds, tiles_relaxed=tiles_relaxed,
+                     tiles=n_tiles)
     return dist, pred, alloc, rounds
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from numba import cuda
 
 from .._common import index_dtype
-from .._cuda_common import (FLAT_THREADS, INT64_MAX, blocks_for,
+from .._cuda_common import (FLAT_THREADS, INT64_MAX, PhaseTimer, blocks_for,
                             block_reserve, check_device_memory, device_scalar,
                             float32_bits, float64_bits, radix_sort)
 from ..errors import InvalidInputError
@@ -456,12 +456,14 @@ def device_bytes(n_cells, weight_dtype, contract_below=CONTRACT_BELOW):
 
 def spanning_forest_device(values, valid, rows, cols, connectivity,
                            weight_index, weight_dtype, progress=None,
-                           contract_below=CONTRACT_BELOW):
+                           contract_below=CONTRACT_BELOW, stats=None):
     """Minimum spanning forest of flat device arrays.
 
     ``values`` (``weight_dtype``) and ``valid`` (uint8) hold rows * cols
     cells.  Returns device arrays (edges as k*2 int64, weights) and k.
+    ``stats`` (a dict) receives phase times and round counts.
     """
+    timer = PhaseTimer(stats)
     n = rows * cols
     weight_dtype = np.dtype(weight_dtype)
     weight64 = weight_dtype == np.float64
@@ -488,7 +490,9 @@ def spanning_forest_device(values, valid, rows, cols, connectivity,
     _lightest_edges[grid, FLAT_THREADS](
         values, valid, rows, cols, eight, weight_index, half, weight64,
         packed, neighbours, parent, best_key, best_id)
+    timer.mark("round 1 lightest edges")
     previous_chosen = 0
+    grid_rounds = 0
     cut = 4 * n
     while True:
         _hook_roots[grid, FLAT_THREADS](parent, best_key, best_id, n, cols,
@@ -510,9 +514,13 @@ def spanning_forest_device(values, valid, rows, cols, connectivity,
                 weight64, packed, stage, forward, parent, best_key, best_id,
                 n_cut)
         cut = int(device_scalar(n_cut, 0)) // len(stages)
+        grid_rounds += 1
         if cut == 0:
             break
     del hook
+    timer.mark("grid rounds")
+    list_rounds = 0
+    first_m = 0
 
     if cut > 0:
         # cut bounds the crossing edges: components only merged since
@@ -552,9 +560,11 @@ def spanning_forest_device(values, valid, rows, cols, connectivity,
                 key_a, id_a, end_a, end_b, m, packed, best_key, best_id,
                 parent, chosen_key, chosen_id, n_chosen)
             report(0.6 + 0.2 * (1.0 - m / first_m))
+            list_rounds += 1
         del key_a, key_b, id_a, id_b, end_a, end_b, end_c, end_d
     del parent, best_key, best_id
 
+    timer.mark("list rounds")
     k = int(device_scalar(n_chosen, 0))
     if packed:
         keys, ids = radix_sort(chosen_key, k)
@@ -568,6 +578,10 @@ def spanning_forest_device(values, valid, rows, cols, connectivity,
         _decode[blocks_for(k, FLAT_THREADS), FLAT_THREADS](
             keys, ids if ids is not None else keys, k, cols, packed,
             weight64, edges, bits)
+    timer.mark("sort and decode")
+    if stats is not None:
+        stats.update(grid_rounds=grid_rounds + 1, list_rounds=list_rounds,
+                     listed_edges=first_m, packed_keys=packed)
     return edges, weights, k
 
 

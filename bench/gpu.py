@@ -1,0 +1,389 @@
+"""GPU benchmark of the CUDA backend, with parity checks against the CPU backend.
+
+One run on the GPU machine checks and times every operation:
+
+* connected components: density-0.6 random mask, 4- and 8-connected, ``nonzero`` mode, plus
+  ``equal`` mode on a few-valued raster; labels identical to the CPU backend (full size); timed
+  against cupyx.scipy.ndimage.label in the same run;
+* minimum spanning tree: fractal float32 surface, 4- and 8-connected, ``max`` weight; edges and
+  weights identical to the CPU backend (at --parity-size);
+* cost distance: fractal cost, one source in the centre, 8-connected; accumulated cost within
+  1e-9 relative of the CPU backend, predecessors and allocation path-consistent (at
+  --parity-size); CPU time at --parity-size (and at full size with --cpu-full).
+
+Times: "device" = inputs already on the GPU, outputs left there (median of --repeat runs after a
+warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run);
+"first call" = the first call in a fresh process (kernel compilation, or loading numba's cache).
+Each device time is also given as a multiple of its memory-bandwidth floor: the bytes the
+operation must at least read and write once, divided by --bandwidth (4.25 TB/s, the H200's
+device-to-device copy).
+
+    python bench/gpu.py --size 16384 --parity-size 4096 --json out.json --markdown out.md
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from rasters import fractal_surface  # noqa: E402
+
+from gridgraph.core._common import Progress  # noqa: E402
+
+warnings.filterwarnings("ignore", message=".*[Gg]rid size.*")
+warnings.filterwarnings("ignore", message=".*under-utilization.*")
+
+
+def log(*parts):
+    print(*parts, flush=True)
+
+
+def wall(function):
+    from numba import cuda
+    cuda.synchronize()
+    start = time.perf_counter()
+    result = function()
+    cuda.synchronize()
+    return time.perf_counter() - start, result
+
+
+def median_time(function, repeat):
+    """Median wall time of ``repeat`` calls after one warm-up; (median, all, last result)."""
+    _, result = wall(function)
+    times = []
+    for _ in range(repeat):
+        elapsed, result = wall(function)
+        times.append(elapsed)
+    return statistics.median(times), times, result
+
+
+def gpu_fractal(size, seed):
+    """tests/rasters.fractal_surface synthesised with cupy's FFT (same recipe, GPU rounding)."""
+    import cupy
+    rng = np.random.default_rng(seed)
+    fy = cupy.fft.fftfreq(size)[:, None]
+    fx = cupy.fft.rfftfreq(size)[None, :]
+    radius = cupy.hypot(fy, fx)
+    radius[0, 0] = 1.0
+    amplitude = radius ** -1.5
+    amplitude[0, 0] = 0.0
+    phase = cupy.asarray(rng.uniform(0, 2 * np.pi, size=amplitude.shape))
+    surface = cupy.fft.irfft2(amplitude * cupy.exp(1j * phase), s=(size, size))
+    low, high = float(surface.min()), float(surface.max())
+    out = (1.0 + 999.0 * (surface - low) / (high - low)).astype(cupy.float32)
+    del surface, phase, amplitude, radius
+    return out
+
+
+def first_call_times():
+    """Each operation's first call in a fresh process (compile or cache load)."""
+    code = r"""
+import json, time, numpy as np, warnings
+warnings.filterwarnings("ignore")
+from gridgraph.core._common import Progress
+from gridgraph.core.components import _cuda as cc
+from gridgraph.core.mst import _cuda as mst
+from gridgraph.core.costdistance import _cuda as cd, _step_lengths
+out = {}
+grid = (np.arange(256 * 256).reshape(256, 256) % 7).astype(np.uint8)
+valid = np.ones(grid.shape, bool)
+t = time.perf_counter(); cc.label(grid, valid, 4, "nonzero", Progress())
+out["components"] = time.perf_counter() - t
+t = time.perf_counter(); mst.spanning_forest(grid.astype(np.float32), valid, 4, 0, np.float32, Progress())
+out["mst"] = time.perf_counter() - t
+t = time.perf_counter()
+cd.solve(grid.astype(np.float32) + 1, valid, np.array([[5, 5]]), np.array([1]), 8, _step_lengths(8, None), np.inf, Progress())
+out["costdistance"] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=dict(os.environ))
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-3000:])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def check_cost_paths(accumulated, predecessor, allocation, cost, steps, sample, rng):
+    """Path consistency on ``sample`` random reached cells and along their paths' first steps."""
+    from gridgraph.core.costdistance import NEIGHBOUR_OFFSETS
+    rows, cols = accumulated.shape
+    reached = np.flatnonzero(predecessor.reshape(-1) >= 0)
+    picks = rng.choice(reached, size=min(sample, len(reached)), replace=False)
+    r, c = picks // cols, picks % cols
+    p = predecessor[r, c].astype(np.int64)
+    ar, ac = r + NEIGHBOUR_OFFSETS[p, 0], c + NEIGHBOUR_OFFSETS[p, 1]
+    step = (cost[ar, ac].astype(np.float64) + cost[r, c].astype(np.float64)) * (0.5 * steps[p])
+    consistent = np.all(accumulated[r, c] == accumulated[ar, ac] + step)
+    same_source = np.all(allocation[r, c] == allocation[ar, ac])
+    return bool(consistent and same_source)
+
+
+def bench_components(size, repeat, bandwidth, results):
+    import cupy
+    import cupyx.scipy.ndimage as cndi
+    from numba import cuda
+
+    from gridgraph.core.components import _cpu, _cuda
+    rng = np.random.default_rng(0)
+    mask = (rng.random((size, size), dtype=np.float32) < 0.6).view(np.uint8)
+    valid = np.ones(mask.shape, bool)
+    d_mask = cuda.to_device(mask.reshape(-1))
+    d_valid = cuda.to_device(valid.reshape(-1).view(np.uint8))
+    c_mask = cupy.asarray(d_mask).reshape(size, size)
+    for connectivity in (4, 8):
+        name = f"components {connectivity}-conn, density 0.6, {size}²"
+        stats = {}
+        _cuda.label_device(d_mask, d_valid, size, size, connectivity, True, stats=stats)
+        device, times, (d_labels, count) = median_time(
+            lambda: _cuda.label_device(d_mask, d_valid, size, size, connectivity, True), repeat)
+        structure = cupy.ones((3, 3)) if connectivity == 8 else None
+        peer, _, (c_labels, peer_count) = median_time(
+            lambda: cndi.label(c_mask, structure=structure), repeat)
+        end_to_end, (labels, _) = wall(
+            lambda: _cuda.label(mask, valid, connectivity, "nonzero", Progress()))
+        cpu_time, (cpu_labels, cpu_count) = wall(
+            lambda: _cpu.label(mask, valid, connectivity, "nonzero", Progress()))
+        same = bool(cpu_count == count == peer_count and np.array_equal(labels, cpu_labels))
+        floor = size * size * (1 + 4) / bandwidth  # read the mask, write int32 labels
+        results.append(dict(
+            operation=name, device_s=device, device_runs=times, end_to_end_s=end_to_end,
+            cpu_s=cpu_time, peer="cupyx.scipy.ndimage.label", peer_s=peer,
+            ratio_to_peer=device / peer, floor_s=floor, times_floor=device / floor,
+            components=int(count), identical_to_cpu=same, phases=stats))
+        log(json.dumps(results[-1], default=float))
+        del d_labels, c_labels
+    # ``equal`` mode on a few-valued raster, checked against the CPU backend
+    values = rng.integers(0, 4, (size // 4, size // 4)).astype(np.int16)
+    valid = np.ones(values.shape, bool)
+    end_to_end, (labels, count) = wall(lambda: _cuda.label(values, valid, 8, "equal", Progress()))
+    cpu_time, (cpu_labels, cpu_count) = wall(
+        lambda: _cpu.label(values, valid, 8, "equal", Progress()))
+    results.append(dict(
+        operation=f"components 8-conn equal mode, 4 values, {size // 4}²",
+        end_to_end_s=end_to_end, cpu_s=cpu_time, components=int(count),
+        identical_to_cpu=bool(count == cpu_count and np.array_equal(labels, cpu_labels))))
+    log(json.dumps(results[-1], default=float))
+
+
+def bench_mst(size, parity_size, repeat, bandwidth, results):
+    from numba import cuda
+
+    from gridgraph.core.mst import _cpu, _cuda
+    # parity at parity_size, with the CPU backend, every connectivity and weight
+    small = fractal_surface((parity_size, parity_size), seed=3)
+    small_valid = np.ones(small.shape, bool)
+    small_valid[::97, ::89] = False
+    for connectivity in (4, 8):
+        for weight_index in (0, 3):
+            gpu_time, (edges, weights) = wall(lambda: _cuda.spanning_forest(
+                small, small_valid, connectivity, weight_index, np.float32, Progress()))
+            cpu_time, (cpu_edges, cpu_weights) = wall(lambda: _cpu.spanning_forest(
+                small, small_valid, connectivity, weight_index, np.float32, Progress()))
+            same = bool(np.array_equal(edges, cpu_edges)
+                        and np.array_equal(weights.view(np.uint32),
+                                           cpu_weights.view(np.uint32)))
+            results.append(dict(
+                operation=f"mst {connectivity}-conn {['max', 'min', 'mean', 'absdiff'][weight_index]}"
+                          f" float32 fractal {parity_size}² (parity)",
+                end_to_end_s=gpu_time, cpu_s=cpu_time, edges=len(edges),
+                identical_to_cpu=same))
+            log(json.dumps(results[-1], default=float))
+    # integer plateaus: ties everywhere
+    plateau = (small // 50).astype(np.int16)
+    for connectivity in (4, 8):
+        edges, weights = _cuda.spanning_forest(plateau, small_valid, connectivity, 0,
+                                               np.float32, Progress())
+        cpu_edges, cpu_weights = _cpu.spanning_forest(plateau, small_valid, connectivity, 0,
+                                                      np.float32, Progress())
+        results.append(dict(
+            operation=f"mst {connectivity}-conn max int16 plateaus {parity_size}² (parity)",
+            edges=len(edges), identical_to_cpu=bool(np.array_equal(edges, cpu_edges)
+                                                    and np.array_equal(weights, cpu_weights))))
+        log(json.dumps(results[-1], default=float))
+    del small, plateau
+
+    d_values = cuda.as_cuda_array(gpu_fractal(size, 4).reshape(-1))
+    d_valid = cuda.to_device(np.ones(size * size, np.uint8))
+    for connectivity in (4, 8):
+        stats = {}
+        _cuda.spanning_forest_device(d_values, d_valid, size, size, connectivity, 0,
+                                     np.float32, stats=stats)
+        device, times, (d_edges, d_weights, k) = median_time(
+            lambda: _cuda.spanning_forest_device(d_values, d_valid, size, size, connectivity,
+                                                 0, np.float32), repeat)
+        n_edges = (2 if connectivity == 4 else 4) * size * size
+        # read the values once, write k edges (2 x int64) and weights (float32)
+        floor = (size * size * 4 + k * (16 + 4)) / bandwidth
+        results.append(dict(
+            operation=f"mst {connectivity}-conn max float32 fractal {size}² ({n_edges / 1e6:.0f}M edges)",
+            device_s=device, device_runs=times, floor_s=floor, times_floor=device / floor,
+            edges=int(k), phases=stats))
+        log(json.dumps(results[-1], default=float))
+        del d_edges, d_weights
+    del d_values, d_valid
+
+
+def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results):
+    from numba import cuda
+
+    from gridgraph.core.costdistance import _cpu, _cuda, _step_lengths
+    steps = _step_lengths(8, None)
+    rng = np.random.default_rng(5)
+    for side, with_cpu in ((parity_size, True), (size, cpu_full)):
+        if side == parity_size:
+            cost = fractal_surface((side, side), seed=1)
+        else:
+            cost = gpu_fractal(side, 1).get()
+        valid = np.ones(cost.shape, bool)
+        source = np.array([[side // 2, side // 2]])
+        ids = np.array([1])
+        d_cost = cuda.to_device(cost.reshape(-1))
+        d_valid = cuda.to_device(valid.reshape(-1).view(np.uint8))
+        cells = source[:, 0] * side + source[:, 1]
+        stats = {}
+
+        def device_run(stats=None):
+            scratch = cuda.device_array_like(d_cost)
+            scratch.copy_to_device(d_cost)
+            return _cuda.solve_device(scratch, d_valid, side, side, cells, ids, 8, steps,
+                                      np.inf, stats=stats)
+
+        device_run(stats)
+        device, times, _ = median_time(device_run, repeat if side == parity_size else
+                                       max(2, repeat // 2))
+        end_to_end, gpu_out = wall(lambda: _cuda.solve(
+            cost, valid, source, ids, 8, steps, np.inf, Progress()))
+        entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {side}²",
+                     device_s=device, device_runs=times, end_to_end_s=end_to_end, phases=stats)
+        # read the costs, write float64 costs, int8 predecessors and int64 allocation
+        entry["floor_s"] = side * side * (4 + 8 + 1 + 8) / bandwidth
+        entry["times_floor"] = device / entry["floor_s"]
+        entry["path_consistent"] = check_cost_paths(*gpu_out, cost, steps, 200000, rng)
+        if with_cpu:
+            cpu_time, cpu_out = wall(lambda: _cpu.solve(
+                cost, valid, source, ids, 8, steps, np.inf, Progress()))
+            entry["cpu_s"] = cpu_time
+            entry["speedup_vs_cpu_device"] = cpu_time / device
+            entry["speedup_vs_cpu_end_to_end"] = cpu_time / end_to_end
+            reached = ~np.isnan(cpu_out[0])
+            entry["same_reached"] = bool(np.array_equal(reached, ~np.isnan(gpu_out[0])))
+            relative = np.abs(gpu_out[0][reached] - cpu_out[0][reached]) / np.maximum(
+                np.abs(cpu_out[0][reached]), 1e-300)
+            entry["max_relative_difference"] = float(relative.max(initial=0.0))
+            entry["bit_identical_cells"] = float(np.mean(gpu_out[0][reached] == cpu_out[0][reached]))
+            entry["same_predecessor_share"] = float(np.mean(gpu_out[1] == cpu_out[1]))
+            del cpu_out
+        results.append(entry)
+        log(json.dumps(results[-1], default=float))
+        del gpu_out, d_cost, d_valid
+
+
+def markdown(results, header):
+    lines = [header, "",
+             "| operation | device | floor (× floor) | peer / CPU | end to end | check |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        device = f"{r['device_s'] * 1e3:.1f} ms" if "device_s" in r else "–"
+        floor = (f"{r['floor_s'] * 1e3:.2f} ms ({r['times_floor']:.0f}×)"
+                 if "floor_s" in r else "–")
+        if "peer_s" in r:
+            peer = (f"{r['peer']}: {r['peer_s'] * 1e3:.1f} ms (ours {r['ratio_to_peer']:.2f}×); "
+                    f"CPU backend {r['cpu_s']:.2f} s")
+        elif "cpu_s" in r and "device_s" in r:
+            peer = f"CPU backend {r['cpu_s']:.2f} s ({r['cpu_s'] / r['device_s']:.0f}× device)"
+        elif "cpu_s" in r:
+            peer = f"CPU backend {r['cpu_s']:.2f} s"
+        else:
+            peer = "–"
+        end = f"{r['end_to_end_s']:.2f} s" if "end_to_end_s" in r else "–"
+        checks = []
+        if "identical_to_cpu" in r:
+            checks.append("identical to CPU" if r["identical_to_cpu"] else "DIFFERS FROM CPU")
+        if "max_relative_difference" in r:
+            checks.append(f"max rel. diff {r['max_relative_difference']:.1e}, "
+                          f"{r['bit_identical_cells'] * 100:.2f}% bit-identical")
+        if "path_consistent" in r:
+            checks.append("paths consistent" if r["path_consistent"] else "PATHS INCONSISTENT")
+        lines.append(f"| {r['operation']} | {device} | {floor} | {peer} | {end} | "
+                     f"{'; '.join(checks) or '–'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=16384)
+    parser.add_argument("--parity-size", type=int, default=4096)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--bandwidth", type=float, default=4.25e12,
+                        help="bytes/s of a device-to-device copy (floor)")
+    parser.add_argument("--cpu-full", action="store_true",
+                        help="also time the CPU cost distance at --size")
+    parser.add_argument("--only", nargs="*", default=["components", "mst", "costdistance"])
+    parser.add_argument("--json")
+    parser.add_argument("--markdown")
+    args = parser.parse_args()
+
+    import numba
+    from numba import cuda
+    device = cuda.get_current_device()
+    name = device.name.decode() if isinstance(device.name, bytes) else device.name
+    header = (f"GPU benchmark, {name}, {datetime.date.today().isoformat()}: python "
+              f"{platform.python_version()}, numba {numba.__version__}, numpy {np.__version__}, "
+              f"{os.cpu_count()} CPU cores for the CPU backend; floor = bytes / "
+              f"{args.bandwidth / 1e12:.2f} TB/s")
+    log(header)
+    results = []
+    try:
+        # the first process compiles every kernel and fills numba's cache; the second loads it
+        cold = first_call_times()
+        log("first call in a fresh process, empty cache:", json.dumps(cold))
+        warm = first_call_times()
+        log("first call in a fresh process, cached kernels:", json.dumps(warm))
+        results_first = dict(first_call_s=dict(cold=cold, cached=warm))
+    except RuntimeError as exc:
+        log("first-call measurement failed:", exc)
+        results_first = {}
+    sections = dict(
+        components=lambda: bench_components(args.size, args.repeat, args.bandwidth, results),
+        mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
+                              results),
+        costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,
+                                                 args.bandwidth, args.cpu_full, results))
+    for section in args.only:
+        try:
+            sections[section]()
+        except Exception as exc:  # report and go on with the other sections
+            import traceback
+            traceback.print_exc()
+            results.append(dict(operation=f"{section}: FAILED {type(exc).__name__}: {exc}"))
+    table = markdown(results, header)
+    if results_first:
+        for label, key in (("empty numba cache: compiles the kernels", "cold"),
+                           ("kernels loaded from numba's cache", "cached")):
+            table += (f"\nFirst call in a fresh process on a 256² raster, {label}: "
+                      + ", ".join(f"{k} {v:.2f} s" for k, v in
+                                  results_first["first_call_s"][key].items()) + "\n")
+    log(table)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(dict(header=header, results=results, **results_first), handle, indent=1,
+                      default=float)
+    if args.markdown:
+        with open(args.markdown, "w") as handle:
+            handle.write(table)
+
+
+if __name__ == "__main__":
+    main()
