@@ -558,3 +558,20 @@ def test_cancel_is_honoured_at_the_next_block(monkeypatch, strips):
                    Progress(cancel_on_fifth), strips=strips)
     assert len(calls) == 5
     assert calls[-1] < 1.0
+
+
+@pytest.mark.parametrize("mode", ["equal", "nonzero"])
+def test_int64_labels_past_two_to_the_31_cells(monkeypatch, mode):
+    # A raster of 2**31 cells does not fit this test machine; pretend this
+    # one needs 64-bit labels to run the int64 kernels, and check that they
+    # give the int32 answer.
+    classes = np.floor(fractal_surface((45, 38), seed=11) / 120)
+    valid = np.ones(classes.shape, dtype=bool)
+    narrow, narrow_count = _cpu.label(classes, valid, 8, mode, Progress(),
+                                      strips=3)
+    monkeypatch.setattr(_cpu, "index_dtype", lambda cells: np.int64)
+    wide, wide_count = _cpu.label(classes, valid, 8, mode, Progress(),
+                                  strips=3)
+    assert narrow.dtype == np.int32 and wide.dtype == np.int64
+    np.testing.assert_array_equal(wide, narrow)
+    assert wide_count == narrow_count
