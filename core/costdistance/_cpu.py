@@ -4,8 +4,8 @@ The priority queue is an indexed 4-ary min-heap with decrease-key: every
 reached, unsettled cell sits in the heap exactly once, its record's
 ``heap_position`` says where, and a cheaper path moves it up in place.  A cell
 is in the heap exactly when its tentative cost is finite and it has not been
-popped.  Keys live in the heap next to the cell index so sifting touches one
-small array.
+popped.  Keys are stored in the heap (beside each entry's cell index), so
+sifting compares within the small heap arrays and never reads the raster.
 
 At 4096 x 4096 the search is bound by memory latency: a popped cell's
 neighbourhood was last touched when it was pushed, long before.  So per-cell
@@ -131,7 +131,7 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     heap_size = _seed_sources(source_index, state, predecessor, heap_key,
                               heap_cell)
 
-    n_valid = int(np.count_nonzero(valid))
+    n_valid = max(int(np.count_nonzero(valid)), 1)
     settled = 0
     progress(0.0)
     while heap_size > 0:
