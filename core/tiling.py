@@ -493,6 +493,8 @@ class NpySink:
         os.close(self._fd)
         self._fd = None
         os.replace(self.partial, self.path)
+        if self.shape[0] * self.shape[1] == 0:
+            return np.load(self.path)  # an empty file cannot be mapped
         return np.load(self.path, mmap_mode="r")
 
     def abort(self):
@@ -510,6 +512,40 @@ def _pwrite_exact(fd, buffer, offset):
     done = 0
     while done < len(view):
         done += os.pwritev(fd, [view[done:]], offset + done)
+
+
+class NpyFile:
+    """Reads ranges of rows (first-axis entries) of a ``.npy`` file with
+    ``pread``, without mapping it."""
+
+    def __init__(self, path):
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                header = np.lib.format.read_array_header_1_0(handle)
+            else:
+                header = np.lib.format.read_array_header_2_0(handle)
+            self.offset = handle.tell()
+        self.shape, fortran_order, self.dtype = header
+        if fortran_order:
+            raise InvalidInputError(f"{path!r} is in Fortran order")
+        self.row_items = int(np.prod(self.shape[1:], dtype=np.int64))
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def read(self, start, stop):
+        """Entries ``start:stop`` along the first axis, as a new array."""
+        block = np.empty((stop - start,) + tuple(self.shape[1:]),
+                         dtype=self.dtype)
+        if block.size:
+            row_bytes = self.row_items * self.dtype.itemsize
+            _pread_exact(self._fd, block.reshape(-1).view(np.uint8),
+                         self.offset + start * row_bytes)
+        return block
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def make_sink(out_dir, name, shape, dtype, fill=0):

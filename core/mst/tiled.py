@@ -1,0 +1,1022 @@
+"""Minimum spanning forest on the block hierarchy (out-of-core).
+
+Haverkort's I/O-efficient grid MST as described in the thesis (ch. 2):
+
+1. Leaf tiles (:func:`leaf_tile`, per tile): the in-memory kernel gives the
+   tile's minimum spanning forest (MSF), kept in the scratch folder.  The
+   forest is then *compressed* against the tile's boundary (the cells with
+   a neighbour in another tile): dead ends -- branches with no boundary
+   cell -- are dropped (Observation 3: they belong to the final forest),
+   and every path whose inner vertices are non-boundary cells of degree 2 is
+   replaced by one edge keyed by the path's heaviest edge (Observation 4).
+   What remains has O(tile side) edges.
+2. Levels (:func:`merge_hierarchy`): a block of 2 x 2 children takes their
+   compressed graphs plus the separator edges between them (original grid
+   edges, found from the tiles' border lines), computes their MSF
+   (Kruskal; Observation 2) and compresses it against its own boundary, up
+   to the block covering the raster.
+3. Expansion.  Every edge is keyed by (weight, low, high) of an original
+   edge -- for a contracted path, of its heaviest original edge -- so an
+   edge left out of some level's MSF removes exactly that one original
+   edge from the final forest, and everything else stays (a kept path keeps
+   all its edges, a dropped path all but its heaviest).  The final forest
+   is therefore the union of the tile forests and the separator edges,
+   minus the set of removed original edges; no per-level records are
+   needed to expand.  Per tile the final forest is rebuilt from scratch,
+   its pieces are rooted so that every cell points toward its tree's
+   lowest-index cell (the piece tree across tiles is solved in memory),
+   and the edges are written as sorted runs that a k-way merge turns into
+   the (weight, low, high)-ordered edge list.
+
+Edge keys: ``edge_id = low * 4 + rank`` (rank 0 right, 1 down-left, 2 down,
+3 down-right), as in the in-memory kernel; (weight, edge_id) orders as
+(weight, low, high), NaN weights last.
+"""
+
+import os
+
+import numpy as np
+from numba import njit
+
+from .. import tiling
+from .._common import Progress, valid_mask
+from . import PARENT_DEGREES, PARENT_OFFSETS
+from ._cpu import _edge_weight, _lighter
+
+# A leaf tile: values and valid mask (5), the kernel's working set (about
+# 60 bytes per cell: lightest edges, components, cut edges, chosen edges),
+# the forest's adjacency for compression (24).
+TILE_BYTES_PER_CELL = 96
+# The in-memory run: the kernel's working set plus the sorted edge list
+# (20 per edge) and the parent-direction pass (adjacency and BFS, 40).
+IN_MEMORY_BYTES_PER_CELL = 130
+# Edges per chunk of the final k-way merge (a multiple of 8192, numpy's
+# reduction buffer, so the total weight sums exactly as np.sum does).
+MERGE_CHUNK = 8192 * 128
+MERGE_RUN_BUFFER = 1 << 16
+
+
+def plan(values, band, tile_size, memory_limit_mb, executor):
+    """The tiled plan for these options, or None for the in-memory path."""
+    return tiling.plan_for(values, band, tile_size, memory_limit_mb, executor,
+                           IN_MEMORY_BYTES_PER_CELL, TILE_BYTES_PER_CELL)
+
+
+# --------------------------------------------------------------------------
+# edge keys and compression
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _heavier(w1, e1, w2, e2):
+    return _lighter(w2, e2, w1, e1)
+
+
+@njit(cache=True, nogil=True)
+def _compress(n_vertices, end_a, end_b, weight, edge_id, boundary):
+    """Drop dead ends and contract degree-2 paths of a forest.
+
+    Vertices are 0..n_vertices-1; ``boundary`` marks those that must stay.
+    Returns (a, b, weight, edge_id) of the compressed forest: one edge per
+    maximal path between kept vertices (boundary, or degree other than 2
+    once dead ends are gone), keyed by the path's heaviest edge.
+    """
+    n_edges = end_a.size
+    degree = np.zeros(n_vertices, dtype=np.int64)
+    for e in range(n_edges):
+        degree[end_a[e]] += 1
+        degree[end_b[e]] += 1
+    start = np.zeros(n_vertices + 1, dtype=np.int64)
+    for v in range(n_vertices):
+        start[v + 1] = start[v] + degree[v]
+    fill = start[:-1].copy()
+    incident = np.empty(2 * n_edges, dtype=np.int64)
+    for e in range(n_edges):
+        incident[fill[end_a[e]]] = e
+        fill[end_a[e]] += 1
+        incident[fill[end_b[e]]] = e
+        fill[end_b[e]] += 1
+    gone = np.zeros(n_edges, dtype=np.bool_)
+    # Observation 3: strip dead ends, leaf by leaf
+    stack = np.empty(n_vertices, dtype=np.int64)
+    top = 0
+    for v in range(n_vertices):
+        if degree[v] == 1 and not boundary[v]:
+            stack[top] = v
+            top += 1
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        if degree[v] != 1:
+            continue
+        for k in range(start[v], start[v + 1]):
+            e = incident[k]
+            if not gone[e]:
+                gone[e] = True
+                degree[v] = 0
+                u = end_b[e] if end_a[e] == v else end_a[e]
+                degree[u] -= 1
+                if degree[u] == 1 and not boundary[u]:
+                    stack[top] = u
+                    top += 1
+                break
+    # Observation 4: contract paths through non-boundary degree-2 vertices
+    out_a = np.empty(n_edges, dtype=np.int64)
+    out_b = np.empty(n_edges, dtype=np.int64)
+    out_w = np.empty(n_edges, dtype=weight.dtype)
+    out_e = np.empty(n_edges, dtype=np.int64)
+    walked = np.zeros(n_edges, dtype=np.bool_)
+    count = 0
+    for s in range(n_vertices):
+        if degree[s] == 0 or (degree[s] == 2 and not boundary[s]):
+            continue
+        for k in range(start[s], start[s + 1]):
+            e = incident[k]
+            if gone[e] or walked[e]:
+                continue
+            walked[e] = True
+            heavy_w = weight[e]
+            heavy_e = edge_id[e]
+            here = end_b[e] if end_a[e] == s else end_a[e]
+            while degree[here] == 2 and not boundary[here]:
+                for j in range(start[here], start[here + 1]):
+                    f = incident[j]
+                    if not gone[f] and not walked[f]:
+                        break
+                walked[f] = True
+                if _heavier(weight[f], edge_id[f], heavy_w, heavy_e):
+                    heavy_w = weight[f]
+                    heavy_e = edge_id[f]
+                here = end_b[f] if end_a[f] == here else end_a[f]
+            out_a[count] = s
+            out_b[count] = here
+            out_w[count] = heavy_w
+            out_e[count] = heavy_e
+            count += 1
+    return out_a[:count], out_b[:count], out_w[:count], out_e[:count]
+
+
+@njit(cache=True, nogil=True)
+def _find(parent, node):
+    root = node
+    while parent[root] != root:
+        root = parent[root]
+    while parent[node] != root:
+        following = parent[node]
+        parent[node] = root
+        node = following
+    return root
+
+
+@njit(cache=True, nogil=True)
+def _kruskal(n_vertices, end_a, end_b, order):
+    """Kruskal over edges taken in ``order``; True for the forest's edges."""
+    parent = np.arange(n_vertices)
+    kept = np.zeros(end_a.size, dtype=np.bool_)
+    for k in range(order.size):
+        e = order[k]
+        ra = _find(parent, end_a[e])
+        rb = _find(parent, end_b[e])
+        if ra != rb:
+            parent[ra] = rb
+            kept[e] = True
+    return kept
+
+
+@njit(cache=True, nogil=True)
+def _weights(a, b, weight_index, half):
+    out = np.empty(a.size, dtype=a.dtype)
+    for i in range(a.size):
+        out[i] = _edge_weight(a[i], b[i], weight_index, half)
+    return out
+
+
+def _boundary_of(cells, raster_cols, row0, row1, col0, col1, shape):
+    """Cells of a block [row0, row1) x [col0, col1) with a neighbour outside
+    the block (inside the raster)."""
+    rows = cells // raster_cols
+    cols = cells % raster_cols
+    return (((rows == row0) & (row0 > 0)) | ((rows == row1 - 1) & (row1 < shape[0]))
+            | ((cols == col0) & (col0 > 0)) | ((cols == col1 - 1) & (col1 < shape[1])))
+
+
+# --------------------------------------------------------------------------
+# round 1: leaf tiles
+
+
+def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
+              weight_dtype, backend, scratch_prefix):
+    """Round 1 for one tile.
+
+    Writes the tile's MSF (local edge ids, int32, and weights, both in
+    (weight, edge id) order) to ``scratch_prefix`` + ``-edge.npy`` /
+    ``-weight.npy`` and returns the small message: the compressed forest
+    (global cells and keys), the border lines' values and validity, and
+    the tile's counts of valid cells.
+    """
+    if backend == "cuda":
+        from . import _cuda as kernels
+    else:
+        from . import _cpu as kernels
+    values = source.read(window)
+    valid = valid_mask(values, nodata)
+    edges, weights = kernels.spanning_forest(values, valid, connectivity,
+                                             weight_index, weight_dtype,
+                                             Progress())
+    rows, cols = window.rows, window.cols
+    low = edges[:, 0]
+    high = edges[:, 1]
+    local_id = _local_edge_ids(low, high, cols)
+    np.save(scratch_prefix + "-edge.npy", local_id.astype(np.int32))
+    np.save(scratch_prefix + "-weight.npy", weights)
+
+    cells = np.arange(rows * cols, dtype=np.int64)
+    global_cell = (window.row + cells // cols) * shape[1] + window.col + cells % cols
+    boundary = _boundary_of(global_cell, shape[1], window.row,
+                            window.row + rows, window.col, window.col + cols,
+                            shape)
+    global_id = global_cell[low] * 4 + (local_id & 3)
+    a, b, w, e = _compress(rows * cols, low, high, weights, global_id,
+                           boundary)
+    typed = np.asarray(values, dtype=weight_dtype)
+    lines = {"top": (0, slice(None)), "bottom": (-1, slice(None)),
+             "left": (slice(None), 0), "right": (slice(None), -1)}
+    message = {"a": global_cell[a], "b": global_cell[b], "w": w, "e": e,
+               "valid": int(np.count_nonzero(valid)),
+               "edges": int(len(edges))}
+    for name, where in lines.items():
+        message[name] = np.array(typed[where])
+        message[name + "_valid"] = np.array(valid[where])
+    return message
+
+
+def _local_edge_ids(low, high, cols):
+    """``low * 4 + rank`` in the tile's own row-major numbering."""
+    step = high - low
+    rank = np.full(low.size, 3, dtype=np.int64)
+    rank[step == cols] = 2
+    rank[step == cols - 1] = 1
+    # for cols == 2 a right step and a down-left step are both +1: a right
+    # edge's low end is never in the last column
+    rank[(step == 1) & (low % cols != cols - 1)] = 0
+    return low * 4 + rank
+
+
+# --------------------------------------------------------------------------
+# round 2: separators and the hierarchy
+
+
+def _pair_level(tile_a, tile_b):
+    """Level of the smallest block holding both tiles, and that block."""
+    h = 0
+    (ra, ca), (rb, cb) = tile_a, tile_b
+    while (ra >> h, ca >> h) != (rb >> h, cb >> h):
+        h += 1
+    return h, (ra >> h, ca >> h)
+
+
+def separator_edges(grid, messages, connectivity, weight_index, weight_dtype):
+    """Every grid edge between two tiles, grouped by the block where the
+    two tiles first meet: {(level, block_row, block_col): (a, b, w, e)}."""
+    rows, cols = grid.shape
+    size = grid.tile_size
+    half = np.dtype(weight_dtype).type(0.5)
+    eight = connectivity == 8
+    groups = {}
+
+    def add(tile_a, tile_b, low, high, rank, va, vb, ok):
+        if not ok.any():
+            return
+        low, high, rank, va, vb = low[ok], high[ok], rank[ok], va[ok], vb[ok]
+        w = _weights(va, vb, weight_index, half)
+        key = _pair_level(tile_a, tile_b)
+        groups.setdefault(key, []).append((low, high, w, low * 4 + rank))
+
+    for (tr, tc), msg in messages.items():
+        window = grid.window(tr, tc)
+        right = messages.get((tr, tc + 1))
+        if right is not None:
+            i = np.arange(window.rows, dtype=np.int64)
+            a_cells = (window.row + i) * cols + window.col + window.cols - 1
+            b_cells = a_cells + 1
+            va, vb = msg["right"], right["left"]
+            oka, okb = msg["right_valid"], right["left_valid"]
+            add((tr, tc), (tr, tc + 1), a_cells, b_cells, np.zeros_like(i),
+                va, vb, oka & okb)
+            if eight and window.rows > 1:
+                # a cell and the next tile's cell one row down (rank 3) ...
+                add((tr, tc), (tr, tc + 1), a_cells[:-1], b_cells[1:],
+                    np.full(i.size - 1, 3), va[:-1], vb[1:],
+                    oka[:-1] & okb[1:])
+                # ... and one row up: that cell is the low end (rank 1)
+                add((tr, tc), (tr, tc + 1), b_cells[:-1], a_cells[1:],
+                    np.full(i.size - 1, 1), vb[:-1], va[1:],
+                    okb[:-1] & oka[1:])
+        below = messages.get((tr + 1, tc))
+        if below is not None:
+            j = np.arange(window.cols, dtype=np.int64)
+            a_cells = (window.row + window.rows - 1) * cols + window.col + j
+            b_cells = a_cells + cols
+            va, vb = msg["bottom"], below["top"]
+            oka, okb = msg["bottom_valid"], below["top_valid"]
+            add((tr, tc), (tr + 1, tc), a_cells, b_cells, np.full(j.size, 2),
+                va, vb, oka & okb)
+            if eight and window.cols > 1:
+                add((tr, tc), (tr + 1, tc), a_cells[:-1], b_cells[1:],
+                    np.full(j.size - 1, 3), va[:-1], vb[1:],
+                    oka[:-1] & okb[1:])
+                add((tr, tc), (tr + 1, tc), a_cells[1:], b_cells[:-1],
+                    np.full(j.size - 1, 1), va[1:], vb[:-1],
+                    oka[1:] & okb[:-1])
+        if eight:
+            diagonal = messages.get((tr + 1, tc + 1))
+            if diagonal is not None:
+                corner = (window.row + window.rows - 1) * cols \
+                    + window.col + window.cols - 1
+                add((tr, tc), (tr + 1, tc + 1), np.array([corner]),
+                    np.array([corner + cols + 1]), np.array([3]),
+                    msg["bottom"][-1:], diagonal["top"][:1],
+                    msg["bottom_valid"][-1:] & diagonal["top_valid"][:1])
+            anti = messages.get((tr + 1, tc - 1))
+            if anti is not None:
+                corner = (window.row + window.rows - 1) * cols + window.col
+                add((tr, tc), (tr + 1, tc - 1), np.array([corner]),
+                    np.array([corner + cols - 1]), np.array([1]),
+                    msg["bottom"][:1], anti["top"][-1:],
+                    msg["bottom_valid"][:1] & anti["top_valid"][-1:])
+    result = {}
+    for key, parts in groups.items():
+        result[key] = tuple(np.concatenate([p[k] for p in parts])
+                            for k in range(4))
+    return result
+
+
+def merge_hierarchy(grid, messages, separators, weight_dtype, progress=None):
+    """Round 2: MSF level by level; returns the removed original edge ids
+    (sorted)."""
+    rows, cols = grid.shape
+    size = grid.tile_size
+    top = grid.levels
+    removed = []
+    empty = (np.empty(0, np.int64), np.empty(0, np.int64),
+             np.empty(0, weight_dtype), np.empty(0, np.int64))
+    blocks_done = [0]
+    total_blocks = sum(4 ** (top - h) for h in range(1, top + 1)) or 1
+    progress = progress if progress is not None else Progress()
+
+    def block(h, by, bx):
+        if h == 0:
+            msg = messages.get((by, bx))
+            if msg is None:
+                return empty
+            return msg["a"], msg["b"], msg["w"], msg["e"]
+        parts = [block(h - 1, 2 * by + dy, 2 * bx + dx)
+                 for dy in (0, 1) for dx in (0, 1)]
+        parts.append(separators.get((h, (by, bx)), empty))
+        a, b, w, e = (np.concatenate([p[k] for p in parts]) for k in range(4))
+        blocks_done[0] += 1
+        progress(blocks_done[0] / total_blocks)
+        if a.size == 0:
+            return empty
+        vertices, inverse = np.unique(np.concatenate([a, b]),
+                                      return_inverse=True)
+        local_a, local_b = inverse[:a.size], inverse[a.size:]
+        order = np.lexsort((e, w))
+        kept = _kruskal(vertices.size, local_a, local_b, order)
+        removed.append(e[~kept])
+        if h == top:
+            return empty
+        span = size << h
+        row0, col0 = by * span, bx * span
+        boundary = _boundary_of(vertices, cols, row0, min(row0 + span, rows),
+                                col0, min(col0 + span, cols), grid.shape)
+        ca, cb, cw, ce = _compress(vertices.size, local_a[kept],
+                                   local_b[kept], w[kept], e[kept], boundary)
+        return vertices[ca], vertices[cb], cw, ce
+
+    block(top, 0, 0)
+    if not removed:
+        return np.empty(0, np.int64)
+    return np.sort(np.concatenate(removed))
+
+
+# --------------------------------------------------------------------------
+# round 3: the final forest per tile, its roots, its sorted edges
+
+
+def _final_tile_forest(scratch_prefix, window, removed_local):
+    """The tile's final internal edges: its MSF minus the removed ones, as
+    (local low, local high, local edge id, weight) in key order."""
+    local_id = np.load(scratch_prefix + "-edge.npy").astype(np.int64)
+    weight = np.load(scratch_prefix + "-weight.npy")
+    if removed_local.size:
+        keep = ~np.isin(local_id, removed_local, assume_unique=True)
+        local_id, weight = local_id[keep], weight[keep]
+    low = local_id >> 2
+    rank = local_id & 3
+    cols = window.cols
+    step = np.array([1, cols - 1, cols, cols + 1], dtype=np.int64)
+    return low, low + step[rank], local_id, weight
+
+
+def tile_pieces(source, window, nodata, scratch_prefix, removed_local):
+    """Round 3a for one tile: the pieces (connected parts) of its final
+    forest that touch the tile border.
+
+    Returns a dict: ``top``/``bottom``/``left``/``right`` (piece number + 1
+    of each border cell, 0 for invalid cells) and ``first_cell`` (local
+    index of each numbered piece's lowest cell).  Pieces are numbered in
+    scan order of their first cell; only border pieces get numbers here.
+    """
+    from . import _cpu
+    values = source.read(window)
+    valid = valid_mask(values, nodata)
+    low, high, _, _ = _final_tile_forest(scratch_prefix, window, removed_local)
+    labels, _ = _cpu.label_forest(np.column_stack([low, high]), valid)
+    border, first_cell = _border_pieces(labels)
+    message = {"first_cell": first_cell}
+    lines = {"top": (0, slice(None)), "bottom": (-1, slice(None)),
+             "left": (slice(None), 0), "right": (slice(None), -1)}
+    for name, where in lines.items():
+        message[name] = border[labels[where]] + 1
+    return message
+
+
+@njit(cache=True, nogil=True)
+def _border_pieces(labels):
+    """Number the pieces that touch the border (in label order); return
+    the numbering per label (-1 elsewhere) and their first cells."""
+    rows, cols = labels.shape
+    count = 0
+    for r in range(rows):
+        for c in range(cols):
+            if labels[r, c] > count:
+                count = labels[r, c]
+    on_border = np.zeros(count + 1, dtype=np.bool_)
+    for c in range(cols):
+        on_border[labels[0, c]] = True
+        on_border[labels[rows - 1, c]] = True
+    for r in range(rows):
+        on_border[labels[r, 0]] = True
+        on_border[labels[r, cols - 1]] = True
+    on_border[0] = False
+    number = np.full(count + 1, -1, dtype=np.int64)
+    n = 0
+    for label in range(1, count + 1):
+        if on_border[label]:
+            number[label] = n
+            n += 1
+    first_cell = np.full(n, -1, dtype=np.int64)
+    for r in range(rows):
+        for c in range(cols):
+            k = number[labels[r, c]]
+            if k >= 0 and first_cell[k] < 0:
+                first_cell[k] = r * cols + c
+    return number, first_cell
+
+
+def orient_pieces(grid, pieces, kept_low, kept_high):
+    """Round 3b: root every border piece.
+
+    The border pieces and the kept separator edges form a forest; each of
+    its trees is rooted at the piece holding the tree's lowest cell, and
+    every other piece at the cell where its path toward that root leaves
+    it.  Returns {tile: (root local cells, root degrees)} per border piece.
+    """
+    rows, cols = grid.shape
+    size = grid.tile_size
+    tiles = sorted(pieces)
+    offset = {}
+    total = 0
+    for tile in tiles:
+        offset[tile] = total
+        total += pieces[tile]["first_cell"].size
+    node_first = np.empty(total, dtype=np.int64)
+    for tile in tiles:
+        window = grid.window(*tile)
+        first = pieces[tile]["first_cell"]
+        node_first[offset[tile]:offset[tile] + first.size] = \
+            (window.row + first // window.cols) * cols + window.col \
+            + first % window.cols
+
+    # every tile's border piece numbers in one array: top, bottom, left,
+    # right lines of each tile in turn
+    border_offset = np.zeros(grid.count, dtype=np.int64)
+    node_offset = np.zeros(grid.count, dtype=np.int64)
+    lines = []
+    position = 0
+    for tile in tiles:
+        t = grid.index(*tile)
+        border_offset[t] = position
+        node_offset[t] = offset[tile]
+        for name in ("top", "bottom", "left", "right"):
+            lines.append(pieces[tile][name].astype(np.int64))
+            position += lines[-1].size
+    border = np.concatenate(lines) if lines else np.empty(0, np.int64)
+
+    def nodes_of(cells):
+        r, c = cells // cols, cells % cols
+        tile_row, tile_col = r // size, c // size
+        t = tile_row * grid.tile_cols + tile_col
+        local_r, local_c = r - tile_row * size, c - tile_col * size
+        tile_rows = np.minimum(size, rows - tile_row * size)
+        tile_cols = np.minimum(size, cols - tile_col * size)
+        where = np.where(
+            local_r == 0, local_c,
+            np.where(local_r == tile_rows - 1, tile_cols + local_c,
+                     np.where(local_c == 0, 2 * tile_cols + local_r,
+                              2 * tile_cols + tile_rows + local_r)))
+        number = border[border_offset[t] + where]
+        return node_offset[t] + number - 1
+
+    node_a = nodes_of(kept_low)
+    node_b = nodes_of(kept_high)
+    root_cell, root_degrees = _orient(total, node_first, node_a, node_b,
+                                      kept_low, kept_high, cols,
+                                      _direction_table())
+    answers = {}
+    for tile in tiles:
+        window = grid.window(*tile)
+        start, n = offset[tile], pieces[tile]["first_cell"].size
+        cells = root_cell[start:start + n]
+        local = (cells // cols - window.row) * window.cols + cells % cols \
+            - window.col
+        answers[tile] = (local, root_degrees[start:start + n])
+    return answers
+
+
+@njit(cache=True, nogil=True)
+def _orient(n_nodes, node_first, node_a, node_b, cell_a, cell_b, cols, table):
+    """Root each tree of the piece forest at its node with the lowest first
+    cell; give every node its root cell and that cell's parent direction."""
+    degree = np.zeros(n_nodes + 1, dtype=np.int64)
+    for k in range(node_a.size):
+        degree[node_a[k] + 1] += 1
+        degree[node_b[k] + 1] += 1
+    for v in range(n_nodes):
+        degree[v + 1] += degree[v]
+    fill = degree[:-1].copy()
+    incident = np.empty(2 * node_a.size, dtype=np.int64)
+    for k in range(node_a.size):
+        incident[fill[node_a[k]]] = k
+        fill[node_a[k]] += 1
+        incident[fill[node_b[k]]] = k
+        fill[node_b[k]] += 1
+    # nodes in increasing first cell: the first unseen one roots its tree
+    order = np.argsort(node_first)
+    seen = np.zeros(n_nodes, dtype=np.bool_)
+    root_cell = np.empty(n_nodes, dtype=np.int64)
+    root_degrees = np.zeros(n_nodes, dtype=np.float32)
+    queue = np.empty(n_nodes, dtype=np.int64)
+    for i in range(n_nodes):
+        start = order[i]
+        if seen[start]:
+            continue
+        seen[start] = True
+        root_cell[start] = node_first[start]
+        root_degrees[start] = 0.0
+        head = 0
+        tail = 1
+        queue[0] = start
+        while head < tail:
+            v = queue[head]
+            head += 1
+            for j in range(degree[v], degree[v + 1]):
+                k = incident[j]
+                if node_a[k] == v:
+                    u, inside, outside = node_b[k], cell_b[k], cell_a[k]
+                else:
+                    u, inside, outside = node_a[k], cell_a[k], cell_b[k]
+                if seen[u]:
+                    continue
+                seen[u] = True
+                # u is entered through the edge (inside in u, outside in v)
+                root_cell[u] = inside
+                dr = outside // cols - inside // cols
+                dc = outside % cols - inside % cols
+                root_degrees[u] = table[dr + 1, dc + 1]
+                queue[tail] = u
+                tail += 1
+    return root_cell, root_degrees
+
+
+def _direction_table():
+    table = np.zeros((3, 3), dtype=np.float32)
+    for (dr, dc), degrees in zip(PARENT_OFFSETS, PARENT_DEGREES):
+        table[dr + 1, dc + 1] = degrees
+    return table
+
+
+def tile_finish(source, window, shape, nodata, scratch_prefix, removed_local,
+                roots, own_separators, run_prefix):
+    """Round 3c for one tile: its parent-direction block (returned) and its
+    sorted run of final edges (global edge ids and weights, written to
+    ``run_prefix`` + ``-edge.npy`` / ``-weight.npy``): the tile's internal
+    forest plus the kept separator edges whose low end lies in the tile."""
+    from . import _cpu
+    values = source.read(window)
+    valid = valid_mask(values, nodata)
+    low, high, local_id, weight = _final_tile_forest(scratch_prefix, window,
+                                                     removed_local)
+    rows, cols = window.rows, window.cols
+    offsets, neighbours = _adjacency(low, high, rows * cols)
+    direction = np.full(rows * cols, np.nan, dtype=np.float32)
+    root_local, root_degrees = roots
+    _root_and_walk(offsets, neighbours, valid.reshape(-1), cols, root_local,
+                   root_degrees, _direction_table(), direction)
+    global_id = ((window.row + low // cols) * shape[1] + window.col
+                 + low % cols) * 4 + (local_id & 3)
+    sep_w, sep_e = own_separators
+    run_w, run_e = _merge_sorted(weight, global_id, sep_w, sep_e)
+    np.save(run_prefix + "-edge.npy", run_e)
+    np.save(run_prefix + "-weight.npy", run_w)
+    return direction.reshape(rows, cols), run_e.size
+
+
+@njit(cache=True, nogil=True)
+def _adjacency(low, high, n_cells):
+    """CSR adjacency (offsets, neighbours) of the forest's edges."""
+    offsets = np.zeros(n_cells + 1, dtype=np.int64)
+    for i in range(low.size):
+        offsets[low[i] + 1] += 1
+        offsets[high[i] + 1] += 1
+    for v in range(n_cells):
+        offsets[v + 1] += offsets[v]
+    fill = offsets[:-1].copy()
+    neighbours = np.empty(offsets[n_cells], dtype=np.int64)
+    for i in range(low.size):
+        neighbours[fill[low[i]]] = high[i]
+        fill[low[i]] += 1
+        neighbours[fill[high[i]]] = low[i]
+        fill[high[i]] += 1
+    return offsets, neighbours
+
+
+@njit(cache=True, nogil=True)
+def _root_and_walk(offsets, neighbours, valid, cols, root_local, root_degrees,
+                   table, direction):
+    """Breadth-first search of every piece from its root: the given roots
+    first (border pieces), then each remaining piece from its first cell."""
+    n = valid.size
+    seen = np.zeros(n, dtype=np.bool_)
+    queue = np.empty(max(n, 1), dtype=np.int64)
+    for k in range(root_local.size + n):
+        if k < root_local.size:
+            root = root_local[k]
+            if seen[root]:
+                continue
+            direction[root] = root_degrees[k]
+        else:
+            root = k - root_local.size
+            if seen[root] or not valid[root]:
+                continue
+            direction[root] = 0.0
+        seen[root] = True
+        head = 0
+        tail = 1
+        queue[0] = root
+        while head < tail:
+            v = queue[head]
+            head += 1
+            vr = v // cols
+            vc = v - vr * cols
+            for j in range(offsets[v], offsets[v + 1]):
+                u = neighbours[j]
+                if seen[u]:
+                    continue
+                seen[u] = True
+                ur = u // cols
+                uc = u - ur * cols
+                direction[u] = table[vr - ur + 1, vc - uc + 1]
+                queue[tail] = u
+                tail += 1
+
+
+@njit(cache=True, nogil=True)
+def _merge_sorted(w1, e1, w2, e2):
+    """Merge two lists sorted by (weight, edge id)."""
+    n1 = w1.size
+    n2 = w2.size
+    out_w = np.empty(n1 + n2, dtype=w1.dtype)
+    out_e = np.empty(n1 + n2, dtype=np.int64)
+    i = 0
+    j = 0
+    for k in range(n1 + n2):
+        if j >= n2 or (i < n1 and _lighter(w1[i], e1[i], w2[j], e2[j])):
+            out_w[k] = w1[i]
+            out_e[k] = e1[i]
+            i += 1
+        else:
+            out_w[k] = w2[j]
+            out_e[k] = e2[j]
+            j += 1
+    return out_w, out_e
+
+
+# --------------------------------------------------------------------------
+# round 4: k-way merge of the sorted runs
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(heap, size, slot, head_w, head_e):
+    run = heap[slot]
+    while True:
+        child = 2 * slot + 1
+        if child >= size:
+            break
+        if child + 1 < size and _lighter(head_w[heap[child + 1]],
+                                         head_e[heap[child + 1]],
+                                         head_w[heap[child]],
+                                         head_e[heap[child]]):
+            child += 1
+        if not _lighter(head_w[heap[child]], head_e[heap[child]],
+                        head_w[run], head_e[run]):
+            break
+        heap[slot] = heap[child]
+        slot = child
+    heap[slot] = run
+
+
+@njit(cache=True, nogil=True)
+def _merge_runs(buffer_w, buffer_e, position, end, heap, heap_size, out_w,
+                out_e, cols, edges):
+    """Pop run heads into ``out_*`` until it is full or a run's buffer is
+    empty; returns (entries written, new heap size, the run needing a
+    refill or -1).  ``edges`` receives (low, high) of each entry."""
+    count = 0
+    head_w = np.empty(position.size, dtype=buffer_w.dtype)
+    head_e = np.empty(position.size, dtype=np.int64)
+    for r in range(position.size):
+        if position[r] < end[r]:
+            head_w[r] = buffer_w[r, position[r]]
+            head_e[r] = buffer_e[r, position[r]]
+    while heap_size > 0 and count < out_w.size:
+        r = heap[0]
+        out_w[count] = head_w[r]
+        e = head_e[r]
+        out_e[count] = e
+        low = e >> 2
+        rank = e & 3
+        edges[count, 0] = low
+        if rank == 0:
+            edges[count, 1] = low + 1
+        elif rank == 1:
+            edges[count, 1] = low + cols - 1
+        elif rank == 2:
+            edges[count, 1] = low + cols
+        else:
+            edges[count, 1] = low + cols + 1
+        count += 1
+        position[r] += 1
+        if position[r] < end[r]:
+            head_w[r] = buffer_w[r, position[r]]
+            head_e[r] = buffer_e[r, position[r]]
+            _sift_down(heap, heap_size, 0, head_w, head_e)
+        else:
+            return count, heap_size, r
+    return count, heap_size, -1
+
+
+@njit(cache=True, nogil=True)
+def _heap_remove_top(heap, heap_size, buffer_w, buffer_e, position, end):
+    heap_size -= 1
+    heap[0] = heap[heap_size]
+    head_w = np.empty(position.size, dtype=buffer_w.dtype)
+    head_e = np.empty(position.size, dtype=np.int64)
+    for r in range(position.size):
+        if position[r] < end[r]:
+            head_w[r] = buffer_w[r, position[r]]
+            head_e[r] = buffer_e[r, position[r]]
+    if heap_size > 0:
+        _sift_down(heap, heap_size, 0, head_w, head_e)
+    return heap_size
+
+
+@njit(cache=True, nogil=True)
+def _heap_build(heap, heap_size, buffer_w, buffer_e, position, end):
+    head_w = np.empty(position.size, dtype=buffer_w.dtype)
+    head_e = np.empty(position.size, dtype=np.int64)
+    for r in range(position.size):
+        if position[r] < end[r]:
+            head_w[r] = buffer_w[r, position[r]]
+            head_e[r] = buffer_e[r, position[r]]
+    for slot in range(heap_size // 2 - 1, -1, -1):
+        _sift_down(heap, heap_size, slot, head_w, head_e)
+
+
+class _RunReader:
+    """Reads a sorted run (two .npy files) in buffers with pread."""
+
+    def __init__(self, prefix):
+        self.edge = tiling.NpyFile(prefix + "-edge.npy")
+        self.weight = tiling.NpyFile(prefix + "-weight.npy")
+        self.size = self.edge.shape[0]
+        self.done = 0
+
+    def fill(self, buffer_w, buffer_e, row):
+        n = min(buffer_w.shape[1], self.size - self.done)
+        buffer_e[row, :n] = self.edge.read(self.done, self.done + n)
+        buffer_w[row, :n] = self.weight.read(self.done, self.done + n)
+        self.done += n
+        return n
+
+    def close(self):
+        self.edge.close()
+        self.weight.close()
+
+
+def merge_runs(prefixes, total, weight_dtype, shape, out_dir, progress):
+    """Round 4: merge the sorted runs into the edge list and weights.
+
+    Returns (edges, weights, total_weight); the total is summed exactly as
+    ``np.sum(weights, dtype=np.float64)`` does (8192-entry pairwise blocks
+    added in order).
+    """
+    edges_sink = tiling.make_sink(out_dir, "edges", (total, 2), np.int64)
+    weights_sink = tiling.make_sink(out_dir, "weights", (total, 1),
+                                    weight_dtype)
+    readers = [_RunReader(p) for p in prefixes]
+    k = len(readers)
+    buffer_w = np.empty((max(k, 1), MERGE_RUN_BUFFER), dtype=weight_dtype)
+    buffer_e = np.empty((max(k, 1), MERGE_RUN_BUFFER), dtype=np.int64)
+    position = np.zeros(max(k, 1), dtype=np.int64)
+    end = np.zeros(max(k, 1), dtype=np.int64)
+    heap = np.empty(max(k, 1), dtype=np.int64)
+    heap_size = 0
+    for r, reader in enumerate(readers):
+        end[r] = reader.fill(buffer_w, buffer_e, r)
+        if end[r] > 0:
+            heap[heap_size] = r
+            heap_size += 1
+    _heap_build(heap, heap_size, buffer_w, buffer_e, position, end)
+    out_w = np.empty(MERGE_CHUNK, dtype=weight_dtype)
+    out_e = np.empty(MERGE_CHUNK, dtype=np.int64)
+    out_edges = np.empty((MERGE_CHUNK, 2), dtype=np.int64)
+    filled = 0
+    written = 0
+    total_weight = 0.0
+    try:
+        with tiling.output_sinks([edges_sink, weights_sink]):
+            while heap_size > 0:
+                count, heap_size, refill = _merge_runs(
+                    buffer_w, buffer_e, position, end, heap, heap_size,
+                    out_w[filled:], out_e[filled:], shape[1],
+                    out_edges[filled:])
+                filled += count
+                if refill >= 0:
+                    position[refill] = 0
+                    end[refill] = readers[refill].fill(buffer_w, buffer_e,
+                                                       refill)
+                    if end[refill] == 0:
+                        heap_size = _heap_remove_top(heap, heap_size, buffer_w,
+                                                     buffer_e, position, end)
+                    else:
+                        _heap_build(heap, heap_size, buffer_w, buffer_e,
+                                    position, end)
+                if filled == MERGE_CHUNK or (heap_size == 0 and filled):
+                    window = tiling.Window(written, 0, filled, 2)
+                    edges_sink.write(window, out_edges[:filled])
+                    weights_sink.write(tiling.Window(written, 0, filled, 1),
+                                       out_w[:filled, None])
+                    for start in range(0, filled, 8192):
+                        total_weight += np.sum(
+                            out_w[start:min(start + 8192, filled)],
+                            dtype=np.float64)
+                    written += filled
+                    filled = 0
+                    progress(written / max(total, 1))
+            edges = edges_sink.finish()
+            weights = weights_sink.finish()
+    finally:
+        for reader in readers:
+            reader.close()
+    return edges, weights.reshape(-1), float(total_weight)
+
+
+# --------------------------------------------------------------------------
+# the driver
+
+
+def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
+                                weight_dtype, nodata, backend, out_dir,
+                                executor, progress):
+    """The tiled path of :func:`gridgraph.core.minimum_spanning_tree`."""
+    from . import MSTResult
+    source = plan.source
+    grid = plan.grid
+    if nodata is None:
+        nodata = source.nodata
+    rows, cols = source.shape
+    progress = progress if progress is not None else Progress()
+    weight_dtype = np.dtype(weight_dtype)
+    # edges (16) and weights per cell, and the parent directions (4)
+    out_dir = tiling.check_out_dir(
+        out_dir, rows * cols * (20 + weight_dtype.itemsize), plan.limit_bytes)
+    tiles = grid.morton_order()
+    windows = {tile: grid.window(*tile) for tile in tiles}
+
+    with tiling.scratch_folder(out_dir) as folder:
+        def prefix(kind, tile):
+            return os.path.join(folder, f"{kind}-{tile[0]}-{tile[1]}")
+
+        leaves = tiling.run_tasks(
+            leaf_tile,
+            [(source, windows[t], (rows, cols), nodata, connectivity,
+              weight_index, weight_dtype, backend, prefix("msf", t))
+             for t in tiles],
+            executor, progress.span(0.0, 0.5))
+        messages = dict(zip(tiles, leaves))
+        n_valid = sum(m["valid"] for m in leaves)
+        separators = separator_edges(grid, messages, connectivity,
+                                     weight_index, weight_dtype)
+        removed = merge_hierarchy(grid, messages, separators, weight_dtype,
+                                  progress.span(0.5, 0.6))
+        del leaves, messages
+
+        # the separators that stay, and the removed edges inside each tile
+        if separators:
+            sep_low, sep_high, sep_w, sep_e = (
+                np.concatenate([s[k] for s in separators.values()])
+                for k in range(4))
+        else:
+            sep_low = sep_high = sep_e = np.empty(0, np.int64)
+            sep_w = np.empty(0, weight_dtype)
+        del separators
+        is_separator = np.isin(removed, sep_e)
+        removed_by_tile = _group_by_tile(removed[~is_separator], grid, cols)
+        keep = ~np.isin(sep_e, removed[is_separator])
+        sep_low, sep_high, sep_w, sep_e = (sep_low[keep], sep_high[keep],
+                                           sep_w[keep], sep_e[keep])
+        del removed, is_separator
+
+        def local_removed(tile):
+            ids = removed_by_tile.get(tile)
+            if ids is None:
+                return np.empty(0, np.int64)
+            window = windows[tile]
+            low = ids >> 2
+            local_low = (low // cols - window.row) * window.cols \
+                + low % cols - window.col
+            return np.sort(local_low * 4 + (ids & 3))
+
+        pieces = tiling.run_tasks(
+            tile_pieces,
+            [(source, windows[t], nodata, prefix("msf", t), local_removed(t))
+             for t in tiles],
+            executor, progress.span(0.6, 0.7))
+        roots = orient_pieces(grid, dict(zip(tiles, pieces)), sep_low,
+                              sep_high)
+        del pieces
+
+        owner = ((sep_low // cols) // grid.tile_size, (sep_low % cols)
+                 // grid.tile_size)
+        owned = {}
+        if sep_e.size:
+            order = np.lexsort((sep_e, sep_w))
+            owner_index = owner[0][order] * grid.tile_cols + owner[1][order]
+            for t in np.unique(owner_index):
+                pick = order[owner_index == t]
+                owned[divmod(int(t), grid.tile_cols)] = (sep_w[pick],
+                                                         sep_e[pick])
+        empty_sep = (np.empty(0, weight_dtype), np.empty(0, np.int64))
+
+        direction_sink = tiling.make_sink(out_dir, "parent_direction",
+                                          (rows, cols), np.float32, np.nan)
+        run_sizes = {}
+        with tiling.output_sinks([direction_sink]):
+            def write(index, result):
+                block, size = result
+                direction_sink.write(windows[tiles[index]], block)
+                run_sizes[tiles[index]] = size
+
+            tiling.run_tasks(
+                tile_finish,
+                [(source, windows[t], (rows, cols), nodata, prefix("msf", t),
+                  local_removed(t), roots[t], owned.get(t, empty_sep),
+                  prefix("run", t)) for t in tiles],
+                executor, progress.span(0.7, 0.85), on_result=write)
+            total = sum(run_sizes.values())
+            edges, weights, total_weight = merge_runs(
+                [prefix("run", t) for t in tiles], total, weight_dtype,
+                (rows, cols), out_dir, progress.span(0.85, 1.0))
+            parent_direction = direction_sink.finish()
+    progress(1.0)
+    return MSTResult(edges=edges, weights=weights, total_weight=total_weight,
+                     trees=n_valid - total, parent_direction=parent_direction,
+                     shape=(rows, cols))
+
+
+def _group_by_tile(edge_ids, grid, cols):
+    """Edge ids grouped by the tile of their low end."""
+    if edge_ids.size == 0:
+        return {}
+    low = edge_ids >> 2
+    index = (low // cols // grid.tile_size) * grid.tile_cols \
+        + (low % cols) // grid.tile_size
+    order = np.argsort(index, kind="stable")
+    index, edge_ids = index[order], edge_ids[order]
+    bounds = np.flatnonzero(np.diff(index)) + 1
+    groups = {}
+    for part_index, part in zip(np.split(index, bounds),
+                                np.split(edge_ids, bounds)):
+        groups[divmod(int(part_index[0]), grid.tile_cols)] = part
+    return groups
