@@ -50,7 +50,8 @@ class MSTResult:
 
 def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
                           backend="auto", tile_size=None, memory_limit_mb=None,
-                          executor=None, progress=None, band=1):
+                          executor=None, progress=None, band=1,
+                          out_dir=None):
     """Minimum spanning forest of the grid graph of a raster.
 
     Every valid cell is a vertex and neighbouring valid cells share an edge
@@ -66,7 +67,15 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
         Edge weight from the two cell values; computed in float32 for inputs
         of 32 bits or fewer, float64 for 64-bit input.
     nodata, backend, tile_size, memory_limit_mb, executor, progress, band
-        As in :func:`gridgraph.core.connected_components`.
+        As in :func:`gridgraph.core.connected_components`.  The tiled path
+        follows Haverkort's block hierarchy (DESIGN.md) and gives the same
+        forest, edge order, weights and parent directions.
+    out_dir : str, optional
+        Tiled path only: a folder for ``edges.npy`` (k x 2),
+        ``weights.npy`` (k x 1, returned flattened) and
+        ``parent_direction.npy``, returned as read-only memmaps; the edges
+        are streamed there by a k-way merge, never held in memory.  The
+        scratch files also go there.
 
     Returns
     -------
@@ -95,8 +104,16 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
     if weight not in WEIGHTS:
         raise InvalidInputError(
             f"weight must be one of {', '.join(WEIGHTS)}, got {weight!r}")
-    check_unsupported_scale_options(tile_size, memory_limit_mb, executor)
+    check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
+                                    tiled=True)
     progress = as_progress(progress)
+    from . import tiled
+    plan = tiled.plan(values, band, tile_size, memory_limit_mb, executor)
+    if plan is not None:
+        return tiled.minimum_spanning_tree_tiled(
+            plan, connectivity, WEIGHTS.index(weight),
+            np.float64 if plan.source.dtype.itemsize > 4 else np.float32,
+            nodata, resolve_backend(backend), out_dir, executor, progress)
     array, file_nodata = load_raster(values, band)
     if nodata is None:
         nodata = file_nodata
