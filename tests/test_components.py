@@ -347,14 +347,16 @@ def test_strips_give_the_same_labels(raster, connectivity, mode, strips):
 @pytest.mark.parametrize("connectivity", [4, 8])
 def test_automatic_strips_on_a_large_raster(connectivity):
     # big enough for the automatic concurrent path (one strip per CPU)
+    shape = (1100, 1000)
+    assert _cpu._strip_count(*shape) == min(_cpu._cpu_count(), 1100 // 64)
     rng = np.random.default_rng(7)
-    mask = rng.random((700, 520)) < 0.6
+    mask = rng.random(shape) < 0.6
     labels, count = cpu_components(mask.astype(np.uint8), mode="nonzero",
                                    connectivity=connectivity)
     expected, expected_count = ndi.label(mask, structure(connectivity))
     np.testing.assert_array_equal(labels, expected)
     assert count == expected_count
-    classes = np.floor(fractal_surface((700, 520), seed=3) / 100)
+    classes = np.floor(fractal_surface(shape, seed=3) / 100)
     labels, count = cpu_components(classes, connectivity=connectivity)
     expected, expected_count = skimage_equal_mode(
         classes, np.ones(classes.shape, dtype=bool), connectivity)

@@ -31,8 +31,10 @@ from .._common import index_dtype
 # honoured well within a second (256 rows of a 4096-column raster).
 _CELLS_PER_CALL = 2**20
 
-# Below this many cells (or rows per strip) threads cost more than they save.
-_MIN_CELLS_FOR_STRIPS = 2**18
+# Below this many cells (or rows per strip) threads cost more than they save
+# (a 1024 x 1024 raster takes about 10 ms on one core, and the tiled path
+# already runs its tiles in parallel).
+_MIN_CELLS_FOR_STRIPS = 2**20
 _MIN_ROWS_PER_STRIP = 64
 
 # Fractions of the progress bar at the end of the first pass and of the
