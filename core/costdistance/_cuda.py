@@ -41,6 +41,7 @@ HALO = 2  # enough for knight's moves; one-cell moves use the inner ring
 SPAN = TILE + 2 * HALO
 SPAN_CELLS = SPAN * SPAN
 PROGRESS_EVERY = 64  # rounds between progress reports
+DELTA_TILES = 2.0  # bucket width of the tile schedule, in tiles crossed
 
 
 @cuda.jit(cache=True)
@@ -66,13 +67,19 @@ def _seed(cells, ids, m, dist, pred, alloc):
 
 @cuda.jit(cache=True)
 def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
-                 connectivity, halo, offsets, half_step, max_cost, wake_next):
-    """One round: relax each listed tile to its fixed point."""
+                 connectivity, halo, offsets, half_step, max_cost, wake_next,
+                 tile_key, work):
+    """One round: relax each listed tile to its fixed point.
+
+    A changed cell within ``halo`` of a border wakes the tile across it
+    and lowers that tile's key (the least new value it will see) to the
+    cell's value.  ``work`` counts tile visits and inner sweeps.
+    """
     dist_s = cuda.shared.array(SPAN_CELLS, np.float64)
     cost_s = cuda.shared.array(SPAN_CELLS, np.float64)
     step_s = cuda.shared.array(16, np.float64)
     delta_s = cuda.shared.array(16, np.int32)
-    wake = cuda.shared.array(9, np.int32)
+    wake = cuda.shared.array(9, np.float64)
     t = cuda.threadIdx.x
     tile = np.int64(worklist[cuda.blockIdx.x])
     tile_row = tile // tiles_x
@@ -83,7 +90,7 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
         step_s[i] = half_step[i]
         delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
     if t < 9:
-        wake[t] = 0
+        wake[t] = np.inf
     for idx in range(t, SPAN_CELLS, TILE_THREADS):
         sr = idx // SPAN
         r = r0 + sr - HALO
@@ -104,7 +111,9 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
     for k in range(ROWS_PER_THREAD):
         own_pred[k] = -1
         changed[k] = 0
+    sweeps = 0
     while True:
+        sweeps += 1
         any_change = 0
         for k in range(ROWS_PER_THREAD):
             si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
@@ -135,48 +144,75 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
         if changed[k]:
             ly = ly0 + k * THREADS_Y
             g = (r0 + ly) * cols + c0 + lx
-            dist[g] = dist_s[(ly + HALO) * SPAN + lx + HALO]
+            value = dist_s[(ly + HALO) * SPAN + lx + HALO]
+            dist[g] = value
             pred[g] = own_pred[k]
             up = ly < halo
             down = ly >= TILE - halo
             left = lx < halo
             right = lx >= TILE - halo
             if up:
-                wake[1] = 1
+                cuda.atomic.min(wake, 1, value)
                 if left:
-                    wake[0] = 1
+                    cuda.atomic.min(wake, 0, value)
                 if right:
-                    wake[2] = 1
+                    cuda.atomic.min(wake, 2, value)
             if down:
-                wake[7] = 1
+                cuda.atomic.min(wake, 7, value)
                 if left:
-                    wake[6] = 1
+                    cuda.atomic.min(wake, 6, value)
                 if right:
-                    wake[8] = 1
+                    cuda.atomic.min(wake, 8, value)
             if left:
-                wake[3] = 1
+                cuda.atomic.min(wake, 3, value)
             if right:
-                wake[5] = 1
+                cuda.atomic.min(wake, 5, value)
     cuda.syncthreads()
-    if t < 9 and wake[t] != 0:
+    if t < 9 and wake[t] < np.inf:
         nr = tile_row + t // 3 - 1
         nc = tile_col + t % 3 - 1
         if nr >= 0 and nr < tiles_y and nc >= 0 and nc < tiles_x:
-            wake_next[nr * tiles_x + nc] = 1
+            neighbour = nr * tiles_x + nc
+            cuda.atomic.min(tile_key, neighbour, wake[t])
+            wake_next[neighbour] = 1
+    if t == 0:
+        cuda.atomic.add(work, 0, 1)
+        cuda.atomic.add(work, 1, sweeps)
 
 
 @cuda.jit(cache=True)
-def _collect_tiles(wake, n_tiles, worklist, count):
-    """Worklist of the woken tiles (any order); clears the flags."""
+def _collect_tiles(wake, tile_key, n_tiles, threshold, worklist, count,
+                   deferred):
+    """Worklist of the woken tiles whose key is at most ``threshold`` (any
+    order; their flags and keys are cleared); ``deferred[0]`` becomes the
+    least key of the woken tiles left for later."""
     scratch = cuda.shared.array(2, np.int64)
+    least = cuda.shared.array(1, np.float64)
+    if cuda.threadIdx.x == 0:
+        least[0] = np.inf
+    cuda.syncthreads()
     tile = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     active = 0
     if tile < n_tiles and wake[tile] != 0:
-        wake[tile] = 0
-        active = 1
+        key = tile_key[tile]
+        if key <= threshold:
+            wake[tile] = 0
+            tile_key[tile] = np.inf
+            active = 1
+        else:
+            cuda.atomic.min(least, 0, key)
     slot = block_reserve(active, count, scratch)
     if active:
         worklist[slot] = tile
+    if cuda.threadIdx.x == 0 and least[0] < np.inf:
+        cuda.atomic.min(deferred, 0, least[0])
+
+
+@cuda.jit(cache=True)
+def _sample(cost, n, stride, sample):
+    k = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if k * stride < n and k < sample.shape[0]:
+        sample[k] = cost[k * stride]
 
 
 @cuda.jit(cache=True)
@@ -255,6 +291,23 @@ def unique_sources(source_cells, ids, cols):
     return flat_unique, np.asarray(ids, dtype=np.int64)[first]
 
 
+def default_delta(cost, n, step_lengths):
+    """Bucket width of the tile schedule: the cost of crossing about
+    DELTA_TILES tiles at the raster's mean cost (estimated from a sample of
+    at most 2**16 cells)."""
+    stride = max(1, n // 65536)
+    picked = blocks_for(n, stride)
+    sample = cuda.device_array(picked, dtype=np.float64)
+    _sample[blocks_for(picked, FLAT_THREADS), FLAT_THREADS](cost, n, stride,
+                                                           sample)
+    sample = sample.copy_to_host()
+    sample = sample[~np.isnan(sample)]
+    typical = float(sample.mean()) if len(sample) else 0.0
+    if not typical > 0:
+        return np.inf
+    return DELTA_TILES * TILE * typical * float(np.min(step_lengths))
+
+
 def device_bytes(n_cells, cost_itemsize):
     """GPU memory :func:`solve` needs."""
     index_size = np.dtype(index_dtype(n_cells)).itemsize
@@ -264,7 +317,8 @@ def device_bytes(n_cells, cost_itemsize):
 
 
 def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
-                 step_lengths, max_cost, progress=None, stats=None):
+                 step_lengths, max_cost, progress=None, stats=None,
+                 delta=None):
     """Cost distance on device arrays.
 
     ``cost`` (float32/float64, flat, overwritten with NaN on barriers) and
@@ -272,6 +326,9 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
     de-duplicated flat source cells and their ids (host arrays).  Returns
     device arrays (accumulated, predecessor, allocation) and the number of
     rounds.  ``stats`` (a dict) receives phase times and tile counts.
+    ``delta`` is the width of the distance buckets of the tile schedule
+    (None: :func:`default_delta`; inf: plain rounds over all woken tiles);
+    it changes the time taken, never the result.
     """
     from . import NEIGHBOUR_OFFSETS  # the package imports this module lazily
 
@@ -300,34 +357,53 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
             c = seed_cols + dc
             inside = (r >= 0) & (r < tiles_y) & (c >= 0) & (c < tiles_x)
             first.append(r[inside] * tiles_x + c[inside])
-    first = np.unique(np.concatenate(first)).astype(np.int32)
+    first = np.unique(np.concatenate(first))
+    wake_host = np.zeros(n_tiles, dtype=np.int32)
+    wake_host[first] = 1
+    key_host = np.full(n_tiles, np.inf)
+    key_host[first] = 0.0
+    wake = cuda.to_device(wake_host)
+    tile_key = cuda.to_device(key_host)
     worklist = cuda.device_array(n_tiles, dtype=np.int32)
-    worklist[:len(first)] = first
-    wake = cuda.to_device(np.zeros(n_tiles, dtype=np.int32))
     count_d = cuda.to_device(np.zeros(1, dtype=np.int64))
+    deferred = cuda.to_device(np.full(1, np.inf))
+    work = cuda.to_device(np.zeros(2, dtype=np.int64))
     offsets = cuda.to_device(
         np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity]))
     half_step = cuda.to_device(0.5 * np.asarray(step_lengths,
                                                 dtype=np.float64))
     halo = 2 if connectivity == 16 else 1
-    count = len(first)
+    if delta is None:
+        delta = default_delta(cost, n, step_lengths)
+    threshold = delta
+    collect_grid = blocks_for(n_tiles, FLAT_THREADS)
     rounds = 0
-    tiles_relaxed = 0
+    buckets = 1
     timer.mark("initialise")
-    while count > 0:
-        tiles_relaxed += count
+    while True:
+        # near-far scheduling (delta-stepping over tiles): relax the woken
+        # tiles whose key is within the threshold; when none is left, move
+        # the threshold to the least deferred key + delta
+        count_d[0] = 0
+        _collect_tiles[collect_grid, FLAT_THREADS](
+            wake, tile_key, n_tiles, threshold, worklist, count_d, deferred)
+        count = int(device_scalar(count_d, 0))
+        if count == 0:
+            least = float(device_scalar(deferred, 0))
+            if least == np.inf:
+                break
+            deferred[0] = np.inf
+            threshold = least + delta
+            buckets += 1
+            continue
         _relax_tiles[count, TILE_THREADS](
             cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
-            connectivity, halo, offsets, half_step, max_cost, wake)
-        count_d[0] = 0
-        _collect_tiles[blocks_for(n_tiles, FLAT_THREADS), FLAT_THREADS](
-            wake, n_tiles, worklist, count_d)
-        count = int(device_scalar(count_d, 0))
+            connectivity, halo, offsets, half_step, max_cost, wake, tile_key,
+            work)
         rounds += 1
         if progress is not None and rounds % PROGRESS_EVERY == 0:
             # no exact measure of what is left: approach 0.9 smoothly
             progress(0.9 * rounds / (rounds + tiles_x + tiles_y))
-
     timer.mark("relax")
     _finish[grid, FLAT_THREADS](dist, pred, n)
     distinct_ids = np.unique(ids)
@@ -344,16 +420,19 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
         _allocate[grid, FLAT_THREADS](root, n, alloc)
     timer.mark("allocation")
     if stats is not None:
-        stats.update(rounds=rounds, tiles_relaxed=tiles_relaxed,
-                     tiles=n_tiles)
+        visits, sweeps = (int(v) for v in work.copy_to_host())
+        stats.update(rounds=rounds, buckets=buckets, delta=delta,
+                     tiles_relaxed=visits, tiles=n_tiles,
+                     sweeps_per_visit=sweeps / max(visits, 1))
     return dist, pred, alloc, rounds
 
 
 def solve(array, valid, source_cells, ids, connectivity, step_lengths,
-          max_cost, progress):
+          max_cost, progress, delta=None):
     """Accumulated cost, predecessor and allocation rasters on the GPU.
 
-    Same contract as :func:`gridgraph.core.costdistance._cpu.solve`.
+    Same contract as :func:`gridgraph.core.costdistance._cpu.solve`;
+    ``delta`` as in :func:`solve_device` (any value, same result).
     """
     rows, cols = array.shape
     n = rows * cols
@@ -367,7 +446,8 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
         np.ascontiguousarray(valid, dtype=np.bool_).reshape(-1).view(np.uint8))
     dist, pred, alloc, _ = solve_device(
         d_cost, d_valid, rows, cols, cells, cell_ids, connectivity,
-        step_lengths, float(max_cost), progress.span(0.05, 0.95))
+        step_lengths, float(max_cost), progress.span(0.05, 0.95),
+        delta=delta)
     del d_cost, d_valid
     shape = (rows, cols)
     result = (dist.copy_to_host().reshape(shape),

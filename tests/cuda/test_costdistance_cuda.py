@@ -125,6 +125,23 @@ def test_zero_costs_make_ties():
                          connectivity)
 
 
+def test_tile_schedule_does_not_change_the_result():
+    # narrow buckets (many thresholds), the default, and plain rounds
+    cost = maze_cost((11, 11), seed=5)
+    valid = ~np.isnan(cost)
+    steps = _step_lengths(8, None)
+    cells, ids = np.array([[0, 0], [6, 4]]), np.array([1, 2])
+    expected = _cpu.solve(cost, valid, cells, ids, 8, steps, np.inf,
+                          Progress())
+    for delta in (0.5, None, np.inf):
+        accumulated, predecessor, allocation = _cuda.solve(
+            cost, valid, cells, ids, 8, steps, np.inf, Progress(),
+            delta=delta)
+        np.testing.assert_allclose(accumulated, expected[0], rtol=1e-9)
+        check_paths(accumulated, predecessor, allocation, cost, valid, steps,
+                    cells, ids)
+
+
 def test_public_api_dispatches_to_cuda():
     cost = np.random.default_rng(9).uniform(1, 3, (8, 10))
     gpu = cost_distance(cost, [(1, 1), (6, 8)], connectivity=16,
