@@ -62,6 +62,23 @@ def _find(parent, x):
 
 
 @cuda.jit(device=True, cache=True)
+def _find_halving(parent, x):
+    """Root of x, pointing every other entry on the way at its
+    grandparent.  Safe beside concurrent unions: it only writes entries
+    that are no longer roots (they never become roots again) and only
+    stores an ancestor, so every tree keeps its members and
+    ``parent[x] <= x`` still holds."""
+    while True:
+        p = parent[x]
+        if p == x:
+            return x
+        g = parent[p]
+        if g != p:
+            parent[x] = g
+        x = g
+
+
+@cuda.jit(device=True, cache=True)
 def _union(parent, a, b):
     """Join the trees of a and b, the larger root under the smaller.
 
@@ -71,8 +88,8 @@ def _union(parent, a, b):
     """
     done = False
     while not done:
-        a = _find(parent, a)
-        b = _find(parent, b)
+        a = _find_halving(parent, a)
+        b = _find_halving(parent, b)
         if a < b:
             old = cuda.atomic.min(parent, b, a)
             done = old == b
@@ -110,16 +127,23 @@ def _label_tiles(values, valid, nonzero, eight, rows, cols, tiles_x, parent):
         li = lr * TILE_W + tx
         if local[li] >= 0:  # entries of foreground cells stay >= 0
             i = (r0 + lr) * cols + c
-            if tx > 0 and local[li - 1] >= 0 and _joined(values, nonzero, i,
-                                                          i - 1):
+            left = tx > 0 and local[li - 1] >= 0 and _joined(
+                values, nonzero, i, i - 1)
+            if left:
                 _union(local, li, li - 1)
             if lr > 0:
                 up = li - TILE_W
-                if local[up] >= 0 and _joined(values, nonzero, i, i - cols):
+                above = local[up] >= 0 and _joined(values, nonzero, i,
+                                                   i - cols)
+                if above:
                     _union(local, li, up)
-                if eight:
-                    if tx > 0 and local[up - 1] >= 0 and _joined(
-                            values, nonzero, i, i - cols - 1):
+                elif eight:
+                    # A joined up-left or up-right neighbour is joined to a
+                    # joined up or left neighbour already (they are
+                    # adjacent, and joined to this cell means the same
+                    # value), so only these unions are needed.
+                    if not left and tx > 0 and local[up - 1] >= 0 and \
+                            _joined(values, nonzero, i, i - cols - 1):
                         _union(local, li, up - 1)
                     if tx + 1 < TILE_W and local[up + 1] >= 0 and _joined(
                             values, nonzero, i, i - cols + 1):
