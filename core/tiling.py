@@ -610,32 +610,123 @@ def scratch_folder(parent=None):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-class ScratchArrays:
-    """Per-tile arrays kept in files of a scratch folder (one file each)."""
+class ScratchStore:
+    """Per-tile arrays kept in memory up to ``budget_bytes``, beyond it in
+    files of the scratch folder.
 
-    def __init__(self, folder, name):
+    One file per key holds its arrays back to back (raw bytes, the layout
+    kept here), so a spill costs one file creation and reads need no
+    header parsing; :meth:`reader` reads ranges with ``pread``.
+    """
+
+    def __init__(self, folder, budget_bytes=0):
         self.folder = folder
-        self.name = name
+        self.budget = budget_bytes
+        self.memory_bytes = 0
+        self._in_memory = {}
+        self._on_disk = {}
+        self._serial = 0
 
-    def _path(self, key):
-        return os.path.join(self.folder, f"{self.name}-{key}.npy")
+    def __contains__(self, key):
+        return key in self._in_memory or key in self._on_disk
 
-    def save(self, key, array):
-        np.save(self._path(key), array, allow_pickle=False)
+    def put(self, key, arrays):
+        """Store a sequence of arrays under ``key`` (replacing old ones)."""
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        size = sum(a.nbytes for a in arrays)
+        self.discard(key)
+        if self.memory_bytes + size <= self.budget:
+            self._in_memory[key] = arrays
+            self.memory_bytes += size
+            return
+        self._serial += 1
+        path = os.path.join(self.folder, f"scratch-{self._serial}.bin")
+        layout = []
+        with open(path, "wb") as handle:
+            for array in arrays:
+                layout.append((array.dtype, array.shape, handle.tell()))
+                handle.write(memoryview(array.reshape(-1)).cast("B"))
+        self._on_disk[key] = (path, layout)
 
-    def load(self, key):
-        return np.load(self._path(key), allow_pickle=False)
+    def get(self, key):
+        """The arrays stored under ``key`` (fresh copies when on disk)."""
+        if key in self._in_memory:
+            return list(self._in_memory[key])
+        path, layout = self._on_disk[key]
+        arrays = []
+        for dtype, shape, offset in layout:
+            count = int(np.prod(shape, dtype=np.int64))
+            arrays.append(np.fromfile(path, dtype=dtype, count=count,
+                                      offset=offset).reshape(shape))
+        return arrays
 
-    def exists(self, key):
-        return os.path.exists(self._path(key))
+    def reader(self, key, index):
+        """Random access to array ``index`` of ``key`` along its first axis:
+        an object with ``shape`` and ``read(start, stop)``."""
+        if key in self._in_memory:
+            return _ArrayReader(self._in_memory[key][index])
+        path, layout = self._on_disk[key]
+        dtype, shape, offset = layout[index]
+        return _FileRangeReader(path, dtype, shape, offset)
+
+    def discard(self, key):
+        """Forget ``key`` (and delete its file)."""
+        arrays = self._in_memory.pop(key, None)
+        if arrays is not None:
+            self.memory_bytes -= sum(a.nbytes for a in arrays)
+        entry = self._on_disk.pop(key, None)
+        if entry is not None:
+            try:
+                os.remove(entry[0])
+            except OSError:
+                pass
+
+
+class _ArrayReader:
+    def __init__(self, array):
+        self.array = array
+        self.shape = array.shape
+
+    def read(self, start, stop):
+        return self.array[start:stop]
+
+    def close(self):
+        pass
+
+
+class _FileRangeReader:
+    def __init__(self, path, dtype, shape, offset):
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(shape)
+        self.offset = offset
+        self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) \
+            * self.dtype.itemsize
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def read(self, start, stop):
+        block = np.empty((stop - start,) + self.shape[1:], dtype=self.dtype)
+        if block.size:
+            _pread_exact(self._fd, block.reshape(-1).view(np.uint8),
+                         self.offset + start * self.row_bytes)
+        return block
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 # --------------------------------------------------------------------------
 # executor hook
 
 
-def run_tasks(function, tasks, executor=None, progress=None, on_result=None):
+def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
+              count=None):
     """Run ``function(*task)`` for every task.
+
+    ``tasks`` may be a generator (then give ``count``): tasks are drawn
+    only as they are started, so their arguments (e.g. arrays read from
+    scratch) need not all exist at once.
 
     ``executor=None`` runs them one after the other in this process;
     a :class:`concurrent.futures.Executor` runs them concurrently with at
@@ -646,8 +737,8 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None):
     the finished fraction after every task and may cancel.
     """
     progress = progress if progress is not None else Progress()
-    tasks = list(tasks)
-    total = len(tasks)
+    total = len(tasks) if count is None else count
+    tasks = iter(tasks)
     results = None if on_result is not None else [None] * total
 
     def consume(index, result):
@@ -668,7 +759,7 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None):
     try:
         while done < total:
             while next_task < total and len(in_flight) < limit:
-                future = executor.submit(function, *tasks[next_task])
+                future = executor.submit(function, *next(tasks))
                 in_flight[future] = next_task
                 next_task += 1
             finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)

@@ -391,17 +391,16 @@ class _StateCache:
     states are written to the scratch folder."""
 
     def __init__(self, folder, capacity):
-        self.scratch = tiling.ScratchArrays(folder, "state")
+        self.scratch = tiling.ScratchStore(folder, budget_bytes=0)
         self.capacity = max(1, capacity)
         self.cached = OrderedDict()
-        self.on_disk = set()
 
     def get(self, tile):
         if tile in self.cached:
             self.cached.move_to_end(tile)
             return self.cached[tile]
-        if tile in self.on_disk:
-            return tuple(self.scratch.load(f"{tile}-{k}") for k in range(3))
+        if tile in self.scratch:
+            return tuple(self.scratch.get(tile))
         return None
 
     def put(self, tile, state):
@@ -409,9 +408,7 @@ class _StateCache:
         self.cached.move_to_end(tile)
         while len(self.cached) > self.capacity:
             old, old_state = self.cached.popitem(last=False)
-            for k, array in enumerate(old_state):
-                self.scratch.save(f"{old}-{k}", array)
-            self.on_disk.add(old)
+            self.scratch.put(old, old_state)
 
 
 def cost_distance_tiled(plan, sources, source_ids, source_nodata,

@@ -33,8 +33,6 @@ Edge keys: ``edge_id = low * 4 + rank`` (rank 0 right, 1 down-left, 2 down,
 (weight, low, high), NaN weights last.
 """
 
-import os
-
 import numpy as np
 from numba import njit
 
@@ -204,14 +202,14 @@ def _boundary_of(cells, raster_cols, row0, row1, col0, col1, shape):
 
 
 def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
-              weight_dtype, backend, scratch_prefix):
-    """Round 1 for one tile.
+              weight_dtype, backend):
+    """Round 1 for one tile (pure).
 
-    Writes the tile's MSF (local edge ids, int32, and weights, both in
-    (weight, edge id) order) to ``scratch_prefix`` + ``-edge.npy`` /
-    ``-weight.npy`` and returns the small message: the compressed forest
+    Returns ``(message, local_ids, weights)``: the tile's MSF as local edge
+    ids (int32) and weights in (weight, edge id) order, for the scratch
+    store, and the small message for the hierarchy: the compressed forest
     (global cells and keys), the border lines' values and validity, and
-    the tile's counts of valid cells.
+    the tile's count of valid cells.
     """
     if backend == "cuda":
         from . import _cuda as kernels
@@ -226,8 +224,6 @@ def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
     low = edges[:, 0]
     high = edges[:, 1]
     local_id = _local_edge_ids(low, high, cols)
-    np.save(scratch_prefix + "-edge.npy", local_id.astype(np.int32))
-    np.save(scratch_prefix + "-weight.npy", weights)
 
     cells = np.arange(rows * cols, dtype=np.int64)
     global_cell = (window.row + cells // cols) * shape[1] + window.col + cells % cols
@@ -246,7 +242,7 @@ def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
     for name, where in lines.items():
         message[name] = np.array(typed[where])
         message[name + "_valid"] = np.array(valid[where])
-    return message
+    return message, local_id.astype(np.int32), weights
 
 
 def _local_edge_ids(low, high, cols):
@@ -403,11 +399,12 @@ def merge_hierarchy(grid, messages, separators, weight_dtype, progress=None):
 # round 3: the final forest per tile, its roots, its sorted edges
 
 
-def _final_tile_forest(scratch_prefix, window, removed_local):
-    """The tile's final internal edges: its MSF minus the removed ones, as
-    (local low, local high, local edge id, weight) in key order."""
-    local_id = np.load(scratch_prefix + "-edge.npy").astype(np.int64)
-    weight = np.load(scratch_prefix + "-weight.npy")
+def _final_tile_forest(msf, window, removed_local):
+    """The tile's final internal edges: its MSF (local ids and weights)
+    minus the removed ones, as (local low, local high, local edge id,
+    weight) in key order."""
+    local_id = msf[0].astype(np.int64)
+    weight = msf[1]
     if removed_local.size:
         keep = ~np.isin(local_id, removed_local, assume_unique=True)
         local_id, weight = local_id[keep], weight[keep]
@@ -418,7 +415,7 @@ def _final_tile_forest(scratch_prefix, window, removed_local):
     return low, low + step[rank], local_id, weight
 
 
-def tile_pieces(source, window, nodata, scratch_prefix, removed_local):
+def tile_pieces(source, window, nodata, msf, removed_local):
     """Round 3a for one tile: the pieces (connected parts) of its final
     forest that touch the tile border.
 
@@ -430,7 +427,7 @@ def tile_pieces(source, window, nodata, scratch_prefix, removed_local):
     from . import _cpu
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    low, high, _, _ = _final_tile_forest(scratch_prefix, window, removed_local)
+    low, high, _, _ = _final_tile_forest(msf, window, removed_local)
     labels, _ = _cpu.label_forest(np.column_stack([low, high]), valid)
     border, first_cell = _border_pieces(labels)
     message = {"first_cell": first_cell}
@@ -606,16 +603,16 @@ def _direction_table():
     return table
 
 
-def tile_finish(source, window, shape, nodata, scratch_prefix, removed_local,
-                roots, own_separators, run_prefix):
-    """Round 3c for one tile: its parent-direction block (returned) and its
-    sorted run of final edges (global edge ids and weights, written to
-    ``run_prefix`` + ``-edge.npy`` / ``-weight.npy``): the tile's internal
-    forest plus the kept separator edges whose low end lies in the tile."""
+def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
+                own_separators):
+    """Round 3c for one tile (pure): its parent-direction block and its
+    sorted run of final edges (global edge ids, weights): the tile's
+    internal forest plus the kept separator edges whose low end lies in
+    the tile.  Returns ``(direction, run_ids, run_weights)``."""
     from . import _cpu
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    low, high, local_id, weight = _final_tile_forest(scratch_prefix, window,
+    low, high, local_id, weight = _final_tile_forest(msf, window,
                                                      removed_local)
     rows, cols = window.rows, window.cols
     offsets, neighbours = _adjacency(low, high, rows * cols)
@@ -627,9 +624,7 @@ def tile_finish(source, window, shape, nodata, scratch_prefix, removed_local,
                  + low % cols) * 4 + (local_id & 3)
     sep_w, sep_e = own_separators
     run_w, run_e = _merge_sorted(weight, global_id, sep_w, sep_e)
-    np.save(run_prefix + "-edge.npy", run_e)
-    np.save(run_prefix + "-weight.npy", run_w)
-    return direction.reshape(rows, cols), run_e.size
+    return direction.reshape(rows, cols), run_e, run_w
 
 
 @njit(cache=True, nogil=True)
@@ -804,11 +799,12 @@ def _heap_build(heap, heap_size, buffer_w, buffer_e, position, end):
 
 
 class _RunReader:
-    """Reads a sorted run (two .npy files) in buffers with pread."""
+    """Reads a sorted run (edge ids and weights) from the scratch store in
+    buffers."""
 
-    def __init__(self, prefix):
-        self.edge = tiling.NpyFile(prefix + "-edge.npy")
-        self.weight = tiling.NpyFile(prefix + "-weight.npy")
+    def __init__(self, store, key):
+        self.edge = store.reader(key, 0)
+        self.weight = store.reader(key, 1)
         self.size = self.edge.shape[0]
         self.done = 0
 
@@ -824,7 +820,7 @@ class _RunReader:
         self.weight.close()
 
 
-def merge_runs(prefixes, total, weight_dtype, shape, out_dir, progress):
+def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress):
     """Round 4: merge the sorted runs into the edge list and weights.
 
     Returns (edges, weights, total_weight); the total is summed exactly as
@@ -834,7 +830,7 @@ def merge_runs(prefixes, total, weight_dtype, shape, out_dir, progress):
     edges_sink = tiling.make_sink(out_dir, "edges", (total, 2), np.int64)
     weights_sink = tiling.make_sink(out_dir, "weights", (total, 1),
                                     weight_dtype)
-    readers = [_RunReader(p) for p in prefixes]
+    readers = [_RunReader(store, key) for key in keys]
     k = len(readers)
     buffer_w = np.empty((max(k, 1), MERGE_RUN_BUFFER), dtype=weight_dtype)
     buffer_e = np.empty((max(k, 1), MERGE_RUN_BUFFER), dtype=np.int64)
@@ -914,23 +910,31 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
     tiles = grid.morton_order()
     windows = {tile: grid.window(*tile) for tile in tiles}
 
+    # the tile forests (8 bytes per edge) and the sorted runs (12) stay in
+    # memory while they fit this share of the budget
+    store_budget = int(plan.limit_bytes * 0.3)
     with tiling.scratch_folder(out_dir) as folder:
-        def prefix(kind, tile):
-            return os.path.join(folder, f"{kind}-{tile[0]}-{tile[1]}")
+        store = tiling.ScratchStore(folder, store_budget)
+        messages = {}
+        n_valid = 0
 
-        leaves = tiling.run_tasks(
+        def keep_leaf(index, result):
+            message, local_id, weights = result
+            tile = tiles[index]
+            messages[tile] = message
+            store.put(("msf", tile), (local_id, weights))
+
+        tiling.run_tasks(
             leaf_tile,
             [(source, windows[t], (rows, cols), nodata, connectivity,
-              weight_index, weight_dtype, backend, prefix("msf", t))
-             for t in tiles],
-            executor, progress.span(0.0, 0.5))
-        messages = dict(zip(tiles, leaves))
-        n_valid = sum(m["valid"] for m in leaves)
+              weight_index, weight_dtype, backend) for t in tiles],
+            executor, progress.span(0.0, 0.5), on_result=keep_leaf)
+        n_valid = sum(m["valid"] for m in messages.values())
         separators = separator_edges(grid, messages, connectivity,
                                      weight_index, weight_dtype)
         removed = merge_hierarchy(grid, messages, separators, weight_dtype,
                                   progress.span(0.5, 0.6))
-        del leaves, messages
+        del messages
 
         # the separators that stay, and the removed edges inside each tile
         if separators:
@@ -960,19 +964,19 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
 
         pieces = tiling.run_tasks(
             tile_pieces,
-            [(source, windows[t], nodata, prefix("msf", t), local_removed(t))
-             for t in tiles],
-            executor, progress.span(0.6, 0.7))
+            ((source, windows[t], nodata, store.get(("msf", t)),
+              local_removed(t)) for t in tiles),
+            executor, progress.span(0.6, 0.7), count=len(tiles))
         roots = orient_pieces(grid, dict(zip(tiles, pieces)), sep_low,
                               sep_high)
         del pieces
 
-        owner = ((sep_low // cols) // grid.tile_size, (sep_low % cols)
-                 // grid.tile_size)
         owned = {}
         if sep_e.size:
             order = np.lexsort((sep_e, sep_w))
-            owner_index = owner[0][order] * grid.tile_cols + owner[1][order]
+            low = sep_low[order]
+            owner_index = (low // cols // grid.tile_size) * grid.tile_cols \
+                + (low % cols) // grid.tile_size
             for t in np.unique(owner_index):
                 pick = order[owner_index == t]
                 owned[divmod(int(t), grid.tile_cols)] = (sep_w[pick],
@@ -983,20 +987,24 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
                                           (rows, cols), np.float32, np.nan)
         run_sizes = {}
         with tiling.output_sinks([direction_sink]):
-            def write(index, result):
-                block, size = result
-                direction_sink.write(windows[tiles[index]], block)
-                run_sizes[tiles[index]] = size
+            def keep_run(index, result):
+                block, run_ids, run_weights = result
+                tile = tiles[index]
+                direction_sink.write(windows[tile], block)
+                store.discard(("msf", tile))
+                store.put(("run", tile), (run_ids, run_weights))
+                run_sizes[tile] = run_ids.size
 
             tiling.run_tasks(
                 tile_finish,
-                [(source, windows[t], (rows, cols), nodata, prefix("msf", t),
-                  local_removed(t), roots[t], owned.get(t, empty_sep),
-                  prefix("run", t)) for t in tiles],
-                executor, progress.span(0.7, 0.85), on_result=write)
+                ((source, windows[t], (rows, cols), nodata,
+                  store.get(("msf", t)), local_removed(t), roots[t],
+                  owned.get(t, empty_sep)) for t in tiles),
+                executor, progress.span(0.7, 0.85), on_result=keep_run,
+                count=len(tiles))
             total = sum(run_sizes.values())
             edges, weights, total_weight = merge_runs(
-                [prefix("run", t) for t in tiles], total, weight_dtype,
+                store, [("run", t) for t in tiles], total, weight_dtype,
                 (rows, cols), out_dir, progress.span(0.85, 1.0))
             parent_direction = direction_sink.finish()
     progress(1.0)

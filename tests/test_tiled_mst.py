@@ -1,0 +1,231 @@
+"""Tiled minimum spanning forest (Haverkort's block hierarchy): the same
+edges, order, weights, total, tree count and parent directions as the
+in-memory run for every tile size; literal grids, scipy totals, spirals,
+plateaus, nodata; the compression step on a hand-made forest."""
+
+import concurrent.futures
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse
+import scipy.sparse.csgraph
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridgraph.core import CancelledError, minimum_spanning_tree
+from gridgraph.core.mst import tiled
+
+from rasters import fractal_surface, spiral_mask
+
+
+def assert_same(result, expected):
+    np.testing.assert_array_equal(result.edges, expected.edges)
+    assert result.weights.dtype == expected.weights.dtype
+    np.testing.assert_array_equal(result.weights, expected.weights)
+    assert result.total_weight == expected.total_weight
+    assert result.trees == expected.trees
+    np.testing.assert_array_equal(result.parent_direction,
+                                  expected.parent_direction)
+    assert tuple(result.shape) == tuple(expected.shape)
+
+
+def check(values, tile_sizes=(8, 16, 64), **options):
+    expected = minimum_spanning_tree(values, backend="cpu", **options)
+    for tile_size in tile_sizes:
+        result = minimum_spanning_tree(values, backend="cpu",
+                                       tile_size=tile_size, **options)
+        assert_same(result, expected)
+    return expected
+
+
+def test_literal_two_rows_across_a_seam():
+    # row 0 holds 0..9, row 1 holds 10..19; weight "max" makes every row-0
+    # edge lighter than any other, and each tie at weight 10 + c between the
+    # vertical edge (c, 10 + c) and the row-1 edge (9 + c, 10 + c) goes to
+    # the vertical edge (its low end is smaller).  Tiles of 8 cut at col 8.
+    values = np.arange(20, dtype=np.float32).reshape(2, 10)
+    result = minimum_spanning_tree(values, connectivity=4, weight="max",
+                                   tile_size=8, backend="cpu")
+    expected_edges = [[c, c + 1] for c in range(9)] + \
+        [[c, c + 10] for c in range(10)]
+    np.testing.assert_array_equal(result.edges, expected_edges)
+    np.testing.assert_array_equal(result.weights, list(range(1, 20)))
+    assert result.total_weight == sum(range(1, 20))
+    assert result.trees == 1
+    # every cell points toward cell 0: row 0 west, row 1 north
+    expected_direction = np.array([[0] + [180] * 9, [90] * 10],
+                                  dtype=np.float32)
+    np.testing.assert_array_equal(result.parent_direction, expected_direction)
+
+
+def test_literal_forest_with_nodata_column_on_the_seam():
+    # column 8 (the first column of the second tile) is nodata: two trees
+    values = np.ones((3, 12), dtype=np.float32)
+    values[:, 8] = np.nan
+    result = minimum_spanning_tree(values, connectivity=8, weight="min",
+                                   tile_size=8, backend="cpu")
+    assert result.trees == 2
+    assert len(result.edges) == 3 * 11 - 2
+    assert result.parent_direction[0, 9] == 0  # root of the right tree
+    assert np.isnan(result.parent_direction[:, 8]).all()
+    assert_same(result, minimum_spanning_tree(values, connectivity=8,
+                                              weight="min", backend="cpu"))
+
+
+def test_compress_drops_dead_ends_and_contracts_paths():
+    # boundary vertices 0 and 4; path 0-1-2-3-4 with a dead-end branch
+    # 2-5-6 and an isolated edge 7-8 (no boundary vertex)
+    a = np.array([0, 1, 2, 3, 2, 5, 7])
+    b = np.array([1, 2, 3, 4, 5, 6, 8])
+    w = np.array([1, 9, 3, 9, 5, 5, 1], dtype=np.float32)
+    e = np.array([10, 20, 30, 40, 50, 60, 70])
+    boundary = np.zeros(9, dtype=bool)
+    boundary[[0, 4]] = True
+    ca, cb, cw, ce = tiled._compress(9, a, b, w, e, boundary)
+    assert len(ca) == 1
+    assert {int(ca[0]), int(cb[0])} == {0, 4}
+    # two edges of weight 9: the heavier key is the larger edge id
+    assert cw[0] == 9 and ce[0] == 40
+    # a branch vertex of degree 3 stays when its branch reaches a boundary
+    boundary[6] = True
+    ca, cb, cw, ce = tiled._compress(9, a, b, w, e, boundary)
+    assert sorted(zip(ca.tolist(), cb.tolist())) == [(0, 2), (2, 4), (2, 6)]
+    assert sorted(ce.tolist()) == [20, 40, 60]
+
+
+@pytest.mark.parametrize("weight", ["max", "min", "mean", "absdiff"])
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_fractal_sizes_not_multiples(weight, connectivity):
+    values = fractal_surface((75, 50), seed=6)
+    check(values, weight=weight, connectivity=connectivity)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([4, 8]), st.sampled_from(["max", "min", "mean", "absdiff"]),
+       st.sampled_from([8, 16]), st.booleans(), st.floats(0, 0.5))
+def test_random_rasters(rows, cols, seed, connectivity, weight, tile_size,
+                        integers, nodata_share):
+    rng = np.random.default_rng(seed)
+    if integers:  # few distinct values: ties everywhere
+        values = rng.integers(0, 4, (rows, cols)).astype(np.float32)
+    else:
+        values = rng.random((rows, cols)).astype(np.float32)
+    values[rng.random((rows, cols)) < nodata_share] = np.nan
+    check(values, tile_sizes=(tile_size,), connectivity=connectivity,
+          weight=weight)
+
+
+def test_total_weight_matches_scipy():
+    values = fractal_surface((60, 45), seed=12).astype(np.float64)
+    rows, cols = values.shape
+    result = minimum_spanning_tree(values, connectivity=8, weight="max",
+                                   tile_size=16, backend="cpu")
+    index = np.arange(values.size).reshape(values.shape)
+    heads, tails = [], []
+    for dr, dc in [(0, 1), (1, 0), (1, 1), (1, -1)]:
+        r0, r1 = 0, rows - dr
+        c0, c1 = max(0, -dc), cols - max(0, dc)
+        heads.append(index[r0:r1, c0:c1].ravel())
+        tails.append(index[r0 + dr:r1 + dr, c0 + dc:c1 + dc].ravel())
+    heads, tails = np.concatenate(heads), np.concatenate(tails)
+    weights = np.maximum(values.ravel()[heads], values.ravel()[tails])
+    graph = scipy.sparse.coo_matrix((weights, (heads, tails)),
+                                    shape=(values.size, values.size))
+    tree = scipy.sparse.csgraph.minimum_spanning_tree(graph.tocsr())
+    assert tree.nnz == len(result.edges)
+    assert result.total_weight == pytest.approx(tree.sum(), rel=1e-12)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_spiral_path_through_many_tiles(connectivity):
+    mask = spiral_mask(100)
+    values = np.where(mask, fractal_surface(mask.shape, seed=1), np.nan)
+    expected = check(values.astype(np.float32), connectivity=connectivity)
+    assert expected.trees == 1
+
+
+def test_plateau_ties_and_nodata_heavy():
+    plateau = np.full((50, 45), 7, dtype=np.int16)
+    check(plateau, connectivity=8, weight="max")
+    rng = np.random.default_rng(3)
+    sparse = rng.integers(1, 5, (70, 66)).astype(np.int32)
+    sparse[rng.random(sparse.shape) < 0.6] = -1
+    expected = check(sparse, connectivity=4, weight="absdiff", nodata=-1)
+    assert expected.trees > 100
+
+
+def test_small_merge_buffers(monkeypatch):
+    # runs refilled many times and output flushed in several chunks
+    monkeypatch.setattr(tiled, "MERGE_CHUNK", 8192 * 2)
+    monkeypatch.setattr(tiled, "MERGE_RUN_BUFFER", 100)
+    values = fractal_surface((200, 190), seed=9)
+    check(values, tile_sizes=(32,), connectivity=8, weight="mean")
+
+
+def test_out_dir_memmap_source_float64_and_executor(tmp_path):
+    values = fractal_surface((90, 70), seed=4).astype(np.float64)
+    np.save(tmp_path / "values.npy", values)
+    expected = minimum_spanning_tree(values, connectivity=8, backend="cpu")
+    assert expected.weights.dtype == np.float64
+    out = tmp_path / "out"
+    out.mkdir()
+    result = minimum_spanning_tree(np.load(tmp_path / "values.npy",
+                                           mmap_mode="r"),
+                                   connectivity=8, tile_size=16, out_dir=out,
+                                   backend="cpu")
+    assert isinstance(result.edges, np.memmap)
+    assert_same(result, expected)
+    assert sorted(os.listdir(out)) == ["edges.npy", "parent_direction.npy",
+                                       "weights.npy"]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        threaded = minimum_spanning_tree(values, connectivity=8, tile_size=16,
+                                         executor=pool, backend="cpu")
+    assert_same(threaded, expected)
+
+
+def test_scratch_on_disk_removed_after_success_failure_and_cancel(
+        tmp_path, monkeypatch):
+    parent = tmp_path / "scratch"
+    parent.mkdir()
+    monkeypatch.setenv("GRIDGRAPH_SCRATCH_DIR", str(parent))
+    values = fractal_surface((96, 96), seed=2)
+    expected = minimum_spanning_tree(values, connectivity=8, backend="cpu")
+    seen = []
+
+    def watch(fraction):
+        seen.append(sum(len(files) for _, _, files in os.walk(parent)))
+
+    # 0.2 MB: the scratch store's share is too small to keep the tile
+    # forests in memory, so they go to files
+    result = minimum_spanning_tree(values, connectivity=8, tile_size=16,
+                                   memory_limit_mb=0.2, out_dir=tmp_path,
+                                   progress=watch, backend="cpu")
+    assert_same(result, expected)
+    assert max(seen) > 0
+    assert os.listdir(parent) == []
+
+    out = tmp_path / "cancelled"
+    out.mkdir()
+    for stop_at in (0.3, 0.65, 0.9):
+        with pytest.raises(CancelledError):
+            minimum_spanning_tree(values, tile_size=16, memory_limit_mb=0.2,
+                                  out_dir=out, backend="cpu",
+                                  progress=lambda f, s=stop_at: f < s)
+        assert os.listdir(parent) == [] and os.listdir(out) == []
+
+    original = tiled.tile_finish
+    calls = []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("simulated disk failure")
+        return original(*args)
+
+    monkeypatch.setattr(tiled, "tile_finish", failing)
+    with pytest.raises(OSError):
+        minimum_spanning_tree(values, tile_size=16, memory_limit_mb=0.2,
+                              out_dir=out, backend="cpu")
+    assert os.listdir(parent) == [] and os.listdir(out) == []
