@@ -11,10 +11,10 @@ phase of Allegretti et al. (2020):
    parent array.  Unions link the larger root under the smaller with an
    atomic min, so ``parent[x] <= x`` always holds and the root of every
    component is its first cell in raster scan order.
-3. Flatten (every cell points at its root) and count the roots of each
-   chunk of cells; a prefix sum over the chunks, then a block-wide prefix
-   sum inside each chunk, numbers the roots 1..count in scan order; every
-   other cell takes its root's number.
+3. Roots (cells that are their own parent) become a bit mask, 32 cells
+   a word; a prefix sum over the words' root counts plus a popcount inside
+   the word numbers every root 1..count in scan order, and every cell
+   takes its root's number.
 
 Indices are the dtype of :func:`gridgraph.core._common.index_dtype`
 (int64 from 2**31 - 1 cells on); every index computation is done in int64.
@@ -25,8 +25,7 @@ from numba import cuda
 
 from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer,
-                            block_exclusive_sum, blocks_for,
-                            check_device_memory, device_scalar,
+                            blocks_for, check_device_memory, device_scalar,
                             exclusive_scan)
 
 TILE_W = 4 if SIMULATOR else 32
@@ -36,9 +35,8 @@ ROWS_PER_THREAD = TILE_H // THREADS_Y
 TILE_THREADS = TILE_W * THREADS_Y
 TILE_CELLS = TILE_W * TILE_H
 SEAM_CELLS_PER_TILE = TILE_W + 2 * (TILE_H - 1)
-CHUNK_THREADS = 8 if SIMULATOR else 256
-CHUNK_ITEMS = 8 if SIMULATOR else 8
-CHUNK_CELLS = CHUNK_THREADS * CHUNK_ITEMS
+# a warp is a tile row, so the row masks are ballots
+assert SIMULATOR or TILE_W == 32
 
 
 @cuda.jit(device=True, cache=True)
@@ -102,10 +100,37 @@ def _union(parent, a, b):
             done = True
 
 
+if SIMULATOR:
+    @cuda.jit(device=True)
+    def _row_bits(masks, row, bit, flag):
+        """Set bit ``bit`` of ``masks[row]`` when ``flag`` (masks zeroed
+        before; every thread of the row calls this between two barriers)."""
+        if flag:
+            cuda.atomic.or_(masks, row, 1 << bit)
+else:
+    @cuda.jit(device=True, cache=True)
+    def _row_bits(masks, row, bit, flag):
+        """Set bit ``bit`` of ``masks[row]`` when ``flag``: one warp is one
+        tile row (TILE_W == 32), so a ballot builds the row's mask."""
+        bits = cuda.ballot_sync(0xFFFFFFFF, flag)
+        if bit == 0:
+            masks[row] = bits
+
+
 @cuda.jit(cache=True)
 def _label_tiles(values, valid, nonzero, eight, rows, cols, tiles_x, parent):
-    """Phase 1: union-find inside each tile, in shared memory."""
+    """Phase 1: union-find inside each tile, in shared memory.
+
+    Runs first: a row's bit masks of "joined to the left" and "joined to
+    the cell above" give every cell the first cell of its run (the run's
+    root) without any union.  Then only the start of each overlap between
+    a run and the run above is united with it (the rest of the overlap
+    follows through the runs), and, for 8-connectivity, diagonal neighbours
+    that no run overlap covers.
+    """
     local = cuda.shared.array(TILE_CELLS, np.int32)
+    left_mask = cuda.shared.array(TILE_H, np.uint32)
+    up_mask = cuda.shared.array(TILE_H, np.uint32)
     tile = np.int64(cuda.blockIdx.x)
     tile_row = tile // tiles_x
     r0 = tile_row * TILE_H
@@ -113,6 +138,9 @@ def _label_tiles(values, valid, nonzero, eight, rows, cols, tiles_x, parent):
     tx = cuda.threadIdx.x % TILE_W
     ty = cuda.threadIdx.x // TILE_W
     c = c0 + tx
+    if cuda.threadIdx.x < TILE_H:
+        left_mask[cuda.threadIdx.x] = 0
+        up_mask[cuda.threadIdx.x] = 0
     for k in range(ROWS_PER_THREAD):
         lr = ty + k * THREADS_Y
         li = lr * TILE_W + tx
@@ -125,29 +153,48 @@ def _label_tiles(values, valid, nonzero, eight, rows, cols, tiles_x, parent):
     for k in range(ROWS_PER_THREAD):
         lr = ty + k * THREADS_Y
         li = lr * TILE_W + tx
-        if local[li] >= 0:  # entries of foreground cells stay >= 0
+        i = (r0 + lr) * cols + c
+        here = local[li] >= 0
+        joined_left = here and tx > 0 and local[li - 1] >= 0 and _joined(
+            values, nonzero, i, i - 1)
+        joined_up = here and lr > 0 and local[li - TILE_W] >= 0 and _joined(
+            values, nonzero, i, i - cols)
+        _row_bits(left_mask, lr, tx, joined_left)
+        _row_bits(up_mask, lr, tx, joined_up)
+    cuda.syncthreads()
+    for k in range(ROWS_PER_THREAD):
+        lr = ty + k * THREADS_Y
+        li = lr * TILE_W + tx
+        if local[li] >= 0:
+            # the run starts at the last cell up to here not joined to its
+            # left (bit 0 never is)
+            starts = ~left_mask[lr] & ((2 << tx) - 1)
+            local[li] = lr * TILE_W + 31 - cuda.clz(np.uint32(starts))
+    cuda.syncthreads()
+    for k in range(ROWS_PER_THREAD):
+        lr = ty + k * THREADS_Y
+        li = lr * TILE_W + tx
+        if lr > 0 and local[li] >= 0:
             i = (r0 + lr) * cols + c
-            left = tx > 0 and local[li - 1] >= 0 and _joined(
-                values, nonzero, i, i - 1)
-            if left:
-                _union(local, li, li - 1)
-            if lr > 0:
-                up = li - TILE_W
-                above = local[up] >= 0 and _joined(values, nonzero, i,
-                                                   i - cols)
-                if above:
+            lefts = left_mask[lr]
+            ups = up_mask[lr]
+            joined_left = (lefts >> tx) & 1
+            up = li - TILE_W
+            if (ups >> tx) & 1:
+                # the left cell's union covers this one when both are
+                # joined up (the two cells above are then one run)
+                if not (joined_left and tx > 0 and (ups >> (tx - 1)) & 1):
                     _union(local, li, up)
-                elif eight:
-                    # A joined up-left or up-right neighbour is joined to a
-                    # joined up or left neighbour already (they are
-                    # adjacent, and joined to this cell means the same
-                    # value), so only these unions are needed.
-                    if not left and tx > 0 and local[up - 1] >= 0 and \
-                            _joined(values, nonzero, i, i - cols - 1):
-                        _union(local, li, up - 1)
-                    if tx + 1 < TILE_W and local[up + 1] >= 0 and _joined(
-                            values, nonzero, i, i - cols + 1):
-                        _union(local, li, up + 1)
+            elif eight:
+                # a diagonal neighbour joined to this cell is in the run
+                # above the left cell when that one is joined to both
+                if not joined_left and tx > 0 and local[up - 1] >= 0 and \
+                        _joined(values, nonzero, i, i - cols - 1):
+                    _union(local, li, up - 1)
+                if tx + 1 < TILE_W and local[up + 1] >= 0 and _joined(
+                        values, nonzero, i, i - cols + 1) and not (
+                        (lefts >> (tx + 1)) & 1 and (ups >> (tx + 1)) & 1):
+                    _union(local, li, up + 1)
     cuda.syncthreads()
     for k in range(ROWS_PER_THREAD):
         lr = ty + k * THREADS_Y
@@ -217,60 +264,35 @@ def _merge_seams(values, nonzero, eight, rows, cols, tiles_x, n_tiles,
 
 
 @cuda.jit(cache=True)
-def _flatten_count(parent, n, chunk_roots):
-    """Phase 3a: point every cell at its root; count the roots per chunk."""
-    total = cuda.shared.array(1, np.int64)
-    if cuda.threadIdx.x == 0:
-        total[0] = 0
-    cuda.syncthreads()
-    start = (np.int64(cuda.blockIdx.x) * CHUNK_THREADS
-             + cuda.threadIdx.x) * CHUNK_ITEMS
-    roots = 0
-    for k in range(CHUNK_ITEMS):
-        i = start + k
-        if i < n and parent[i] >= 0:
-            root = _find(parent, i)
-            if root == i:
-                roots += 1
-            else:
-                parent[i] = root
-    if roots > 0:
-        cuda.atomic.add(total, 0, roots)
-    cuda.syncthreads()
-    if cuda.threadIdx.x == 0:
-        chunk_roots[cuda.blockIdx.x] = total[0]
+def _root_words(parent, n, n_words, root_bits, word_roots):
+    """Phase 3a: a bit per root cell (roots are the cells that are their
+    own parent: each component's first cell), and the roots per word."""
+    w = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if w < n_words:
+        bits = np.int64(0)
+        first = w * 32
+        for j in range(32):
+            i = first + j
+            if i < n and parent[i] == i:
+                bits |= np.int64(1) << j
+        root_bits[w] = bits
+        word_roots[w] = cuda.popc(bits)
 
 
 @cuda.jit(cache=True)
-def _number_roots(parent, n, chunk_offsets, labels):
-    """Phase 3b: roots get 1..count in scan order."""
-    scratch = cuda.shared.array(CHUNK_THREADS, np.int64)
-    start = (np.int64(cuda.blockIdx.x) * CHUNK_THREADS
-             + cuda.threadIdx.x) * CHUNK_ITEMS
-    roots = np.int64(0)
-    for k in range(CHUNK_ITEMS):
-        i = start + k
-        if i < n and parent[i] == i:
-            roots += 1
-    prefix, _ = block_exclusive_sum(roots, scratch)
-    number = chunk_offsets[cuda.blockIdx.x] + prefix + 1
-    for k in range(CHUNK_ITEMS):
-        i = start + k
-        if i < n and parent[i] == i:
-            labels[i] = number
-            number += 1
-
-
-@cuda.jit(cache=True)
-def _label_cells(parent, n, labels):
-    """Phase 3c: every other cell takes its root's number (0: background)."""
+def _label_cells(parent, n, root_bits, word_offsets, labels):
+    """Phase 3b: a cell's label is 1 + the roots before its root in scan
+    order (0: background)."""
     i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if i < n:
         p = parent[i]
         if p < 0:
             labels[i] = 0
-        elif p != i:
-            labels[i] = labels[p]
+        else:
+            root = _find(parent, p)
+            w = root >> 5
+            below = root_bits[w] & ((np.int64(1) << (root & 31)) - 1)
+            labels[i] = word_offsets[w] + cuda.popc(below) + 1
 
 
 def _kernel_ready(array):
@@ -286,8 +308,7 @@ def _kernel_ready(array):
 def device_bytes(n_cells, value_itemsize):
     """GPU memory :func:`label` needs for a raster of ``n_cells``."""
     index_size = np.dtype(index_dtype(n_cells)).itemsize
-    chunks = blocks_for(n_cells, CHUNK_CELLS)
-    return n_cells * (value_itemsize + 1 + 2 * index_size) + 16 * chunks
+    return n_cells * (value_itemsize + 1 + 2 * index_size) + n_cells // 2
 
 
 def label_device(values, valid, rows, cols, connectivity, nonzero,
@@ -314,16 +335,18 @@ def label_device(values, valid, rows, cols, connectivity, nonzero,
     timer.mark("seams")
     if progress is not None:
         progress(0.5)
-    n_chunks = blocks_for(n, CHUNK_CELLS)
-    chunk_roots = cuda.device_array(n_chunks + 1, dtype=np.int64)
-    _flatten_count[n_chunks, CHUNK_THREADS](parent, n, chunk_roots)
-    chunk_roots[n_chunks] = 0
-    exclusive_scan(chunk_roots, n_chunks + 1)
-    count = int(device_scalar(chunk_roots, n_chunks))
-    timer.mark("flatten")
+    n_words = blocks_for(n, 32)
+    root_bits = cuda.device_array(n_words, dtype=np.uint32)
+    word_roots = cuda.device_array(n_words + 1, dtype=np.int64)
+    _root_words[blocks_for(n_words, FLAT_THREADS), FLAT_THREADS](
+        parent, n, n_words, root_bits, word_roots)
+    word_roots[n_words] = 0
+    exclusive_scan(word_roots, n_words + 1)
+    count = int(device_scalar(word_roots, n_words))
+    timer.mark("roots")
     labels = cuda.device_array(n, dtype=dtype)
-    _number_roots[n_chunks, CHUNK_THREADS](parent, n, chunk_roots, labels)
-    _label_cells[blocks_for(n, FLAT_THREADS), FLAT_THREADS](parent, n, labels)
+    _label_cells[blocks_for(n, FLAT_THREADS), FLAT_THREADS](
+        parent, n, root_bits, word_roots, labels)
     timer.mark("number")
     return labels, count
 
