@@ -119,7 +119,6 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     accumulated_field[...] = np.inf
     accumulated_field[~valid] = -np.inf
     state = state.reshape(-1)
-    accumulated_field = state["accumulated"]
     predecessor = np.full(n_cells, PREDECESSOR_UNREACHED, dtype=np.int8)
 
     source_index = (source_cells[:, 0].astype(np.int64) * cols
@@ -146,17 +145,25 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
         settled += pops
         progress(settled / n_valid)
 
-    unreached = predecessor == PREDECESSOR_UNREACHED
-    accumulated = accumulated_field.copy()
-    accumulated[unreached] = np.nan
-    source = state["source"].copy()
-    del state, accumulated_field
-    source[unreached] = 0  # any index: these cells are reset below
-    allocation = np.asarray(ids, dtype=np.int64)[source]
-    allocation[unreached] = 0
+    accumulated = np.empty(n_cells, dtype=np.float64)
+    allocation = np.empty(n_cells, dtype=np.int64)
+    _unpack_state(state, predecessor, np.asarray(ids, dtype=np.int64),
+                  accumulated, allocation)
     shape = (rows, cols)
     return (accumulated.reshape(shape), predecessor.reshape(shape),
             allocation.reshape(shape))
+
+
+@njit(cache=True, nogil=True)
+def _unpack_state(state, predecessor, ids, accumulated, allocation):
+    """Fill the output rasters from the search state in one pass."""
+    for cell in range(predecessor.shape[0]):
+        if predecessor[cell] == PREDECESSOR_UNREACHED:
+            accumulated[cell] = np.nan
+            allocation[cell] = 0
+        else:
+            accumulated[cell] = state[cell].accumulated
+            allocation[cell] = ids[state[cell].source]
 
 
 @intrinsic
