@@ -720,6 +720,29 @@ class _FileRangeReader:
 # executor hook
 
 
+def _malloc_trim():
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_free_memory():
+    """Hand memory freed by the last tile back to the system.
+
+    glibc keeps freed blocks of up to its (self-raising) mmap threshold in
+    its heap, so without this the resident set creeps up by fragments of
+    every tile's temporaries; ``malloc_trim`` returns them (a few ms).
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
 def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
               count=None):
     """Run ``function(*task)`` for every task.
@@ -750,6 +773,7 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     if executor is None:
         for index, task in enumerate(tasks):
             consume(index, function(*task))
+            release_free_memory()
             progress((index + 1) / max(total, 1))
         return results
     in_flight = {}

@@ -820,20 +820,29 @@ class _RunReader:
         self.weight.close()
 
 
-def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress):
+def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress,
+               budget_bytes=None):
     """Round 4: merge the sorted runs into the edge list and weights.
 
     Returns (edges, weights, total_weight); the total is summed exactly as
     ``np.sum(weights, dtype=np.float64)`` does (8192-entry pairwise blocks
-    added in order).
+    added in order).  The run buffers and the output chunk share
+    ``budget_bytes``.
     """
     edges_sink = tiling.make_sink(out_dir, "edges", (total, 2), np.int64)
     weights_sink = tiling.make_sink(out_dir, "weights", (total, 1),
                                     weight_dtype)
     readers = [_RunReader(store, key) for key in keys]
     k = len(readers)
-    buffer_w = np.empty((max(k, 1), MERGE_RUN_BUFFER), dtype=weight_dtype)
-    buffer_e = np.empty((max(k, 1), MERGE_RUN_BUFFER), dtype=np.int64)
+    entry = np.dtype(weight_dtype).itemsize + 8
+    run_buffer, chunk = MERGE_RUN_BUFFER, MERGE_CHUNK
+    if budget_bytes is not None:
+        run_buffer = int(min(run_buffer, max(
+            256, budget_bytes * 0.5 // (max(k, 1) * entry))))
+        chunk = int(min(chunk, max(
+            1, budget_bytes * 0.3 // ((entry + 16) * 8192)) * 8192))
+    buffer_w = np.empty((max(k, 1), run_buffer), dtype=weight_dtype)
+    buffer_e = np.empty((max(k, 1), run_buffer), dtype=np.int64)
     position = np.zeros(max(k, 1), dtype=np.int64)
     end = np.zeros(max(k, 1), dtype=np.int64)
     heap = np.empty(max(k, 1), dtype=np.int64)
@@ -844,9 +853,9 @@ def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress):
             heap[heap_size] = r
             heap_size += 1
     _heap_build(heap, heap_size, buffer_w, buffer_e, position, end)
-    out_w = np.empty(MERGE_CHUNK, dtype=weight_dtype)
-    out_e = np.empty(MERGE_CHUNK, dtype=np.int64)
-    out_edges = np.empty((MERGE_CHUNK, 2), dtype=np.int64)
+    out_w = np.empty(chunk, dtype=weight_dtype)
+    out_e = np.empty(chunk, dtype=np.int64)
+    out_edges = np.empty((chunk, 2), dtype=np.int64)
     filled = 0
     written = 0
     total_weight = 0.0
@@ -868,7 +877,7 @@ def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress):
                     else:
                         _heap_build(heap, heap_size, buffer_w, buffer_e,
                                     position, end)
-                if filled == MERGE_CHUNK or (heap_size == 0 and filled):
+                if filled == chunk or (heap_size == 0 and filled):
                     window = tiling.Window(written, 0, filled, 2)
                     edges_sink.write(window, out_edges[:filled])
                     weights_sink.write(tiling.Window(written, 0, filled, 1),
@@ -1005,7 +1014,8 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
             total = sum(run_sizes.values())
             edges, weights, total_weight = merge_runs(
                 store, [("run", t) for t in tiles], total, weight_dtype,
-                (rows, cols), out_dir, progress.span(0.85, 1.0))
+                (rows, cols), out_dir, progress.span(0.85, 1.0),
+                budget_bytes=plan.limit_bytes * 0.3)
             parent_direction = direction_sink.finish()
     progress(1.0)
     return MSTResult(edges=edges, weights=weights, total_weight=total_weight,

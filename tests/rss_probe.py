@@ -1,0 +1,101 @@
+"""Run one tiled operation on a memmapped raster and report its peak RSS.
+
+Used by tests/test_tiled_memory.py (in a subprocess, so earlier tests do not
+inflate the figures) and by bench/scale.py:
+
+    python tests/rss_probe.py RASTER.npy OUT_DIR OPERATION:LIMIT_MB ...
+
+with OPERATION one of components, costdistance, mst (a LIMIT_MB of 0 runs it
+in memory, for comparison).  Prints one JSON line
+per operation: the resident set before the run (after a warm-up that loads
+every compiled kernel), the peak during it (VmHWM, reset before the run
+through /proc/self/clear_refs), their difference and the seconds.
+"""
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def status_kb(field):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak():
+    # "5" resets the peak resident set size (Linux >= 4.0)
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+def run(operation, raster, limit_mb, out_dir, **options):
+    from gridgraph.core import (connected_components, cost_distance,
+                                minimum_spanning_tree)
+    if operation == "components":
+        return connected_components(raster, connectivity=8, mode="equal",
+                                    memory_limit_mb=limit_mb, out_dir=out_dir,
+                                    backend="cpu", **options)
+    if operation == "costdistance":
+        rows, cols = raster.shape
+        return cost_distance(raster, [(rows // 2, cols // 2)], connectivity=8,
+                             memory_limit_mb=limit_mb, out_dir=out_dir,
+                             backend="cpu", **options)
+    if operation == "mst":
+        return minimum_spanning_tree(raster, connectivity=8, weight="max",
+                                     memory_limit_mb=limit_mb, out_dir=out_dir,
+                                     backend="cpu", **options)
+    raise SystemExit(f"unknown operation {operation!r}")
+
+
+def measure(operation, raster, limit_mb, out_dir):
+    """Peak resident set of one run, in MB above the resident set before."""
+    os.makedirs(out_dir, exist_ok=True)
+    warm_dir = os.path.join(out_dir, "warm-up")
+    os.makedirs(warm_dir, exist_ok=True)
+    small = np.ascontiguousarray(raster[:64, :64])
+    run(operation, small, None, warm_dir, tile_size=16)
+    del small
+    from gridgraph.core.tiling import release_free_memory
+    release_free_memory()
+    baseline = status_kb("VmRSS")
+    reset_peak()
+    start = time.perf_counter()
+    result = run(operation, raster, limit_mb, out_dir)
+    seconds = time.perf_counter() - start
+    peak = status_kb("VmHWM")
+    summary = {"operation": operation, "shape": list(raster.shape),
+               "limit_mb": limit_mb, "baseline_mb": baseline / 1024,
+               "peak_mb": peak / 1024, "increase_mb": (peak - baseline) / 1024,
+               "seconds": seconds}
+    if operation == "components":
+        summary["count"] = result.count
+        summary["tiled"] = isinstance(result.labels, np.memmap)
+    elif operation == "costdistance":
+        summary["tiled"] = isinstance(result.accumulated, np.memmap)
+    else:
+        summary["trees"] = result.trees
+        summary["edges"] = int(result.edges.shape[0])
+        summary["total_weight"] = result.total_weight
+        summary["tiled"] = isinstance(result.edges, np.memmap)
+    return summary
+
+
+def main():
+    path, out_dir = sys.argv[1:3]
+    raster = np.load(path, mmap_mode="r")
+    for job in sys.argv[3:]:
+        operation, limit_mb = job.split(":")
+        limit_mb = float(limit_mb)
+        summary = measure(operation, raster if limit_mb else np.array(raster),
+                          limit_mb or None, os.path.join(out_dir, operation))
+        print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()

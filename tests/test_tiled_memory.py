@@ -1,0 +1,54 @@
+"""Peak memory of the tiled path stays under the memory limit.
+
+A 2048 x 2048 Float32 raster (a memmap) is processed with limits that the
+in-memory runs exceed at least four times (measured in the same process);
+tests/rss_probe.py runs them in a subprocess and reads the peak resident
+set (VmHWM, reset before each run).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rasters import fractal_surface
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIMITS_MB = {"components": 12, "costdistance": 40, "mst": 64}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"),
+                    reason="needs Linux /proc to reset and read the peak RSS")
+def test_peak_rss_under_the_limit(tmp_path):
+    raster = fractal_surface((2048, 2048), seed=1)
+    # whole metres: realistic plateaus for the components
+    np.save(tmp_path / "dem.npy", np.floor(raster))
+    jobs = []
+    for operation, limit in LIMITS_MB.items():
+        jobs += [f"{operation}:{limit}", f"{operation}:0"]
+    completed = subprocess.run(
+        [sys.executable, os.path.join(HERE, "rss_probe.py"),
+         str(tmp_path / "dem.npy"), str(tmp_path / "out")] + jobs,
+        capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    runs = [json.loads(line) for line in completed.stdout.splitlines()]
+    raster_mb = raster.nbytes / 2**20
+    for tiled_run, memory_run in zip(runs[::2], runs[1::2]):
+        operation = tiled_run["operation"]
+        limit = LIMITS_MB[operation]
+        assert tiled_run["tiled"] and not memory_run["tiled"]
+        # the in-memory run also holds the raster (loaded before its
+        # baseline): it needs at least 4 times the limit
+        in_memory_mb = memory_run["increase_mb"] + raster_mb
+        assert in_memory_mb >= 4 * limit, (operation, in_memory_mb)
+        assert tiled_run["increase_mb"] <= limit, (
+            f"{operation}: peak RSS rose {tiled_run['increase_mb']:.1f} MB "
+            f"with a {limit} MB limit")
+        if operation == "components":
+            assert tiled_run["count"] == memory_run["count"]
+        if operation == "mst":
+            assert tiled_run["total_weight"] == memory_run["total_weight"]
+            assert tiled_run["edges"] == memory_run["edges"]
