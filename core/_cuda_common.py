@@ -29,7 +29,7 @@ SIMULATOR = bool(config.ENABLE_CUDASIM)
 SCAN_THREADS = 8 if SIMULATOR else 256
 SCAN_ITEMS = 32 if SIMULATOR else 8
 SORT_THREADS = 8 if SIMULATOR else 64
-SORT_ITEMS = 4 if SIMULATOR else 32
+SORT_ITEMS = 4 if SIMULATOR else 64
 # Row stride of the per-thread digit counters in shared memory: two spare
 # slots put the rows of consecutive digits in different banks.
 SORT_STRIDE = SORT_THREADS + 2
@@ -289,19 +289,27 @@ def _digit(key, shift, flip):
 
 @cuda.jit(cache=True)
 def _radix_histogram(keys, n, shift, flip, table, n_blocks):
-    """table[d * n_blocks + b] = keys of block b with digit d."""
-    counts = cuda.shared.array(RADIX, np.int32)
+    """table[d * n_blocks + b] = keys of block b with digit d.
+
+    Each thread counts its own keys in its own column of counters (no
+    atomics: keys of a block often share the high digits), then each
+    thread sums the rows of its digits.
+    """
+    counts = cuda.shared.array(SORT_COUNTERS, np.int16)
     t = cuda.threadIdx.x
-    for d in range(t, RADIX, SORT_THREADS):
-        counts[d] = 0
+    for d in range(RADIX):
+        counts[d * SORT_STRIDE + t] = 0
     cuda.syncthreads()
     start = (np.int64(cuda.blockIdx.x) * SORT_THREADS + t) * SORT_ITEMS
     for k in range(SORT_ITEMS):
         if start + k < n:
-            cuda.atomic.add(counts, _digit(keys[start + k], shift, flip), 1)
+            counts[_digit(keys[start + k], shift, flip) * SORT_STRIDE + t] += 1
     cuda.syncthreads()
     for d in range(t, RADIX, SORT_THREADS):
-        table[np.int64(d) * n_blocks + cuda.blockIdx.x] = counts[d]
+        total = 0
+        for j in range(SORT_THREADS):
+            total += counts[d * SORT_STRIDE + j]
+        table[np.int64(d) * n_blocks + cuda.blockIdx.x] = total
 
 
 @cuda.jit(cache=True)
