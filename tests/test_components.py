@@ -408,7 +408,8 @@ def test_checkerboards():
     np.testing.assert_array_equal(labels, np.where(board == 1, 1, 2))
     labels, count = cpu_components(board, mode="equal", connectivity=4)
     assert count == rows * cols
-    np.testing.assert_array_equal(labels.ravel(), np.arange(1, rows * cols + 1))
+    np.testing.assert_array_equal(labels.ravel(),
+                                  np.arange(1, rows * cols + 1))
 
 
 def test_all_distinct_values_give_one_component_per_cell():
@@ -516,8 +517,8 @@ def test_input_not_modified(mode):
 
 @pytest.mark.parametrize("connectivity", [6, 16, 0, "8", 4.5, None])
 def test_bad_connectivity_is_named(connectivity):
-    with pytest.raises(InvalidInputError,
-                       match=f"connectivity .*got {re.escape(repr(connectivity))}$"):
+    named = re.escape(repr(connectivity))
+    with pytest.raises(InvalidInputError, match=f"connectivity .*got {named}$"):
         cpu_components(EQUAL_GRID, connectivity=connectivity)
 
 
