@@ -518,7 +518,8 @@ def test_input_not_modified(mode):
 @pytest.mark.parametrize("connectivity", [6, 16, 0, "8", 4.5, None])
 def test_bad_connectivity_is_named(connectivity):
     named = re.escape(repr(connectivity))
-    with pytest.raises(InvalidInputError, match=f"connectivity .*got {named}$"):
+    with pytest.raises(InvalidInputError,
+                       match=f"connectivity .*got {named}$"):
         cpu_components(EQUAL_GRID, connectivity=connectivity)
 
 
