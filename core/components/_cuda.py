@@ -37,6 +37,7 @@ TILE_CELLS = TILE_W * TILE_H
 SEAM_CELLS_PER_TILE = TILE_W + 2 * (TILE_H - 1)
 # a warp is a tile row, so the row masks are ballots
 assert SIMULATOR or TILE_W == 32
+WORDS_PER_BLOCK = FLAT_THREADS // 32  # root-mask words per flat block
 
 
 @cuda.jit(device=True, cache=True)
@@ -266,17 +267,22 @@ def _merge_seams(values, nonzero, eight, rows, cols, tiles_x, n_tiles,
 @cuda.jit(cache=True)
 def _root_words(parent, n, n_words, root_bits, word_roots):
     """Phase 3a: a bit per root cell (roots are the cells that are their
-    own parent: each component's first cell), and the roots per word."""
-    w = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
-    if w < n_words:
-        bits = np.int64(0)
-        first = w * 32
-        for j in range(32):
-            i = first + j
-            if i < n and parent[i] == i:
-                bits |= np.int64(1) << j
-        root_bits[w] = bits
-        word_roots[w] = cuda.popc(bits)
+    own parent: each component's first cell), 32 cells a word, and the
+    roots per word.  A warp's 32 cells are one word: a ballot."""
+    masks = cuda.shared.array(WORDS_PER_BLOCK, np.uint32)
+    t = cuda.threadIdx.x
+    if t < WORDS_PER_BLOCK:
+        masks[t] = 0
+    cuda.syncthreads()
+    i = np.int64(cuda.blockIdx.x) * FLAT_THREADS + t
+    _row_bits(masks, t // 32, t % 32, i < n and parent[i] == i)
+    cuda.syncthreads()
+    if t < WORDS_PER_BLOCK:
+        w = np.int64(cuda.blockIdx.x) * WORDS_PER_BLOCK + t
+        if w < n_words:
+            bits = masks[t]
+            root_bits[w] = bits
+            word_roots[w] = cuda.popc(bits)
 
 
 @cuda.jit(cache=True)
@@ -338,7 +344,7 @@ def label_device(values, valid, rows, cols, connectivity, nonzero,
     n_words = blocks_for(n, 32)
     root_bits = cuda.device_array(n_words, dtype=np.uint32)
     word_roots = cuda.device_array(n_words + 1, dtype=np.int64)
-    _root_words[blocks_for(n_words, FLAT_THREADS), FLAT_THREADS](
+    _root_words[blocks_for(n, FLAT_THREADS), FLAT_THREADS](
         parent, n, n_words, root_bits, word_roots)
     word_roots[n_words] = 0
     exclusive_scan(word_roots, n_words + 1)
