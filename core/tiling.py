@@ -212,7 +212,7 @@ class TiledPlan:
 
 
 def plan_for(values, band, tile_size, memory_limit_mb, executor,
-             in_memory_bytes_per_cell, tile_bytes_per_cell):
+             in_memory_bytes_per_cell, tile_bytes_per_cell, tile_share=0.25):
     """Open ``values`` and :func:`plan` it: a :class:`TiledPlan`, or None
     when the raster is processed in memory.
 
@@ -227,14 +227,15 @@ def plan_for(values, band, tile_size, memory_limit_mb, executor,
             return None
     source = open_source(values, band)
     grid = plan(source.shape, tile_size, memory_limit_mb,
-                in_memory_bytes_per_cell, tile_bytes_per_cell, executor)
+                in_memory_bytes_per_cell, tile_bytes_per_cell, executor,
+                tile_share)
     if grid is None:
         return None
     return TiledPlan(source, grid, memory_limit_bytes(memory_limit_mb))
 
 
 def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
-         tile_bytes_per_cell, executor=None):
+         tile_bytes_per_cell, executor=None, tile_share=0.25):
     """Decide between the in-memory and the tiled path.
 
     Returns None for the in-memory path, else the :class:`TileGrid` to use.
@@ -250,7 +251,7 @@ def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
         if cells * in_memory_bytes_per_cell <= limit:
             return None
         tile_size = auto_tile_size(shape, limit, tile_bytes_per_cell,
-                                   executor_workers(executor))
+                                   executor_workers(executor), tile_share)
     return TileGrid(shape, tile_size)
 
 

@@ -56,8 +56,11 @@ MERGE_RUN_BUFFER = 1 << 16
 
 def plan(values, band, tile_size, memory_limit_mb, executor):
     """The tiled plan for these options, or None for the in-memory path."""
+    # a tile's working set shares the budget with the scratch store (0.3)
+    # only; the final merge buffers come after the tiles
     return tiling.plan_for(values, band, tile_size, memory_limit_mb, executor,
-                           IN_MEMORY_BYTES_PER_CELL, TILE_BYTES_PER_CELL)
+                           IN_MEMORY_BYTES_PER_CELL, TILE_BYTES_PER_CELL,
+                           tile_share=0.4)
 
 
 # --------------------------------------------------------------------------
@@ -198,6 +201,156 @@ def _boundary_of(cells, raster_cols, row0, row1, col0, col1, shape):
 
 
 # --------------------------------------------------------------------------
+# a tile's forest as a bitmask per cell
+#
+# Bit k < 4 of a cell: the edge of rank k whose low end is this cell (to the
+# right, down-left, down, down-right); bit k + 4: the edge of rank k whose
+# high end is this cell.  Walking a forest on the grid then touches a byte
+# per cell instead of an adjacency list.
+
+_BIT_DROW = np.array([0, 1, 1, 1, 0, -1, -1, -1], dtype=np.int64)
+_BIT_DCOL = np.array([1, -1, 0, 1, -1, 1, 0, -1], dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _forest_mask(local_id, rows, cols):
+    """The bitmask of the edges with these local ids (low * 4 + rank)."""
+    mask = np.zeros(rows * cols, dtype=np.uint8)
+    for k in range(local_id.size):
+        low = np.int64(local_id[k]) >> 2
+        rank = np.int64(local_id[k]) & 3
+        high = low + _BIT_DROW[rank] * cols + _BIT_DCOL[rank]
+        mask[low] |= np.uint8(1 << rank)
+        mask[high] |= np.uint8(1 << (rank + 4))
+    return mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _popcount(byte):
+    byte = np.int64(byte)
+    count = 0
+    while byte:
+        byte &= byte - 1
+        count += 1
+    return count
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lowest_bit(byte):
+    byte = np.int64(byte)
+    bit = 0
+    while not (byte >> bit) & 1:
+        bit += 1
+    return bit
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _on_boundary(r, c, rows, cols, row0, col0, raster_rows, raster_cols):
+    """A tile cell with a neighbour in another tile."""
+    return ((r == 0 and row0 > 0) or (c == 0 and col0 > 0)
+            or (r == rows - 1 and row0 + rows < raster_rows)
+            or (c == cols - 1 and col0 + cols < raster_cols))
+
+
+@njit(cache=True, nogil=True)
+def _compress_tile(mask, values, rows, cols, row0, col0, raster_rows,
+                   raster_cols, weight_index, half):
+    """:func:`_compress` for a tile's forest given as a bitmask (consumed).
+
+    Edge keys are recomputed from the cell values with the kernel's weight
+    function.  Returns (a, b, weight, edge_id) in global cells.
+    """
+    n = rows * cols
+    # Observation 3: strip dead ends, following each chain of leaves
+    for start in range(n):
+        v = start
+        while True:
+            bits = np.int64(mask[v])
+            if bits == 0 or (bits & (bits - 1)) != 0:
+                break
+            r = v // cols
+            c = v - r * cols
+            if _on_boundary(r, c, rows, cols, row0, col0, raster_rows,
+                            raster_cols):
+                break
+            bit = _lowest_bit(bits)
+            u = v + _BIT_DROW[bit] * cols + _BIT_DCOL[bit]
+            mask[v] = 0
+            mask[u] &= np.uint8(~(1 << (bit ^ 4)) & 0xFF)
+            v = u
+    # Observation 4: contract paths through non-boundary degree-2 cells
+    keep = np.zeros(n, dtype=np.bool_)
+    count = 0
+    for v in range(n):
+        bits = np.int64(mask[v])
+        if bits == 0:
+            continue
+        r = v // cols
+        c = v - r * cols
+        if _popcount(bits) != 2 or _on_boundary(
+                r, c, rows, cols, row0, col0, raster_rows, raster_cols):
+            keep[v] = True
+            count += _popcount(bits)
+    out_a = np.empty(count, dtype=np.int64)
+    out_b = np.empty(count, dtype=np.int64)
+    out_w = np.empty(count, dtype=values.dtype)
+    out_e = np.empty(count, dtype=np.int64)
+    emitted = 0
+    for s in range(n):
+        if not keep[s]:
+            continue
+        while mask[s]:
+            bit = _lowest_bit(mask[s])
+            heavy_w = values[0]
+            heavy_e = np.int64(-1)
+            here = s
+            while True:
+                there = here + _BIT_DROW[bit] * cols + _BIT_DCOL[bit]
+                mask[here] &= np.uint8(~(1 << bit) & 0xFF)
+                mask[there] &= np.uint8(~(1 << (bit ^ 4)) & 0xFF)
+                low = here if bit < 4 else there
+                high = there if bit < 4 else here
+                lr = low // cols
+                global_low = (row0 + lr) * raster_cols + col0 + low - lr * cols
+                e = global_low * 4 + (bit & 3)
+                w = _edge_weight(values[low], values[high], weight_index, half)
+                if heavy_e < 0 or _heavier(w, e, heavy_w, heavy_e):
+                    heavy_w = w
+                    heavy_e = e
+                here = there
+                if keep[here]:
+                    break
+                bit = _lowest_bit(mask[here])
+            sr = s // cols
+            hr = here // cols
+            out_a[emitted] = (row0 + sr) * raster_cols + col0 + s - sr * cols
+            out_b[emitted] = (row0 + hr) * raster_cols + col0 + here - hr * cols
+            out_w[emitted] = heavy_w
+            out_e[emitted] = heavy_e
+            emitted += 1
+    return out_a[:emitted], out_b[:emitted], out_w[:emitted], out_e[:emitted]
+
+
+@njit(cache=True, nogil=True)
+def _local_ids(edges, cols):
+    """``low * 4 + rank`` of (low, high) pairs in a tile's numbering."""
+    out = np.empty(edges.shape[0], dtype=np.int32)
+    for k in range(edges.shape[0]):
+        low = edges[k, 0]
+        step = edges[k, 1] - low
+        if step == 1 and low % cols != cols - 1:
+            rank = 0  # for cols == 2 a down-left step is +1 too
+        elif step == cols - 1:
+            rank = 1
+        elif step == cols:
+            rank = 2
+        else:
+            rank = 3
+        out[k] = low * 4 + rank
+    return out
+
+
+# --------------------------------------------------------------------------
 # round 1: leaf tiles
 
 
@@ -221,40 +374,22 @@ def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
                                              weight_index, weight_dtype,
                                              Progress())
     rows, cols = window.rows, window.cols
-    low = edges[:, 0]
-    high = edges[:, 1]
-    local_id = _local_edge_ids(low, high, cols)
-
-    cells = np.arange(rows * cols, dtype=np.int64)
-    global_cell = (window.row + cells // cols) * shape[1] + window.col + cells % cols
-    boundary = _boundary_of(global_cell, shape[1], window.row,
-                            window.row + rows, window.col, window.col + cols,
-                            shape)
-    global_id = global_cell[low] * 4 + (local_id & 3)
-    a, b, w, e = _compress(rows * cols, low, high, weights, global_id,
-                           boundary)
-    typed = np.asarray(values, dtype=weight_dtype)
+    local_id = _local_ids(edges, cols)
+    del edges
+    typed = np.ascontiguousarray(values, dtype=weight_dtype)
+    a, b, w, e = _compress_tile(
+        _forest_mask(local_id, rows, cols), typed.reshape(-1), rows, cols,
+        window.row, window.col, shape[0], shape[1], weight_index,
+        typed.dtype.type(0.5))
     lines = {"top": (0, slice(None)), "bottom": (-1, slice(None)),
              "left": (slice(None), 0), "right": (slice(None), -1)}
-    message = {"a": global_cell[a], "b": global_cell[b], "w": w, "e": e,
+    message = {"a": a, "b": b, "w": w, "e": e,
                "valid": int(np.count_nonzero(valid)),
-               "edges": int(len(edges))}
+               "edges": int(local_id.size)}
     for name, where in lines.items():
         message[name] = np.array(typed[where])
         message[name + "_valid"] = np.array(valid[where])
-    return message, local_id.astype(np.int32), weights
-
-
-def _local_edge_ids(low, high, cols):
-    """``low * 4 + rank`` in the tile's own row-major numbering."""
-    step = high - low
-    rank = np.full(low.size, 3, dtype=np.int64)
-    rank[step == cols] = 2
-    rank[step == cols - 1] = 1
-    # for cols == 2 a right step and a down-left step are both +1: a right
-    # edge's low end is never in the last column
-    rank[(step == 1) & (low % cols != cols - 1)] = 0
-    return low * 4 + rank
+    return message, local_id, weights
 
 
 # --------------------------------------------------------------------------
@@ -399,20 +534,52 @@ def merge_hierarchy(grid, messages, separators, weight_dtype, progress=None):
 # round 3: the final forest per tile, its roots, its sorted edges
 
 
-def _final_tile_forest(msf, window, removed_local):
-    """The tile's final internal edges: its MSF (local ids and weights)
-    minus the removed ones, as (local low, local high, local edge id,
-    weight) in key order."""
-    local_id = msf[0].astype(np.int64)
-    weight = msf[1]
-    if removed_local.size:
-        keep = ~np.isin(local_id, removed_local, assume_unique=True)
-        local_id, weight = local_id[keep], weight[keep]
-    low = local_id >> 2
-    rank = local_id & 3
-    cols = window.cols
-    step = np.array([1, cols - 1, cols, cols + 1], dtype=np.int64)
-    return low, low + step[rank], local_id, weight
+def _final_mask(msf, window, removed_local):
+    """The bitmask of the tile's final internal edges: its MSF (local ids,
+    weights) minus the removed ones."""
+    mask = _forest_mask(msf[0], window.rows, window.cols)
+    _clear_edges(mask, removed_local, window.cols)
+    return mask
+
+
+@njit(cache=True, nogil=True)
+def _clear_edges(mask, local_id, cols):
+    for k in range(local_id.size):
+        low = np.int64(local_id[k]) >> 2
+        rank = np.int64(local_id[k]) & 3
+        high = low + _BIT_DROW[rank] * cols + _BIT_DCOL[rank]
+        mask[low] &= np.uint8(~(1 << rank) & 0xFF)
+        mask[high] &= np.uint8(~(1 << (rank + 4)) & 0xFF)
+
+
+@njit(cache=True, nogil=True)
+def _label_mask(mask, valid, rows, cols):
+    """Pieces of the forest: labels 1.. in scan order of first cells."""
+    n = rows * cols
+    labels = np.zeros(n, dtype=np.int32)
+    queue = np.empty(max(n, 1), dtype=np.int64)
+    count = 0
+    for root in range(n):
+        if labels[root] != 0 or not valid[root]:
+            continue
+        count += 1
+        labels[root] = count
+        head = 0
+        tail = 1
+        queue[0] = root
+        while head < tail:
+            v = queue[head]
+            head += 1
+            bits = np.int64(mask[v])
+            while bits:
+                bit = _lowest_bit(bits)
+                bits &= bits - 1
+                u = v + _BIT_DROW[bit] * cols + _BIT_DCOL[bit]
+                if labels[u] == 0:
+                    labels[u] = count
+                    queue[tail] = u
+                    tail += 1
+    return labels.reshape(rows, cols)
 
 
 def tile_pieces(source, window, nodata, msf, removed_local):
@@ -424,11 +591,10 @@ def tile_pieces(source, window, nodata, msf, removed_local):
     index of each numbered piece's lowest cell).  Pieces are numbered in
     scan order of their first cell; only border pieces get numbers here.
     """
-    from . import _cpu
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    low, high, _, _ = _final_tile_forest(msf, window, removed_local)
-    labels, _ = _cpu.label_forest(np.column_stack([low, high]), valid)
+    mask = _final_mask(msf, window, removed_local)
+    labels = _label_mask(mask, valid.reshape(-1), window.rows, window.cols)
     border, first_cell = _border_pieces(labels)
     message = {"first_cell": first_cell}
     lines = {"top": (0, slice(None)), "bottom": (-1, slice(None)),
@@ -612,46 +778,48 @@ def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
     from . import _cpu
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    low, high, local_id, weight = _final_tile_forest(msf, window,
-                                                     removed_local)
     rows, cols = window.rows, window.cols
-    offsets, neighbours = _adjacency(low, high, rows * cols)
+    mask = _final_mask(msf, window, removed_local)
     direction = np.full(rows * cols, np.nan, dtype=np.float32)
     root_local, root_degrees = roots
-    _root_and_walk(offsets, neighbours, valid.reshape(-1), cols, root_local,
-                   root_degrees, _direction_table(), direction)
-    global_id = ((window.row + low // cols) * shape[1] + window.col
-                 + low % cols) * 4 + (local_id & 3)
+    _walk_mask(mask, valid.reshape(-1), rows, cols, root_local, root_degrees,
+               _direction_table(), direction)
+    ids, weights = _surviving(msf[0], msf[1], mask, cols, window.row,
+                              window.col, shape[1])
     sep_w, sep_e = own_separators
-    run_w, run_e = _merge_sorted(weight, global_id, sep_w, sep_e)
+    run_w, run_e = _merge_sorted(weights, ids, sep_w, sep_e)
     return direction.reshape(rows, cols), run_e, run_w
 
 
 @njit(cache=True, nogil=True)
-def _adjacency(low, high, n_cells):
-    """CSR adjacency (offsets, neighbours) of the forest's edges."""
-    offsets = np.zeros(n_cells + 1, dtype=np.int64)
-    for i in range(low.size):
-        offsets[low[i] + 1] += 1
-        offsets[high[i] + 1] += 1
-    for v in range(n_cells):
-        offsets[v + 1] += offsets[v]
-    fill = offsets[:-1].copy()
-    neighbours = np.empty(offsets[n_cells], dtype=np.int64)
-    for i in range(low.size):
-        neighbours[fill[low[i]]] = high[i]
-        fill[low[i]] += 1
-        neighbours[fill[high[i]]] = low[i]
-        fill[high[i]] += 1
-    return offsets, neighbours
+def _surviving(local_id, weight, mask, cols, row0, col0, raster_cols):
+    """The MSF entries still in ``mask``, as global edge ids (order kept)."""
+    keep = 0
+    for k in range(local_id.size):
+        low = np.int64(local_id[k]) >> 2
+        if mask[low] & (1 << (np.int64(local_id[k]) & 3)):
+            keep += 1
+    ids = np.empty(keep, dtype=np.int64)
+    weights = np.empty(keep, dtype=weight.dtype)
+    j = 0
+    for k in range(local_id.size):
+        low = np.int64(local_id[k]) >> 2
+        rank = np.int64(local_id[k]) & 3
+        if mask[low] & (1 << rank):
+            r = low // cols
+            ids[j] = ((row0 + r) * raster_cols + col0 + low - r * cols) * 4 + rank
+            weights[j] = weight[k]
+            j += 1
+    return ids, weights
 
 
 @njit(cache=True, nogil=True)
-def _root_and_walk(offsets, neighbours, valid, cols, root_local, root_degrees,
-                   table, direction):
+def _walk_mask(mask, valid, rows, cols, root_local, root_degrees, table,
+               direction):
     """Breadth-first search of every piece from its root: the given roots
-    first (border pieces), then each remaining piece from its first cell."""
-    n = valid.size
+    first (border pieces), then each remaining piece from its first cell.
+    Writes the degrees toward each cell's parent."""
+    n = rows * cols
     seen = np.zeros(n, dtype=np.bool_)
     queue = np.empty(max(n, 1), dtype=np.int64)
     for k in range(root_local.size + n):
@@ -672,16 +840,16 @@ def _root_and_walk(offsets, neighbours, valid, cols, root_local, root_degrees,
         while head < tail:
             v = queue[head]
             head += 1
-            vr = v // cols
-            vc = v - vr * cols
-            for j in range(offsets[v], offsets[v + 1]):
-                u = neighbours[j]
+            bits = np.int64(mask[v])
+            while bits:
+                bit = _lowest_bit(bits)
+                bits &= bits - 1
+                u = v + _BIT_DROW[bit] * cols + _BIT_DCOL[bit]
                 if seen[u]:
                     continue
                 seen[u] = True
-                ur = u // cols
-                uc = u - ur * cols
-                direction[u] = table[vr - ur + 1, vc - uc + 1]
+                # u's parent is v, one step back along the bit
+                direction[u] = table[1 - _BIT_DROW[bit], 1 - _BIT_DCOL[bit]]
                 queue[tail] = u
                 tail += 1
 
