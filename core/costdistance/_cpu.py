@@ -48,9 +48,10 @@ HEAP_PADDING = HEAP_ARITY
 # them (one source on a 4096 x 4096 fractal raster peaks near 16 000).
 INITIAL_HEAP_CAPACITY = 1 << 16
 
-# Pops per kernel call between two progress reports: ~0.1 s on one core,
-# well inside the one-second cancel budget even on a busy machine.
-POPS_PER_CHUNK = 1 << 19
+# Pops per kernel call between two progress reports: ~20 ms on an idle core
+# and ~0.2 s on a heavily shared one, so a cancel lands well inside one
+# second; the call itself costs microseconds.
+POPS_PER_CHUNK = 1 << 17
 
 
 def _state_dtype(index):
