@@ -578,6 +578,32 @@ def check_out_dir(out_dir, output_bytes, limit_bytes):
     return out_dir
 
 
+def write_geotiff(array, path, geotransform=None, projection="",
+                  nodata=None, strip_rows=None):
+    """Copy a 2-D array or memmap (e.g. a tiled result) into a tiled
+    GeoTIFF, a strip of rows at a time (BigTIFF when it could pass 4 GB).
+
+    A memmap is read from its file with ``pread``, so the copy's memory is
+    one strip whatever the raster's size.  Int64 arrays are written as
+    Float64 (Int64 GeoTIFFs need GDAL >= 3.5).  Returns ``path``.
+    """
+    from . import io
+    source = open_source(array)
+    rows, cols = source.shape
+    if strip_rows is None:
+        strip_rows = max(1, (64 << 20) // max(1, cols * source.dtype.itemsize))
+    writer = io.BandWriter(path, (rows, cols), source.dtype, geotransform,
+                           projection, nodata)
+    try:
+        for top in range(0, rows, strip_rows):
+            window = Window(top, 0, min(strip_rows, rows - top), cols)
+            writer.write(top, 0, source.read(window))
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
 @contextmanager
 def output_sinks(sinks):
     """Finish nothing, but remove every sink's partial file on an error."""

@@ -265,3 +265,18 @@ def test_morton_order_and_grid():
     assert order[:8] == [(0, 0), (0, 1), (1, 0), (1, 1),
                          (0, 2), (0, 3), (1, 2), (1, 3)]
     assert sorted(order) == [(r, c) for r in range(3) for c in range(5)]
+
+
+def test_tiled_labels_to_geotiff_by_strips(tmp_path):
+    from osgeo import gdal
+    values = (fractal_surface((300, 200), seed=3) // 100).astype(np.int32)
+    result = connected_components(values, tile_size=64, out_dir=tmp_path,
+                                  backend="cpu")
+    path = str(tmp_path / "labels.tif")
+    tiling.write_geotiff(result.labels, path, (0, 10, 0, 0, 0, -10), "",
+                         nodata=0, strip_rows=37)
+    dataset = gdal.Open(path)
+    np.testing.assert_array_equal(dataset.ReadAsArray(), result.labels)
+    assert dataset.GetGeoTransform() == (0, 10, 0, 0, 0, -10)
+    assert dataset.GetRasterBand(1).GetNoDataValue() == 0
+    assert dataset.GetRasterBand(1).GetBlockSize() == [256, 256]
