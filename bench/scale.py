@@ -104,7 +104,9 @@ def table(results):
                          f"| - | failed: {' '.join(r['error'])} |")
             continue
         ok = r["increase_mb"] <= 1.1 * r["limit_mb"]
-        notes = []
+        notes = [f"tiles of {r.get('tile_size')}"]
+        if r.get("tile_solves"):
+            notes.append(f"{r['tile_solves']} tile solves")
         if r["operation"] == "mst":
             notes.append(f"{r['edges']} edges, {r['trees']} tree(s)")
         if r["operation"] == "components":

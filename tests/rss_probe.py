@@ -73,11 +73,20 @@ def measure(operation, raster, limit_mb, out_dir):
                "limit_mb": limit_mb, "baseline_mb": baseline / 1024,
                "peak_mb": peak / 1024, "increase_mb": (peak - baseline) / 1024,
                "seconds": seconds}
+    if limit_mb:
+        from gridgraph.core.components import tiled as components_tiled
+        from gridgraph.core.costdistance import tiled as costdistance_tiled
+        from gridgraph.core.mst import tiled as mst_tiled
+        module = {"components": components_tiled,
+                  "costdistance": costdistance_tiled, "mst": mst_tiled}
+        plan = module[operation].plan(raster, 1, None, limit_mb, None)
+        summary["tile_size"] = plan.grid.tile_size if plan else None
     if operation == "components":
         summary["count"] = result.count
         summary["tiled"] = isinstance(result.labels, np.memmap)
     elif operation == "costdistance":
         summary["tiled"] = isinstance(result.accumulated, np.memmap)
+        summary["tile_solves"] = getattr(result, "tile_solves", None)
     else:
         summary["trees"] = result.trees
         summary["edges"] = int(result.edges.shape[0])
