@@ -19,7 +19,7 @@ from gridgraph.core._common import Progress
 from gridgraph.core.components import _cpu, _cuda
 from gridgraph.tests.rasters import spiral_mask
 
-SIM_SETTINGS = settings(max_examples=40, deadline=None)
+SIM_SETTINGS = settings(max_examples=25, deadline=None)
 STRUCTURE = {4: ndi.generate_binary_structure(2, 1),
              8: ndi.generate_binary_structure(2, 2)}
 
