@@ -133,7 +133,7 @@ def test_tile_schedule_does_not_change_the_result():
     cells, ids = np.array([[0, 0], [6, 4]]), np.array([1, 2])
     expected = _cpu.solve(cost, valid, cells, ids, 8, steps, np.inf,
                           Progress())
-    for delta in (0.5, None, np.inf):
+    for delta in (3.0, None, np.inf):
         accumulated, predecessor, allocation = _cuda.solve(
             cost, valid, cells, ids, 8, steps, np.inf, Progress(),
             delta=delta)
