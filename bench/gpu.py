@@ -145,6 +145,7 @@ def bench_components(size, repeat, bandwidth, results):
     for connectivity in (4, 8):
         name = f"components {connectivity}-conn, density 0.6, {size}²"
         stats = {}
+        _cuda.label_device(d_mask, d_valid, size, size, connectivity, True)  # warm-up
         _cuda.label_device(d_mask, d_valid, size, size, connectivity, True, stats=stats)
         device, times, (d_labels, count) = median_time(
             lambda: _cuda.label_device(d_mask, d_valid, size, size, connectivity, True), repeat)
@@ -235,7 +236,8 @@ def bench_mst(size, parity_size, repeat, bandwidth, results):
     del d_values, d_valid
 
 
-def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results):
+def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
+                        delta_multipliers=()):
     from numba import cuda
 
     from gridgraph.core.costdistance import _cpu, _cuda, _step_lengths
@@ -254,19 +256,31 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results)
         cells = source[:, 0] * side + source[:, 1]
         stats = {}
 
-        def device_run(stats=None):
+        def device_run(stats=None, delta=None):
             scratch = cuda.device_array_like(d_cost)
             scratch.copy_to_device(d_cost)
             return _cuda.solve_device(scratch, d_valid, side, side, cells, ids, 8, steps,
-                                      np.inf, stats=stats)
+                                      np.inf, stats=stats, delta=delta)
 
+        device_run()  # warm-up
         device_run(stats)
+        sweep = {}
+        for multiplier in delta_multipliers:
+            delta = stats["delta"] * multiplier / _cuda.DELTA_TILES
+            sweep_stats = {}
+            elapsed, _ = wall(lambda: device_run(sweep_stats, delta))
+            sweep[f"{multiplier} tiles"] = dict(
+                s=elapsed, rounds=sweep_stats["rounds"], buckets=sweep_stats["buckets"],
+                tiles_relaxed=sweep_stats["tiles_relaxed"],
+                sweeps_per_visit=sweep_stats["sweeps_per_visit"])
+            log("delta", multiplier, json.dumps(sweep[f"{multiplier} tiles"]))
         device, times, _ = median_time(device_run, repeat if side == parity_size else
                                        max(2, repeat // 2))
         end_to_end, gpu_out = wall(lambda: _cuda.solve(
             cost, valid, source, ids, 8, steps, np.inf, Progress()))
         entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {side}²",
-                     device_s=device, device_runs=times, end_to_end_s=end_to_end, phases=stats)
+                     device_s=device, device_runs=times, end_to_end_s=end_to_end, phases=stats,
+                     delta_sweep=sweep)
         # read the costs, write float64 costs, int8 predecessors and int64 allocation
         entry["floor_s"] = side * side * (4 + 8 + 1 + 8) / bandwidth
         entry["times_floor"] = device / entry["floor_s"]
@@ -331,6 +345,9 @@ def main():
     parser.add_argument("--cpu-full", action="store_true",
                         help="also time the CPU cost distance at --size")
     parser.add_argument("--only", nargs="*", default=["components", "mst", "costdistance"])
+    parser.add_argument("--deltas", nargs="*", type=float, default=[],
+                        help="also time cost distance with these bucket widths (tiles crossed)")
+    parser.add_argument("--no-first-call", action="store_true")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args()
@@ -345,7 +362,10 @@ def main():
               f"{args.bandwidth / 1e12:.2f} TB/s")
     log(header)
     results = []
+    results_first = {}
     try:
+        if args.no_first_call:
+            raise RuntimeError("skipped (--no-first-call)")
         # the first process compiles every kernel and fills numba's cache; the second loads it
         cold = first_call_times()
         log("first call in a fresh process, empty cache:", json.dumps(cold))
@@ -360,7 +380,8 @@ def main():
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
                               results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,
-                                                 args.bandwidth, args.cpu_full, results))
+                                                 args.bandwidth, args.cpu_full, results,
+                                                 args.deltas))
     for section in args.only:
         try:
             sections[section]()

@@ -41,7 +41,7 @@ HALO = 2  # enough for knight's moves; one-cell moves use the inner ring
 SPAN = TILE + 2 * HALO
 SPAN_CELLS = SPAN * SPAN
 PROGRESS_EVERY = 64  # rounds between progress reports
-DELTA_TILES = 2.0  # bucket width of the tile schedule, in tiles crossed
+DELTA_TILES = 4.0  # bucket width of the tile schedule, in tiles crossed (measured best of 0.5-8 on a 16384² fractal)
 
 
 @cuda.jit(cache=True)
