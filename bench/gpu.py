@@ -304,6 +304,65 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
         del gpu_out, d_cost, d_valid
 
 
+def bench_odd_shapes(results):
+    """Parity on rasters whose sides are no multiple of the tile sizes (partial tiles, seams
+    everywhere), with nodata, ties and several sources; no timing."""
+    from gridgraph.core.components import _cpu as cc_cpu, _cuda as cc_cuda
+    from gridgraph.core.costdistance import _cpu as cd_cpu, _cuda as cd_cuda, _step_lengths
+    from gridgraph.core.mst import _cpu as mst_cpu, _cuda as mst_cuda
+    rng = np.random.default_rng(11)
+    for shape in ((1000, 777), (513, 1029), (37, 4099)):
+        valid = rng.random(shape) > 0.1
+        values = rng.integers(0, 3, shape).astype(np.int16)
+        same = True
+        for connectivity in (4, 8):
+            for mode in ("equal", "nonzero"):
+                a = cc_cpu.label(values, valid, connectivity, mode, Progress())
+                b = cc_cuda.label(values, valid, connectivity, mode, Progress())
+                same &= bool(a[1] == b[1] and np.array_equal(a[0], b[0]))
+        results.append(dict(operation=f"components {shape[0]}x{shape[1]}, 4/8-conn, "
+                                      "equal/nonzero, 10% nodata (parity)",
+                            identical_to_cpu=same))
+        log(json.dumps(results[-1]))
+        same = True
+        surface = (rng.integers(0, 6, shape)).astype(np.float32)
+        for connectivity in (4, 8):
+            for weight_index in (0, 2, 3):
+                a = mst_cpu.spanning_forest(surface, valid, connectivity, weight_index,
+                                            np.float32, Progress())
+                b = mst_cuda.spanning_forest(surface, valid, connectivity, weight_index,
+                                             np.float32, Progress())
+                same &= bool(np.array_equal(a[0], b[0])
+                             and np.array_equal(a[1].view(np.uint32), b[1].view(np.uint32)))
+        results.append(dict(operation=f"mst {shape[0]}x{shape[1]}, 4/8-conn, max/mean/absdiff, "
+                                      "6 values, 10% nodata (parity)",
+                            identical_to_cpu=same))
+        log(json.dumps(results[-1]))
+        cost = rng.uniform(0, 10, shape).astype(np.float32)
+        cost[~valid] = np.nan
+        cells = np.argwhere(valid)[rng.integers(0, valid.sum(), 3)]
+        ids = np.array([1, 2, 3])
+        worst, reached_same, consistent = 0.0, True, True
+        for connectivity in (4, 8, 16):
+            steps = _step_lengths(connectivity, None)
+            for max_cost in (np.inf, 2000.0):
+                a = cd_cpu.solve(cost, valid, cells, ids, connectivity, steps, max_cost,
+                                 Progress())
+                b = cd_cuda.solve(cost, valid, cells, ids, connectivity, steps, max_cost,
+                                  Progress())
+                reached = ~np.isnan(a[0])
+                reached_same &= bool(np.array_equal(reached, ~np.isnan(b[0])))
+                relative = np.abs(a[0][reached] - b[0][reached]) / np.maximum(
+                    np.abs(a[0][reached]), 1e-300)
+                worst = max(worst, float(relative.max(initial=0.0)))
+                consistent &= check_cost_paths(*b, np.nan_to_num(cost), steps, 100000, rng)
+        results.append(dict(operation=f"cost distance {shape[0]}x{shape[1]}, 4/8/16-conn, "
+                                      "3 sources, barriers, max_cost (parity)",
+                            same_reached=reached_same, max_relative_difference=worst,
+                            bit_identical_cells=float("nan"), path_consistent=consistent))
+        log(json.dumps(results[-1]))
+
+
 def markdown(results, header):
     lines = [header, "",
              "| operation | device | floor (× floor) | peer / CPU | end to end | check |",
@@ -326,8 +385,12 @@ def markdown(results, header):
         if "identical_to_cpu" in r:
             checks.append("identical to CPU" if r["identical_to_cpu"] else "DIFFERS FROM CPU")
         if "max_relative_difference" in r:
-            checks.append(f"max rel. diff {r['max_relative_difference']:.1e}, "
-                          f"{r['bit_identical_cells'] * 100:.2f}% bit-identical")
+            text = f"max rel. diff {r['max_relative_difference']:.1e}"
+            if r.get("bit_identical_cells") == r.get("bit_identical_cells"):  # not NaN
+                text += f", {r['bit_identical_cells'] * 100:.2f}% bit-identical"
+            if "same_reached" in r and not r["same_reached"]:
+                text += ", REACHED CELLS DIFFER"
+            checks.append(text)
         if "path_consistent" in r:
             checks.append("paths consistent" if r["path_consistent"] else "PATHS INCONSISTENT")
         lines.append(f"| {r['operation']} | {device} | {floor} | {peer} | {end} | "
@@ -344,7 +407,8 @@ def main():
                         help="bytes/s of a device-to-device copy (floor)")
     parser.add_argument("--cpu-full", action="store_true",
                         help="also time the CPU cost distance at --size")
-    parser.add_argument("--only", nargs="*", default=["components", "mst", "costdistance"])
+    parser.add_argument("--only", nargs="*",
+                        default=["odd", "components", "mst", "costdistance"])
     parser.add_argument("--deltas", nargs="*", type=float, default=[],
                         help="also time cost distance with these bucket widths (tiles crossed)")
     parser.add_argument("--no-first-call", action="store_true")
@@ -376,6 +440,7 @@ def main():
         log("first-call measurement failed:", exc)
         results_first = {}
     sections = dict(
+        odd=lambda: bench_odd_shapes(results),
         components=lambda: bench_components(args.size, args.repeat, args.bandwidth, results),
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
                               results),
