@@ -50,7 +50,7 @@ def synthetic_dem(path, shape, seed=0, strip_rows=1024):
     Two octaves of spectral synthesis: a coarse surface at 1/8 resolution,
     bilinearly upsampled, plus a 2048 x 2048 periodic detail patch (FFT
     synthesis is periodic, so tiling it leaves no seams), scaled to about
-    [1, 1000] metres in float32.
+    [1, 1000] metres in float32 (clipped at 1).
     """
     from gridgraph.core.tiling import NpySink, Window
     rows, cols = shape
@@ -73,6 +73,8 @@ def synthetic_dem(path, shape, seed=0, strip_rows=1024):
         lower = coarse[r0 + 1][:, c0] * (1 - cf) + coarse[r0 + 1][:, c0 + 1] * cf
         strip = upper * (1 - rf) + lower * rf
         strip += 0.05 * detail[(np.arange(top, top + n) % 2048)][:, detail_cols]
+        # costs must be >= 0: the detail can dip a coarse low below zero
+        np.maximum(strip, 1.0, out=strip)
         sink.write(Window(top, 0, n, cols), strip.astype(np.float32))
     sink.finish()
     return path
