@@ -80,11 +80,11 @@ def synthetic_dem(path, shape, seed=0, strip_rows=1024):
     return path
 
 
-def run_probe(raster_path, out_dir, operation, limit_mb):
+def run_probe(raster_path, out_dir, operation, limit_mb, backend="cpu"):
     start = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, os.path.join(ROOT, "tests", "rss_probe.py"),
-         raster_path, out_dir, f"{operation}:{limit_mb}"],
+         raster_path, out_dir, f"{operation}:{limit_mb}:{backend}"],
         capture_output=True, text=True)
     if completed.returncode != 0:
         return {"operation": operation, "limit_mb": limit_mb,
@@ -96,13 +96,14 @@ def run_probe(raster_path, out_dir, operation, limit_mb):
 
 
 def table(results):
-    lines = ["| raster | operation | limit MB | wall s | peak RSS MB (above start) "
+    lines = ["| raster | operation | backend | limit MB | wall s "
+             "| peak RSS MB (above start) "
              "| within limit +10% | notes |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|"]
     for shape, r in results:
         raster = f"{shape[0]} x {shape[1]} ({shape[0] * shape[1] / 1e6:.0f}M cells)"
         if "error" in r:
-            lines.append(f"| {raster} | {r['operation']} | {r['limit_mb']:g} | - | - "
+            lines.append(f"| {raster} | {r['operation']} | - | {r['limit_mb']:g} | - | - "
                          f"| - | failed: {' '.join(r['error'])} |")
             continue
         ok = r["increase_mb"] <= 1.1 * r["limit_mb"]
@@ -114,7 +115,8 @@ def table(results):
         if r["operation"] == "components":
             notes.append(f"{r['count']} components")
         notes.append(f"process total {r['baseline_mb']:.0f}->{r['peak_mb']:.0f} MB")
-        lines.append(f"| {raster} | {r['operation']} | {r['limit_mb']:g} "
+        lines.append(f"| {raster} | {r['operation']} | {r.get('backend', 'cpu')} "
+                     f"| {r['limit_mb']:g} "
                      f"| {r['seconds']:.1f} | {r['increase_mb']:.0f} "
                      f"| {'yes' if ok else 'NO'} | {'; '.join(notes)} |")
     return "\n".join(lines)
@@ -129,6 +131,8 @@ def main():
                         choices=sorted(JOBS))
     parser.add_argument("--operations", nargs="+",
                         default=["mst", "components", "costdistance"])
+    parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"],
+                        help="kernels used per tile")
     parser.add_argument("--keep", action="store_true",
                         help="keep the rasters and outputs")
     parser.add_argument("--write", action="store_true",
@@ -148,7 +152,8 @@ def main():
             if operation not in args.operations:
                 continue
             out_dir = os.path.join(args.workdir, f"out-{job}")
-            summary = run_probe(raster, out_dir, operation, limit)
+            summary = run_probe(raster, out_dir, operation, limit,
+                                args.backend)
             print(json.dumps(summary), file=sys.stderr)
             results.append((shape, summary))
             if not args.keep:

@@ -3,7 +3,7 @@
 Used by tests/test_tiled_memory.py (in a subprocess, so earlier tests do not
 inflate the figures) and by bench/scale.py:
 
-    python tests/rss_probe.py RASTER.npy OUT_DIR OPERATION:LIMIT_MB ...
+    python tests/rss_probe.py RASTER.npy OUT_DIR OPERATION:LIMIT_MB[:BACKEND] ...
 
 with OPERATION one of components, costdistance, mst (a LIMIT_MB of 0 runs it
 in memory, for comparison).  Prints one JSON line
@@ -34,43 +34,44 @@ def reset_peak():
         clear_refs.write("5")
 
 
-def run(operation, raster, limit_mb, out_dir, **options):
+def run(operation, raster, limit_mb, out_dir, backend="cpu", **options):
     from gridgraph.core import (connected_components, cost_distance,
                                 minimum_spanning_tree)
     if operation == "components":
         return connected_components(raster, connectivity=8, mode="equal",
                                     memory_limit_mb=limit_mb, out_dir=out_dir,
-                                    backend="cpu", **options)
+                                    backend=backend, **options)
     if operation == "costdistance":
         rows, cols = raster.shape
         return cost_distance(raster, [(rows // 2, cols // 2)], connectivity=8,
                              memory_limit_mb=limit_mb, out_dir=out_dir,
-                             backend="cpu", **options)
+                             backend=backend, **options)
     if operation == "mst":
         return minimum_spanning_tree(raster, connectivity=8, weight="max",
                                      memory_limit_mb=limit_mb, out_dir=out_dir,
-                                     backend="cpu", **options)
+                                     backend=backend, **options)
     raise SystemExit(f"unknown operation {operation!r}")
 
 
-def measure(operation, raster, limit_mb, out_dir):
+def measure(operation, raster, limit_mb, out_dir, backend="cpu"):
     """Peak resident set of one run, in MB above the resident set before."""
     os.makedirs(out_dir, exist_ok=True)
     warm_dir = os.path.join(out_dir, "warm-up")
     os.makedirs(warm_dir, exist_ok=True)
     small = np.ascontiguousarray(raster[:64, :64])
-    run(operation, small, None, warm_dir, tile_size=16)
+    run(operation, small, None, warm_dir, backend, tile_size=16)
     del small
     from gridgraph.core.tiling import release_free_memory
     release_free_memory()
     baseline = status_kb("VmRSS")
     reset_peak()
     start = time.perf_counter()
-    result = run(operation, raster, limit_mb, out_dir)
+    result = run(operation, raster, limit_mb, out_dir, backend)
     seconds = time.perf_counter() - start
     peak = status_kb("VmHWM")
     summary = {"operation": operation, "shape": list(raster.shape),
-               "limit_mb": limit_mb, "baseline_mb": baseline / 1024,
+               "limit_mb": limit_mb, "backend": backend,
+               "baseline_mb": baseline / 1024,
                "peak_mb": peak / 1024, "increase_mb": (peak - baseline) / 1024,
                "seconds": seconds}
     if limit_mb:
@@ -99,10 +100,11 @@ def main():
     path, out_dir = sys.argv[1:3]
     raster = np.load(path, mmap_mode="r")
     for job in sys.argv[3:]:
-        operation, limit_mb = job.split(":")
+        operation, limit_mb, *backend = job.split(":")
         limit_mb = float(limit_mb)
         summary = measure(operation, raster if limit_mb else np.array(raster),
-                          limit_mb or None, os.path.join(out_dir, operation))
+                          limit_mb or None, os.path.join(out_dir, operation),
+                          backend[0] if backend else "cpu")
         print(json.dumps(summary), flush=True)
 
 
