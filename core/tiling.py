@@ -470,7 +470,11 @@ class NpySink:
             suffix=".partial", dir=os.path.dirname(os.path.abspath(self.path)))
         os.close(handle)
         with open(self.partial, "wb") as handle:
-            np.lib.format._write_array_header(handle, header, None)
+            try:
+                np.lib.format.write_array_header_1_0(handle, header)
+            except ValueError:  # a header past 64 KiB needs version 2
+                handle.seek(0)
+                np.lib.format.write_array_header_2_0(handle, header)
             self.offset = handle.tell()
             handle.truncate(self.offset + self.dtype.itemsize
                             * self.shape[0] * self.shape[1])
