@@ -40,6 +40,16 @@ KNIGHT = QUEEN + [(-1, 2), (-2, 1), (-2, -1), (-1, -2),
 MOVES = {4: ROOK, 8: QUEEN, 16: KNIGHT}
 
 
+def passed_cells(drow, dcol):
+    """Cells a move passes between: those whose centres lie half a cell from
+    the midpoint of the segment joining the two end cells' centres (none for
+    a rook or queen step, two beside a knight's move)."""
+    middle_row, middle_col = drow / 2, dcol / 2
+    return [(r, c) for r in range(-1, 2) for c in range(-1, 2)
+            if math.hypot(r - middle_row, c - middle_col) == 0.5
+            and abs(drow) + abs(dcol) == 3]
+
+
 def grass_degrees_to_offset(degrees):
     """Offset of the next cell toward the source for a GRASS outdir value.
 
@@ -77,6 +87,9 @@ def scipy_cost_distance(cost, valid, sources, connectivity, cell_size=(1, 1)):
         here = (slice(r0, r1), slice(c0, c1))
         there = (slice(r0 + drow, r1 + drow), slice(c0 + dcol, c1 + dcol))
         both = valid[here] & valid[there]
+        # a knight's move needs the two cells it passes between valid too
+        for prow, pcol in passed_cells(drow, dcol):
+            both &= valid[r0 + prow:r1 + prow, c0 + pcol:c1 + pcol]
         length = math.hypot(drow * yres, dcol * xres)
         tails.append(index[here][both])
         heads.append(index[there][both])
@@ -141,6 +154,9 @@ def assert_consistent(result, cost, valid, sources, ids, connectivity,
         assert (drow, dcol) in allowed
         nr, nc = r + drow, c + dcol
         assert 0 <= nr < rows and 0 <= nc < cols and reached[nr, nc]
+        for prow, pcol in passed_cells(drow, dcol):
+            assert valid[r + prow, c + pcol], \
+                f"the step from ({r}, {c}) passes beside a barrier"
         step = (float(cost[r, c]) + float(cost[nr, nc])) / 2 \
             * math.hypot(drow * yres, dcol * xres)
         assert math.isclose(accumulated[r, c], accumulated[nr, nc] + step,
@@ -223,16 +239,78 @@ def test_diagonal_moves_do_not_need_the_corner_cells():
 
 
 def test_barrier_splitting_the_raster_leaves_the_far_side_unreached():
-    cost = np.ones((4, 5))
+    # A one-cell-thick wall stops every connectivity: a knight's move may
+    # not jump it (it would pass between two wall cells).
+    cost = np.ones((3, 5))
     cost[:, 2] = NAN
-    out = cpu(cost, [(1, 0)], connectivity=16)  # knights jump two columns...
-    assert not np.isnan(out.accumulated[:, 3]).any()
-    cost[:, 3] = NAN  # ...but not three
-    out = cpu(cost, [(1, 0)], connectivity=16)
-    assert np.isnan(out.accumulated[:, 2:]).all()
-    assert (out.allocation[:, 2:] == 0).all()
-    assert np.isnan(out.direction[:, 2:]).all()
-    assert not np.isnan(out.accumulated[:, :2]).any()
+    for connectivity in (4, 8, 16):
+        out = cpu(cost, [(1, 0)], connectivity=connectivity)
+        corner = 2.0 if connectivity == 4 else R2
+        np.testing.assert_array_equal(out.accumulated, [
+            [1, corner, NAN, NAN, NAN],
+            [0, 1, NAN, NAN, NAN],
+            [1, corner, NAN, NAN, NAN]])
+        assert (out.allocation[:, 2:] == 0).all()
+        assert (out.allocation[:, :2] == 1).all()
+        assert np.isnan(out.direction[:, 2:]).all()
+
+
+def test_knight_moves_pass_a_wall_only_through_its_gap():
+    # Column 2 is a wall with a gap at (2, 2).  Every value right of the
+    # wall comes through the gap: (2,2) = 2*sqrt2 by two diagonals; the
+    # knight's moves (1,1)->(2,3), (0,1)->(1,3) and (2,1)->(1,3) pass beside
+    # the wall cell (1, 2) and are refused (they would give sqrt2 + sqrt5,
+    # 1 + sqrt5 and sqrt5 + sqrt5).
+    cost = np.ones((3, 5))
+    cost[0:2, 2] = NAN
+    out = cpu(cost, [(0, 0)], connectivity=16)
+    np.testing.assert_allclose(out.accumulated, [
+        [0, 1, NAN, 3 * R2 + 1, 4 * R2],
+        [1, R2, NAN, 3 * R2, 2 * R2 + R5],
+        [2, R5, 2 * R2, 2 * R2 + 1, 2 * R2 + 2]], rtol=1e-14)
+    np.testing.assert_array_equal(out.direction, [
+        [0, 180, NAN, 270, 225],
+        [90, 135, NAN, 225, 202.5],
+        [90, 112.5, 135, 180, 180]])
+
+
+def test_one_barrier_cell_blocks_exactly_the_knight_moves_beside_it():
+    # From the centre of a 5x5 raster with a barrier east of it, the knight's
+    # moves to (1, 4) and (3, 4) pass beside the barrier and are refused;
+    # the other six knight's moves, and diagonal moves past the barrier,
+    # are one step each.
+    cost = np.ones((5, 5))
+    cost[2, 3] = NAN
+    out = cpu(cost, [(2, 2)], connectivity=16)
+    np.testing.assert_allclose(out.accumulated, [
+        [2 * R2, R5, 2, R5, 2 * R2],
+        [R5, R2, 1, R2, 1 + R2],
+        [2, 1, 0, NAN, 2 * R2],
+        [R5, R2, 1, R2, 1 + R2],
+        [2 * R2, R5, 2, R5, 2 * R2]], rtol=1e-14)
+    # (1, 4) and (3, 4) come one column on from (1, 3) and (3, 3); (2, 4)
+    # diagonally from one of them, as the knight's moves from (1, 2) and
+    # (3, 2) pass beside the barrier too
+    assert out.direction[1, 4] == 180 and out.direction[3, 4] == 180
+    assert out.direction[2, 4] in (135, 225)
+    assert out.direction[0, 3] == 247.5 and out.direction[4, 3] == 112.5
+
+
+def test_knight_step_needs_the_cells_it_passes_between():
+    # Corner to corner of a 2x3 raster is a single knight's move, refused
+    # here because it passes between two barriers.
+    cost = np.array([[1.0, NAN, NAN],
+                     [NAN, NAN, 3.0]])
+    out = cpu(cost, [(0, 0)], connectivity=16)
+    np.testing.assert_array_equal(out.accumulated, [[0, NAN, NAN],
+                                                    [NAN, NAN, NAN]])
+    cost = np.array([[1.0, 5.0, NAN],
+                     [NAN, 7.0, 3.0]])
+    out = cpu(cost, [(0, 0)], connectivity=16)
+    np.testing.assert_allclose(out.accumulated, [[0, 3, NAN],
+                                                 [NAN, 4 * R2, 2 * R5]],
+                               rtol=1e-14)
+    assert out.direction[1, 2] == 157.5
 
 
 def test_max_cost_cuts_off_farther_cells():
@@ -296,15 +374,6 @@ def test_sixteen_connectivity_knight_step_costs_sqrt5():
         [0, 180, 180],
         [90, 135, 157.5],
         [90, 112.5, 135]])
-
-
-def test_knight_step_ignores_the_cells_it_jumps_over():
-    cost = np.array([[1.0, NAN, NAN],
-                     [NAN, NAN, 3.0]])
-    out = cpu(cost, [(0, 0)], connectivity=16)
-    np.testing.assert_allclose(out.accumulated, [[0, NAN, NAN],
-                                                 [NAN, NAN, 2 * R5]])
-    assert out.direction[1, 2] == 157.5
 
 
 def test_all_sixteen_directions_in_grass_degrees():

@@ -19,6 +19,18 @@ NEIGHBOUR_OFFSETS = np.array([
     (-1, 2), (-2, 1), (-2, -1), (-1, -2),        # + knight's moves = 16
     (1, -2), (2, -1), (2, 1), (1, 2),
 ], dtype=np.int64)
+# The two cells each move passes between, as (drow, dcol) from its start
+# cell: a knight's move (dr, dc) is allowed only when both are valid, so a
+# one-cell-thick barrier wall cannot be jumped (GRASS r.cost -k refuses such
+# moves too).  One-cell steps pass between no cell; their rows hold (0, 0),
+# the start cell itself, so a test of them always passes.
+KNIGHT_PASSED_CELLS = np.zeros((16, 2, 2), dtype=np.int64)
+for _i, (_dr, _dc) in enumerate(NEIGHBOUR_OFFSETS[8:], start=8):
+    if abs(_dr) == 1:   # (r, c + dc/2) and (r + dr, c + dc/2)
+        KNIGHT_PASSED_CELLS[_i] = ((0, _dc // 2), (_dr, _dc // 2))
+    else:               # (r + dr/2, c) and (r + dr/2, c + dc)
+        KNIGHT_PASSED_CELLS[_i] = ((_dr // 2, 0), (_dr // 2, _dc))
+del _i, _dr, _dc
 GRASS_DIRECTION_DEGREES = np.array([
     360.0, 90.0, 180.0, 270.0,
     45.0, 135.0, 225.0, 315.0,
@@ -57,7 +69,10 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
 
     Moving between neighbours a and b costs ``(c_a + c_b) / 2 * L``, with
     L = 1, sqrt(2) or sqrt(5) cells (the convention of GRASS r.cost and
-    skimage's ``MCP_Geometric``).  Costs accumulate in float64.
+    skimage's ``MCP_Geometric``).  Costs accumulate in float64.  A knight's
+    move (16-connectivity) is allowed only when the two cells it passes
+    between are valid too, so it never jumps a barrier (as GRASS r.cost -k);
+    a diagonal step may pass between two barrier cells.
 
     Parameters
     ----------
@@ -68,7 +83,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         Either (row, col) source cells, or a raster whose non-zero, non-NaN
         cells are sources.
     connectivity : {4, 8, 16}
-        16 adds knight's moves.
+        16 adds knight's moves (only past two valid cells).
     max_cost : float, optional
         Cells whose accumulated cost would exceed it are left unreached.
     nodata : number, optional

@@ -93,7 +93,8 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
         ``NEIGHBOUR_OFFSETS`` of the neighbour the cell was reached from
     allocation : int64 ndarray, 0 where unreached
     """
-    from . import NEIGHBOUR_OFFSETS  # the package imports this module lazily
+    # the package imports this module lazily
+    from . import KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS
 
     rows, cols = array.shape
     n_cells = rows * cols
@@ -109,6 +110,11 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     for i, (drow, dcol) in enumerate(offsets):
         opposite[i] = np.flatnonzero((offsets[:, 0] == -drow)
                                      & (offsets[:, 1] == -dcol))[0]
+    passed = KNIGHT_PASSED_CELLS[:connectivity]
+    passed_delta_a = np.ascontiguousarray(passed[:, 0, 0] * cols
+                                          + passed[:, 0, 1])
+    passed_delta_b = np.ascontiguousarray(passed[:, 1, 0] * cols
+                                          + passed[:, 1, 1])
     step_lengths = np.ascontiguousarray(step_lengths, dtype=np.float64)
     margin = 2 if connectivity == 16 else 1
 
@@ -141,8 +147,9 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
                 n_cells + connectivity + HEAP_PADDING)
         heap_size, pops = _dijkstra_chunk(
             state, rows, cols, predecessor, heap_key, heap_cell, heap_size,
-            neighbour_delta, neighbour_drow, neighbour_dcol, step_lengths,
-            opposite, margin, float(max_cost), POPS_PER_CHUNK)
+            neighbour_delta, neighbour_drow, neighbour_dcol, passed_delta_a,
+            passed_delta_b, step_lengths, opposite, margin, float(max_cost),
+            POPS_PER_CHUNK)
         settled += pops
         progress(settled / n_valid)
 
@@ -284,9 +291,13 @@ def _pop_min(heap_key, heap_cell, state, heap_size):
 @njit(cache=True, nogil=True)
 def _dijkstra_chunk(state, rows, cols, predecessor, heap_key, heap_cell,
                     heap_size, neighbour_delta, neighbour_drow,
-                    neighbour_dcol, step_lengths, opposite, margin, max_cost,
-                    max_pops):
+                    neighbour_dcol, passed_delta_a, passed_delta_b,
+                    step_lengths, opposite, margin, max_cost, max_pops):
     """Settle up to ``max_pops`` cells; return (heap_size, cells settled).
+
+    ``passed_delta_a/b[i]`` are the flat offsets of the two cells a knight's
+    move i (i >= 8) passes between; the move is skipped when either is a
+    barrier.
 
     Stops early when the heap might not hold the pushes of one more pop
     (the caller grows it and calls again).
@@ -330,6 +341,12 @@ def _dijkstra_chunk(state, rows, cols, predecessor, heap_key, heap_cell,
                 if not (0 <= neighbour_row < rows and 0 <= neighbour_col < cols):
                     continue
                 neighbour = neighbour_row * cols + neighbour_col
+            # a knight's move may not pass beside a barrier; its two passed
+            # cells lie in the raster whenever its target does
+            if i >= 8 and (
+                    state[cell + passed_delta_a[i]].accumulated == -np.inf
+                    or state[cell + passed_delta_b[i]].accumulated == -np.inf):
+                continue
             record = state[neighbour]
             # Settled neighbours need no test: keys leave the heap in
             # non-decreasing order and steps cost >= 0, so the candidate is
