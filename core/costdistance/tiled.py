@@ -161,8 +161,12 @@ def survey_tile(cost_source, window, nodata, margin, source_raster,
 
 
 def solve_tile(cost_source, window, nodata, state, source_local, source_ids,
-               seeds, margin, offsets, half_step, opposite, max_cost):
+               seeds, margin, offsets, half_step, opposite, max_cost,
+               passed=None):
     """Dijkstra inside one tile.  Pure: returns the new state.
+
+    ``passed`` is ``KNIGHT_PASSED_CELLS[:connectivity]`` (the default): the
+    two cells each move passes between, which must be valid.
 
     ``state`` is (distance, predecessor, allocation) flat arrays from the
     previous solve, or None for the first; ``seeds`` is (distance,
@@ -180,14 +184,26 @@ def solve_tile(cost_source, window, nodata, state, source_local, source_ids,
     else:
         distance, predecessor, allocation = state
         first = False
+    if passed is None:
+        from . import KNIGHT_PASSED_CELLS
+        passed = KNIGHT_PASSED_CELLS[:len(offsets)]
     band_r, band_c = band_cells(window.rows, window.cols, margin)
     seed_distance, seed_predecessor, seed_allocation = seeds
     _solve_tile(cost, window.rows, window.cols, distance, predecessor,
                 allocation, band_r, band_c, seed_distance, seed_predecessor,
                 seed_allocation, source_local, source_ids, first,
-                offsets[:, 0].copy(), offsets[:, 1].copy(), half_step,
+                offsets[:, 0].copy(), offsets[:, 1].copy(),
+                _passed_delta(passed, 0, window.cols),
+                _passed_delta(passed, 1, window.cols), half_step,
                 opposite, max_cost)
     return distance, predecessor, allocation
+
+
+def _passed_delta(passed, which, cols):
+    """Flat offsets, in a raster of ``cols`` columns, of the first or second
+    cell each move passes between (0, the start cell, for one-cell steps)."""
+    return np.ascontiguousarray(passed[:, which, 0] * cols
+                                + passed[:, which, 1], dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
@@ -229,8 +245,8 @@ def _heap_pop(heap_key, heap_cell, size):
 @njit(cache=True, nogil=True)
 def _solve_tile(cost, rows, cols, distance, predecessor, allocation, band_r,
                 band_c, seed_distance, seed_predecessor, seed_allocation,
-                source_local, source_ids, first, drow, dcol, half_step,
-                opposite, max_cost):
+                source_local, source_ids, first, drow, dcol, passed_delta_a,
+                passed_delta_b, half_step, opposite, max_cost):
     """Incremental Dijkstra in a tile (lazy-deletion binary heap).
 
     Seeds: the sources (first solve only: a source keeps distance 0) and
@@ -297,6 +313,11 @@ def _solve_tile(cost, rows, cols, distance, predecessor, allocation, band_r,
             if not (0 <= next_row < rows and 0 <= next_col < cols):
                 continue
             neighbour = next_row * cols + next_col
+            # a knight's move may not pass beside a barrier (-inf); the two
+            # cells it passes between lie in the tile with both its ends
+            if i >= 8 and (distance[cell + passed_delta_a[i]] == -np.inf
+                           or distance[cell + passed_delta_b[i]] == -np.inf):
+                continue
             # the in-memory kernel's expression, term for term
             candidate = key + (cell_cost + cost[neighbour]) * half_step[i]
             if candidate > max_cost:
@@ -326,10 +347,15 @@ def _relax_out(tile, row0, col0, rows, cols, band_r, band_c, band_distance,
                band_allocation, changed, raster_rows, raster_cols, tile_size,
                tile_cols, margin, band_offset, all_band_cost, in_distance,
                in_predecessor, in_allocation, out_distance, out_predecessor,
-               out_allocation, drow, dcol, half_step, opposite, max_cost,
-               dirty_key):
+               out_allocation, drow, dcol, passed, half_step, opposite,
+               max_cost, dirty_key):
     """Relax every edge from a changed band cell of ``tile`` into another
-    tile; lower ``dirty_key`` of the tiles whose solve it would change."""
+    tile; lower ``dirty_key`` of the tiles whose solve it would change.
+
+    ``passed[i]`` holds the (drow, dcol) of the two cells move i passes
+    between.  For a move across a tile border they may lie in either tile
+    (or a third one at a corner), but always in the outer ring of that
+    tile's band: each is next to a border the move crosses."""
     own = band_offset[tile]
     for b in range(band_r.size):
         if not changed[b]:
@@ -360,6 +386,17 @@ def _relax_out(tile, row0, col0, rows, cols, band_r, band_c, band_distance,
             next_cost = all_band_cost[index]
             if next_cost != next_cost:
                 continue  # barrier
+            if i >= 8 and not (
+                    _band_cost_at(row + passed[i, 0, 0], col + passed[i, 0, 1],
+                                  raster_rows, raster_cols, tile_size,
+                                  tile_cols, margin, band_offset,
+                                  all_band_cost) >= 0.0
+                    and _band_cost_at(row + passed[i, 1, 0],
+                                      col + passed[i, 1, 1], raster_rows,
+                                      raster_cols, tile_size, tile_cols,
+                                      margin, band_offset,
+                                      all_band_cost) >= 0.0):
+                continue  # a knight's move passing beside a barrier
             candidate = d + (cell_cost + next_cost) * half_step[i]
             if candidate > max_cost:
                 continue
@@ -380,6 +417,21 @@ def _relax_out(tile, row0, col0, rows, cols, band_r, band_c, band_distance,
                     and out_allocation[index] != alloc):
                 if candidate < dirty_key[other]:
                     dirty_key[other] = candidate
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _band_cost_at(row, col, raster_rows, raster_cols, tile_size, tile_cols,
+                  margin, band_offset, all_band_cost):
+    """Cost of band cell (row, col) of the raster (NaN on a barrier)."""
+    tile_row = row // tile_size
+    tile_col = col // tile_size
+    position = _band_position(row - tile_row * tile_size,
+                              col - tile_col * tile_size,
+                              min(tile_size, raster_rows - tile_row * tile_size),
+                              min(tile_size, raster_cols - tile_col * tile_size),
+                              margin)
+    return all_band_cost[band_offset[tile_row * tile_cols + tile_col]
+                         + position]
 
 
 # --------------------------------------------------------------------------
@@ -420,8 +472,8 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
     memmaps of ``out_dir/accumulated.npy``, ``direction.npy`` and
     ``allocation.npy``.
     """
-    from . import (NEIGHBOUR_OFFSETS, CostDistanceResult, GRASS_DIRECTION_DEGREES,
-                   _describe_cells, _source_cells)
+    from . import (KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS, CostDistanceResult,
+                   GRASS_DIRECTION_DEGREES, _describe_cells, _source_cells)
     source = plan.source
     grid = plan.grid
     if nodata is None:
@@ -500,6 +552,7 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
     offsets = np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity])
     drow = offsets[:, 0].copy()
     dcol = offsets[:, 1].copy()
+    passed = np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity])
     opposite = np.empty(connectivity, dtype=np.int8)
     for i, (dr, dc) in enumerate(offsets):
         opposite[i] = np.flatnonzero((offsets[:, 0] == -dr)
@@ -568,7 +621,8 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
             state = solve_tile(source, window, nodata, state, local, local_ids,
                                (in_distance[band], in_predecessor[band],
                                 in_allocation[band]),
-                               margin, offsets, half_step, opposite, max_cost)
+                               margin, offsets, half_step, opposite, max_cost,
+                               passed)
             cache.put(t, state)
             solves += 1
             band_r, band_c = band_cells(window.rows, window.cols, margin)
@@ -587,8 +641,8 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
                        rows, cols, size, grid.tile_cols, margin, band_offset,
                        all_band_cost, in_distance, in_predecessor,
                        in_allocation, out_distance, out_predecessor,
-                       out_allocation, drow, dcol, half_step, opposite,
-                       max_cost, dirty_key)
+                       out_allocation, drow, dcol, passed, half_step,
+                       opposite, max_cost, dirty_key)
             for other in np.flatnonzero(dirty_key < before):
                 heapq.heappush(queue, (float(dirty_key[other]), int(other)))
             solved[t] = True
