@@ -119,6 +119,42 @@ def test_literal_barrier_wall_with_a_gap_in_another_tile():
     assert np.isnan(result.accumulated[8, 0])
 
 
+@pytest.mark.parametrize("wall_column", [7, 8])
+def test_literal_knight_moves_do_not_jump_a_wall_on_a_tile_border(
+        wall_column):
+    # A one-cell NaN wall in the last column of the first tile column (7)
+    # or the first of the second (8): every knight's move over it would
+    # pass between two wall cells, so nothing beyond it is reached.
+    cost = np.ones((10, 12))
+    cost[:, wall_column] = np.nan
+    result = cost_distance(cost, [(4, 0)], connectivity=16, tile_size=8,
+                           backend="cpu")
+    assert np.isnan(result.accumulated[:, wall_column:]).all()
+    assert (result.allocation[:, wall_column:] == 0).all()
+    assert not np.isnan(result.accumulated[:, :wall_column]).any()
+    # with a gap the far side is reached, through the gap only
+    cost[9, wall_column] = 1.0
+    result = cost_distance(cost, [(4, 0)], connectivity=16, tile_size=8,
+                           backend="cpu")
+    np.testing.assert_array_equal(np.isnan(result.accumulated),
+                                  np.isnan(cost))
+    assert_same(cost, [(4, 0)], tile_sizes=(8,), connectivity=16)
+
+
+def test_knight_moves_beside_a_barrier_at_a_tile_corner():
+    # One barrier cell in turn at each of the 4 x 4 cells around the corner
+    # shared by four 8 x 8 tiles: the cells a knight's move passes between
+    # then lie in its start tile, its end tile or a third tile.
+    cost = fractal_surface((16, 16), seed=5).astype(np.float64)
+    for row in range(6, 10):
+        for col in range(6, 10):
+            blocked = cost.copy()
+            blocked[row, col] = np.nan
+            for source in [(5, 5), (10, 10), (5, 10), (10, 5)]:
+                assert_same(blocked, [source], tile_sizes=(8,),
+                            connectivity=16)
+
+
 @pytest.mark.parametrize("connectivity", [4, 8, 16])
 def test_source_on_tile_corners(connectivity):
     cost = fractal_surface((70, 61), seed=3).astype(np.float64)
