@@ -77,9 +77,12 @@ def _seed(cells, ids, m, dist, pred, alloc):
 
 @cuda.jit(cache=True)
 def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
-                 connectivity, halo, offsets, half_step, max_cost, wake_next,
-                 tile_key, work):
+                 connectivity, halo, offsets, passed, half_step, max_cost,
+                 wake_next, tile_key, work):
     """One round: relax each listed tile to its fixed point.
+
+    ``passed[i]`` holds the (drow, dcol) of the two cells a knight's move i
+    passes between; the move is refused when either is a barrier (NaN).
 
     A changed cell within ``halo`` of a border wakes the tile across it
     and lowers that tile's key (the least new value it will see) to the
@@ -89,6 +92,8 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
     cost_s = cuda.shared.array(SPAN_CELLS, np.float64)
     step_s = cuda.shared.array(16, np.float64)
     delta_s = cuda.shared.array(16, np.int32)
+    passed_a_s = cuda.shared.array(16, np.int32)
+    passed_b_s = cuda.shared.array(16, np.int32)
     wake = cuda.shared.array(9, np.float64)
     t = cuda.threadIdx.x
     tile = np.int64(worklist[cuda.blockIdx.x])
@@ -99,6 +104,8 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
     for i in range(t, connectivity, TILE_THREADS):
         step_s[i] = half_step[i]
         delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
+        passed_a_s[i] = passed[i, 0, 0] * SPAN + passed[i, 0, 1]
+        passed_b_s[i] = passed[i, 1, 0] * SPAN + passed[i, 1, 1]
     if t < 9:
         wake[t] = np.inf
     for idx in range(t, SPAN_CELLS, TILE_THREADS):
@@ -138,6 +145,14 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
                     # steps cost >= 0, so only a neighbour below the
                     # current value can offer a lower one
                     if ca == ca and da < best:
+                        # a knight's move may not pass beside a barrier;
+                        # its passed cells (one cell from either end) are
+                        # in the shared tile
+                        if i >= 8:
+                            pa = cost_s[si + passed_a_s[i]]
+                            pb = cost_s[si + passed_b_s[i]]
+                            if pa != pa or pb != pb:
+                                continue
                         candidate = add_rn(da, mul_rn(ca + cb, step_s[i]))
                         if candidate < best:
                             best = candidate
@@ -340,7 +355,8 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
     (None: :func:`default_delta`; inf: plain rounds over all woken tiles);
     it changes the time taken, never the result.
     """
-    from . import NEIGHBOUR_OFFSETS  # the package imports this module lazily
+    # the package imports this module lazily
+    from . import KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS
 
     timer = PhaseTimer(stats)
     n = rows * cols
@@ -380,6 +396,8 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
     work = cuda.to_device(np.zeros(2, dtype=np.int64))
     offsets = cuda.to_device(
         np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity]))
+    passed = cuda.to_device(
+        np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity]))
     half_step = cuda.to_device(0.5 * np.asarray(step_lengths,
                                                 dtype=np.float64))
     halo = 2 if connectivity == 16 else 1
@@ -408,8 +426,8 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
             continue
         _relax_tiles[count, TILE_THREADS](
             cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
-            connectivity, halo, offsets, half_step, max_cost, wake, tile_key,
-            work)
+            connectivity, halo, offsets, passed, half_step, max_cost, wake,
+            tile_key, work)
         rounds += 1
         if progress is not None and rounds % PROGRESS_EVERY == 0:
             # no exact measure of what is left: approach 0.9 smoothly
