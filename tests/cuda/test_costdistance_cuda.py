@@ -50,6 +50,14 @@ def check_paths(accumulated, predecessor, allocation, cost, valid, steps,
             dr, dc = NEIGHBOUR_OFFSETS[p]
             a = (r + dr, c + dc)
             assert 0 <= a[0] < rows and 0 <= a[1] < cols and valid[a]
+            # a knight's move passes between the two cells of its 2 x 3
+            # box that touch both ends; both must be valid
+            if abs(dr) + abs(dc) == 3:
+                for i in range(min(0, dr), max(0, dr) + 1):
+                    for j in range(min(0, dc), max(0, dc) + 1):
+                        if max(abs(i), abs(j)) == 1 and \
+                                max(abs(dr - i), abs(dc - j)) == 1:
+                            assert valid[r + i, c + j]
             step = (cost64[a] + cost64[r, c]) * (0.5 * steps[p])
             assert accumulated[r, c] == accumulated[a] + step
             assert allocation[r, c] == allocation[a]
@@ -106,6 +114,23 @@ def test_literal_barrier_and_max_cost():
                          [2, 3, np.nan]])
     np.testing.assert_array_equal(out[0], expected)
     np.testing.assert_array_equal(out[2], [[7, 0, 0], [7, 0, 0], [7, 7, 0]])
+
+
+def test_knight_moves_do_not_jump_a_wall_on_a_tile_seam():
+    # one-cell NaN walls in the last column of a tile, the first column of
+    # the next, and (transposed) a row: the far side stays unreached
+    for wall in (3, 4, 5):
+        cost = np.ones((9, 11))
+        cost[:, wall] = np.nan
+        for grid in (cost, cost.T.copy()):
+            valid = ~np.isnan(grid)
+            out = compare_with_cpu(grid, valid, np.array([[1, 1]]),
+                                   np.array([1]), 16)
+            far = np.isnan(out[0])
+            if grid is cost:
+                assert far[:, wall:].all() and not far[:, :wall].any()
+            else:
+                assert far[wall:].all() and not far[:wall].any()
 
 
 def test_maze_long_paths_cross_every_seam():
