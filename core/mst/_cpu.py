@@ -549,10 +549,11 @@ def _radix_pass(keys, carried, keys_out, carried_out, shift, digit_bits,
     return True
 
 
-def _radix_sort(keys, carried, n_bits):
+def _radix_sort(keys, carried, n_bits, progress=None):
     """Stable LSD radix sort of uint64 ``keys`` (values below 2**n_bits),
     moving ``carried`` (may be empty) along; returns the sorted (keys,
-    carried), which may be the input arrays or new ones."""
+    carried), which may be the input arrays or new ones.  ``progress``,
+    if given, hears the fraction of passes done after each pass."""
     n_chunks = max(1, min(numba.get_num_threads(), keys.size // 65536))
     n_passes = max(1, -(-n_bits // _MAX_DIGIT_BITS))
     digit_bits = -(-n_bits // n_passes)
@@ -563,10 +564,12 @@ def _radix_sort(keys, carried, n_bits):
                        min(digit_bits, n_bits - shift), n_chunks):
             keys, keys_out = keys_out, keys
             carried, carried_out = carried_out, carried
+        if progress is not None:
+            progress(min(1.0, (shift + digit_bits) / n_bits))
     return keys, carried
 
 
-def _sort_tree_edges(edge_id, weight, n_cells):
+def _sort_tree_edges(edge_id, weight, n_cells, progress=None):
     """Sort tree edges by (weight, edge id) = (weight, low, high).
 
     Radix sort on the weights' order-preserving bit keys.  When the span of
@@ -574,14 +577,15 @@ def _sort_tree_edges(edge_id, weight, n_cells):
     weights always do below 2**30 cells), one packed key is sorted;
     otherwise the edges are sorted by id, then stably by weight.  Returns
     sorted (edge_id, weight), reusing the input arrays' memory.
+    ``progress`` (a Progress, optional) hears of each radix pass.
     """
     if edge_id.size == 0:
         return edge_id, weight
     with _threads_for(edge_id.size):
-        return _radix_sort_tree_edges(edge_id, weight, n_cells)
+        return _radix_sort_tree_edges(edge_id, weight, n_cells, progress)
 
 
-def _radix_sort_tree_edges(edge_id, weight, n_cells):
+def _radix_sort_tree_edges(edge_id, weight, n_cells, progress):
     bits_dtype = np.uint32 if weight.dtype.itemsize == 4 else np.uint64
     weight_bits = weight.view(bits_dtype)
     # numpy, unlike numba, asks the kernel for huge pages: allocate here
@@ -593,14 +597,17 @@ def _radix_sort_tree_edges(edge_id, weight, n_cells):
     if id_bits + key_bits <= 64:
         _pack_keys(weight_keys, low_key, edge_id, id_bits)
         keys, _ = _radix_sort(weight_keys, weight_keys[:0],
-                              id_bits + key_bits)
+                              id_bits + key_bits, progress)
         _unpack_keys(keys, low_key, id_bits, edge_id)
         weight_keys = keys
     else:
-        ids, weight_keys = _radix_sort(edge_id.view(np.uint64), weight_keys,
-                                       id_bits)
+        ids, weight_keys = _radix_sort(
+            edge_id.view(np.uint64), weight_keys, id_bits,
+            None if progress is None else progress.span(0.0, 0.5))
         weight_keys -= low_key
-        weight_keys, ids = _radix_sort(weight_keys, ids, key_bits)
+        weight_keys, ids = _radix_sort(
+            weight_keys, ids, key_bits,
+            None if progress is None else progress.span(0.5, 1.0))
         weight_keys += low_key
         edge_id[:] = ids.view(np.int64)
     _weight_bits_from_keys(weight_keys, weight_bits)
@@ -682,8 +689,10 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     np.cumsum(root_offsets, out=root_offsets)
     np.cumsum(tree_offsets, out=tree_offsets)
     progress(0.2)
-    chosen_edge = np.empty(n_cells, dtype=np.int64)
-    chosen_weight = np.empty(n_cells, dtype=weight_dtype)
+    # at most one tree edge per valid cell; the output is a prefix of these
+    n_valid = int(root_offsets[-1] + tree_offsets[-1])
+    chosen_edge = np.empty(n_valid, dtype=np.int64)
+    chosen_weight = np.empty(n_valid, dtype=weight_dtype)
     label_dtype = index_dtype(n_cells)
     root_label = np.empty(n_cells, dtype=label_dtype)
     cut_offsets = np.zeros(rows + 1, dtype=np.int64)
@@ -718,7 +727,8 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     del end_a, end_b, weight, edge_id
 
     chosen_edge, chosen_weight = _sort_tree_edges(
-        chosen_edge[:n_chosen], chosen_weight[:n_chosen], n_cells)
+        chosen_edge[:n_chosen], chosen_weight[:n_chosen], n_cells,
+        progress.span(0.75, 0.95))
     progress(0.95)
     edges = np.empty((n_chosen, 2), dtype=np.int64)
     _edge_ends(chosen_edge, values.shape[1], edges)
@@ -726,58 +736,62 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     return edges, chosen_weight
 
 
-def _adjacency(edges, n_cells):
-    """CSR adjacency (offsets, neighbours) of the cells joined by ``edges``."""
-    edges = np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2)
-    if edges.size and (edges.min() < 0 or edges.max() >= n_cells):
-        raise InvalidInputError(
-            f"edge ends must be cell indices in [0, {n_cells}), got "
-            f"[{edges.min()}, {edges.max()}]")
-    offsets = np.zeros(n_cells + 1, dtype=np.int64)
-    neighbours = np.empty(2 * len(edges), dtype=np.int64)
-    fill = np.empty(n_cells, dtype=np.int64)
-    _build_adjacency(edges, offsets, neighbours, fill)
-    return offsets, neighbours
+# Neighbour k of a cell is at PARENT_OFFSETS[k] (E, N, W, S, NE, NW, SW, SE);
+# bit k of a cell's tree mask says the tree edge toward it exists.
+_OPPOSITE = np.array([2, 3, 0, 1, 6, 7, 4, 5], dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
-def _build_adjacency(edges, offsets, neighbours, fill):
-    n_cells = fill.size
-    for i in range(edges.shape[0]):
-        offsets[edges[i, 0] + 1] += 1
-        offsets[edges[i, 1] + 1] += 1
-    for v in range(n_cells):
-        offsets[v + 1] += offsets[v]
-    fill[:] = offsets[:-1]
-    for i in range(edges.shape[0]):
-        a = edges[i, 0]
-        b = edges[i, 1]
-        neighbours[fill[a]] = b
-        fill[a] += 1
-        neighbours[fill[b]] = a
-        fill[b] += 1
-    return offsets, neighbours
+def _tree_masks(edges, valid_flat, cols, masks):
+    """Set bit k of ``masks[v]`` for each edge from v toward neighbour k.
 
-
-@njit(cache=True, nogil=True)
-def _traverse(offsets, neighbours, valid_flat, cols, state, budget, queue,
-              seen, direction_table, direction, labels):
-    """Breadth-first search of each piece from its lowest-index cell.
-
-    Resumable: ``state`` = (next root candidate, queue head, queue tail,
-    pieces so far) persists between calls, and a call returns after about
-    ``budget`` cells.  Writes the degrees toward each cell's parent into
-    ``direction`` and the piece number into ``labels`` (either may be empty
-    to skip it).  Returns -1, or the index of a cell that an edge joins to
-    a non-neighbour or an invalid cell.
+    Returns -1, or the row of an edge that does not join two valid
+    neighbouring cells.
     """
-    next_root, head, tail, pieces = state[0], state[1], state[2], state[3]
+    for i in range(edges.shape[0]):
+        low = min(edges[i, 0], edges[i, 1])
+        high = max(edges[i, 0], edges[i, 1])
+        low_row = low // cols
+        high_row = high // cols
+        step_cols = (high - high_row * cols) - (low - low_row * cols)
+        step_rows = high_row - low_row
+        if step_rows == 0 and step_cols == 1:
+            k = 0
+        elif step_rows == 1 and step_cols == 0:
+            k = 3
+        elif step_rows == 1 and step_cols == -1:
+            k = 6
+        elif step_rows == 1 and step_cols == 1:
+            k = 7
+        else:
+            return i
+        if not (valid_flat[low] and valid_flat[high]):
+            return i
+        masks[low] |= np.uint8(1 << k)
+        masks[high] |= np.uint8(1 << _OPPOSITE[k])
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _traverse(masks, valid_flat, cols, state, budget, stack, seen, offsets,
+              degrees, direction, labels):
+    """Depth-first search of each piece from its lowest-index cell.
+
+    Resumable: ``state`` = (next root candidate, stack size, pieces so far)
+    persists between calls, and a call returns after about ``budget``
+    cells.  Writes the degrees toward each cell's parent into ``direction``
+    and the piece number into ``labels`` (either may be empty to skip it).
+    """
+    next_root, top, pieces = state[0], state[1], state[2]
     n = valid_flat.size
     want_direction = direction.size > 0
     want_labels = labels.size > 0
+    steps = np.empty(8, dtype=np.int64)
+    for k in range(8):
+        steps[k] = offsets[k, 0] * cols + offsets[k, 1]
     done = 0
     while done < budget:
-        if head == tail:
+        if top == 0:
             # scanning upward, the first unseen valid cell is the lowest
             # index of its piece: earlier cells of the piece would have
             # reached it already
@@ -792,42 +806,26 @@ def _traverse(offsets, neighbours, valid_flat, cols, state, budget, queue,
                 direction[next_root] = 0.0
             if want_labels:
                 labels[next_root] = pieces
-            head = 0
-            tail = 1
-            queue[0] = next_root
-        v = queue[head]
-        head += 1
+            stack[0] = next_root
+            top = 1
+        top -= 1
+        v = stack[top]
         done += 1
-        vr = v // cols
-        vc = v - vr * cols
-        for j in range(offsets[v], offsets[v + 1]):
-            u = neighbours[j]
+        mask = masks[v]
+        for k in range(8):
+            if (mask & (1 << k)) == 0:
+                continue
+            u = v + steps[k]
             if seen[u]:
                 continue
-            if not valid_flat[u]:
-                return u
-            ur = u // cols
-            uc = u - ur * cols
-            dr = vr - ur
-            dc = vc - uc
-            if dr < -1 or dr > 1 or dc < -1 or dc > 1:
-                return u
             seen[u] = True
             if want_direction:
-                direction[u] = direction_table[dr + 1, dc + 1]
+                direction[u] = degrees[_OPPOSITE[k]]
             if want_labels:
                 labels[u] = pieces
-            queue[tail] = u
-            tail += 1
-    state[0], state[1], state[2], state[3] = next_root, head, tail, pieces
-    return -1
-
-
-def _direction_table():
-    table = np.zeros((3, 3), dtype=np.float32)
-    for (dr, dc), degrees in zip(PARENT_OFFSETS, PARENT_DEGREES):
-        table[dr + 1, dc + 1] = degrees
-    return table
+            stack[top] = u
+            top += 1
+    state[0], state[1], state[2] = next_root, top, pieces
 
 
 def _walk_forest(edges, valid, progress, want_direction, want_labels):
@@ -835,30 +833,34 @@ def _walk_forest(edges, valid, progress, want_direction, want_labels):
     rows, cols = valid.shape
     n = valid.size
     valid_flat = valid.reshape(-1)
-    offsets, neighbours = _adjacency(edges, n)
+    edges = np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2)
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        raise InvalidInputError(
+            f"edge ends must be cell indices in [0, {n}), got "
+            f"[{edges.min()}, {edges.max()}]")
+    masks = np.zeros(n, dtype=np.uint8)
+    bad = _tree_masks(edges, valid_flat, max(cols, 1), masks)
+    if bad >= 0:
+        low, high = sorted(int(x) for x in edges[bad])
+        raise InvalidInputError(
+            f"edge {bad} joins cells {low} (row {low // cols}, column "
+            f"{low % cols}) and {high} (row {high // cols}, column "
+            f"{high % cols}), which are not valid neighbours; edges must "
+            "join neighbouring valid cells")
     if want_direction:
         direction = np.full(n, np.nan, dtype=np.float32)
     else:
         direction = np.empty(0, dtype=np.float32)
-    if want_labels:
-        labels = np.zeros(n, dtype=index_dtype(n))
-    else:
-        labels = np.zeros(0, dtype=index_dtype(n))
-    queue = np.empty(max(n, 1), dtype=np.int64)
+    labels = np.zeros(n if want_labels else 0, dtype=index_dtype(n))
+    stack = np.empty(max(n, 1), dtype=np.int64)
     seen = np.zeros(n, dtype=bool)
-    state = np.zeros(4, dtype=np.int64)
-    table = _direction_table()
+    state = np.zeros(3, dtype=np.int64)
     done = 0
     while True:
-        bad = _traverse(offsets, neighbours, valid_flat, max(cols, 1), state,
-                        _TRAVERSAL_BUDGET, queue, seen, table, direction,
-                        labels)
-        if bad >= 0:
-            raise InvalidInputError(
-                f"an edge joins cell {bad} (row {bad // cols}, column "
-                f"{bad % cols}) to a cell that is not its valid neighbour; "
-                "edges must join neighbouring valid cells")
-        if state[0] == n and state[1] == state[2]:
+        _traverse(masks, valid_flat, max(cols, 1), state, _TRAVERSAL_BUDGET,
+                  stack, seen, PARENT_OFFSETS, PARENT_DEGREES, direction,
+                  labels)
+        if state[0] == n and state[1] == 0:
             break
         done += _TRAVERSAL_BUDGET
         if progress is not None:
@@ -869,7 +871,7 @@ def _walk_forest(edges, valid, progress, want_direction, want_labels):
         direction = direction.reshape(rows, cols)
     if want_labels:
         labels = labels.reshape(rows, cols)
-    return direction, labels, int(state[3])
+    return direction, labels, int(state[2])
 
 
 def parent_direction(edges, valid, progress):
