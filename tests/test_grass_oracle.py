@@ -6,11 +6,11 @@ Where GRASS's conventions differ from GridGraph's the tests pin down exactly
 how (read from r.cost's main.c and confirmed here), instead of hiding it:
 
 * outdir at start cells: GRASS leaves them null; GridGraph writes 0.
-* knight's moves (-k / 16-connectivity): GRASS charges
-  (c_a + c_b + c_x + c_y) / 4 * sqrt(5), x and y being the two cells the
-  move passes between, and refuses the move when x or y is null; GridGraph
-  charges (c_a + c_b) / 2 * sqrt(5) and ignores x and y.  Identical on
-  uniform costs without barriers; different otherwise.
+* knight's moves (-k / 16-connectivity): both refuse the move when x or
+  y, the two cells it passes between, is null (so neither jumps a one-cell
+  barrier wall); GRASS charges (c_a + c_b + c_x + c_y) / 4 * sqrt(5),
+  GridGraph (c_a + c_b) / 2 * sqrt(5).  Identical on uniform costs (with or
+  without barriers); different otherwise.
 * max_cost: GRASS stops its search once the cheapest open cell exceeds it
   but keeps every cell it has labelled by then, including cells above the
   limit with costs that are not final; GridGraph leaves every cell above
@@ -76,8 +76,9 @@ def pick_cells(rng, cost, count):
 
 def reference_dijkstra(cost, sources, moves, knight_rule):
     """Multi-source least cost with scipy's Dijkstra (independent of the
-    engine).  ``knight_rule``: "pair" (c_a + c_b) / 2 * L, or "grass"
-    (c_a + c_b + c_x + c_y) / 4 * L with both passed cells valid."""
+    engine).  A knight's move needs both cells it passes between (x, y)
+    valid; it costs, by ``knight_rule``, "pair" (c_a + c_b) / 2 * L or
+    "grass" (c_a + c_b + c_x + c_y) / 4 * L."""
     rows, cols = cost.shape
     valid = cost != BARRIER
     index = np.arange(cost.size).reshape(cost.shape)
@@ -92,15 +93,16 @@ def reference_dijkstra(cost, sources, moves, knight_rule):
                 if not (valid[r, c] and valid[rr, cc]):
                     continue
                 weight = (cost[r, c] + cost[rr, cc]) / 2.0 * length
-                if knight_rule == "grass" and abs(dr) + abs(dc) == 3:
+                if abs(dr) + abs(dc) == 3:
                     if abs(dr) == 2:
                         passed = [(r + dr // 2, c), (r + dr // 2, c + dc)]
                     else:
                         passed = [(r, c + dc // 2), (r + dr, c + dc // 2)]
                     if not all(valid[p] for p in passed):
                         continue
-                    weight = (cost[r, c] + cost[rr, cc]
-                              + sum(cost[p] for p in passed)) / 4.0 * length
+                    if knight_rule == "grass":
+                        weight = (cost[r, c] + cost[rr, cc] + sum(
+                            cost[p] for p in passed)) / 4.0 * length
                 heads.append(index[r, c])
                 tails.append(index[rr, cc])
                 weights.append(weight)
@@ -247,18 +249,34 @@ def test_r_cost_knight_rule_differs_exactly_as_described(grass, run_algorithm,
     assert np.abs(accumulated[reached] - grass_rule[reached]).max() > 1e-3
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known difference, reported: GridGraph's knight's moves jump over a "
-    "one-cell barrier wall (they ignore the two cells they pass between); "
-    "GRASS r.cost -k refuses such a move"))
-def test_knight_moves_do_not_cross_a_barrier_wall(run_algorithm, tmp_path):
+def test_knight_moves_do_not_cross_a_barrier_wall(grass, run_algorithm,
+                                                  tmp_path):
     cost = np.ones((3, 5))
     cost[:, 2] = NAN  # a full wall: nothing on the right is reachable
     cost_path = write_geotiff(tmp_path / "cost.tif", cost)
     points = write_points(tmp_path / "s.gpkg", [cell_centre(1, 0)])
     accumulated, _, _ = gridgraph_cost(run_algorithm, tmp_path, {
         "INPUT": cost_path, "SOURCES": points, "CONNECTIVITY": 2})
-    assert np.isnan(accumulated[:, 3:]).all()
+    assert np.isnan(accumulated[:, 2:]).all()
+    assert not np.isnan(accumulated[:, :2]).any()
+    # a wall with a gap at the bottom, reached only through the gap; on
+    # unit costs GRASS's four-cell mean equals our two-cell one, so r.cost
+    # -k must give the same costs
+    cost = np.ones((4, 7))
+    cost[:3, 3] = BARRIER
+    cost_path = write_geotiff(tmp_path / "gap.tif", cost, nodata=BARRIER)
+    points = write_points(tmp_path / "gap.gpkg", [cell_centre(0, 0)])
+    output, _, _ = grass_cost(grass, tmp_path, {
+        "input": cost_path, "start_points": points, "-k": True})
+    accumulated, _, _ = gridgraph_cost(run_algorithm, tmp_path, {
+        "INPUT": cost_path, "SOURCES": points, "CONNECTIVITY": 2})
+    expected = reference_dijkstra(cost, [(0, 0)],
+                                  QUEEN_MOVES + KNIGHT_MOVES, "pair")
+    np.testing.assert_allclose(nan_nodata(output), expected, rtol=1e-9)
+    np.testing.assert_allclose(accumulated, expected, rtol=1e-9)
+    # (1, 2) -> (2, 4) would jump the wall between (1, 3) and (2, 3) for
+    # 2 * sqrt(5); refused, the path is four diagonals through the gap
+    assert accumulated[2, 4] == pytest.approx(4 * math.sqrt(2))
 
 
 @pytest.mark.parametrize("diagonal,seed,data_type", [
