@@ -6,8 +6,10 @@ does the same at tile granularity:
 
 0. Survey (per tile, pure): read the tile, check its costs, list its
    sources, and keep the costs of its *band* -- the cells within ``margin``
-   of the tile border (1 cell; 2 for knight's moves, which jump a cell).
-   Every edge between two tiles joins two band cells.
+   of the tile border (1 cell; 2 for knight's moves, which reach two cells
+   away).  Every edge between two tiles joins two band cells, and the two
+   cells a knight's move between tiles passes between (both must be valid)
+   are band cells too.
 1. Propagation: a tile with sources, or whose band received a better
    distance from a neighbour, is queued with the smallest such distance as
    its key.  The tile with the smallest key is solved by Dijkstra inside
@@ -386,6 +388,7 @@ def _relax_out(tile, row0, col0, rows, cols, band_r, band_c, band_distance,
             next_cost = all_band_cost[index]
             if next_cost != next_cost:
                 continue  # barrier
+            # costs are >= 0, so ">= 0.0" is false exactly on NaN barriers
             if i >= 8 and not (
                     _band_cost_at(row + passed[i, 0, 0], col + passed[i, 0, 1],
                                   raster_rows, raster_cols, tile_size,
