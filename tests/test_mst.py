@@ -471,6 +471,7 @@ def test_negative_values_and_mean_rounding():
     assert result.weights[0] == np.float64(np.float32(3e38))
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 def test_infinities_and_signed_zeros():
     # inf - inf and inf + -inf are NaN weights, ordered after every number
     grid = np.array([[np.inf, np.inf, -0.0],
@@ -613,6 +614,25 @@ def test_large_rasters_equal_scipy_on_ranks(connectivity, weight):
     assert_same_forest(result, edges, weights)
 
 
+@settings(max_examples=40, deadline=None)
+@given(small_rasters(max_side=30), st.sampled_from([4, 8]),
+       st.sampled_from(WEIGHTS))
+def test_chunked_parallel_paths_equal_kruskal(raster, connectivity, weight):
+    # Below _PARALLEL_MIN_CELLS the kernels run on one thread in one chunk;
+    # lowering it sends small rasters through the multi-threaded, chunked
+    # code (list rounds, contraction, radix passes).
+    values, nodata, valid = raster
+    saved = _cpu._PARALLEL_MIN_CELLS
+    _cpu._PARALLEL_MIN_CELLS = 8
+    try:
+        result = cpu_mst(values, nodata=nodata, connectivity=connectivity,
+                         weight=weight)
+    finally:
+        _cpu._PARALLEL_MIN_CELLS = saved
+    edges, weights = kruskal(values, valid, connectivity, weight)
+    assert_same_forest(result, edges, weights)
+
+
 def test_large_forest_parent_directions_and_labels():
     values = fractal_surface((90, 110), seed=9)
     valid = values > 300  # many pieces of many shapes
@@ -649,11 +669,15 @@ def test_tree_edge_sort_equals_lexsort(dtype, n_cells):
                       rng.normal(0, 1e3, size).round(1)).astype(dtype)
     edge_id = rng.integers(0, min(4 * n_cells, 2**62), size)
     expected_id, expected_weight = sort_oracle(edge_id, weight)
-    got_id, got_weight = _cpu._sort_tree_edges(edge_id.copy(), weight.copy(),
-                                               n_cells)
+    reports = []
+    got_id, got_weight = _cpu._sort_tree_edges(
+        edge_id.copy(), weight.copy(), n_cells, Progress(reports.append))
     np.testing.assert_array_equal(got_id, expected_id)
     np.testing.assert_array_equal(got_weight, expected_weight)
     assert got_weight.dtype == dtype
+    # one report per radix pass, ending at 1
+    assert len(reports) >= 3 and reports == sorted(reports)
+    assert reports[-1] == 1.0
 
 
 @settings(max_examples=60, deadline=None)

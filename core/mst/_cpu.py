@@ -336,35 +336,54 @@ def _grid_cut_edges(values, valid, eight, weight_index, half, component,
                     j += 1
 
 
-@njit(cache=True, nogil=True)
-def _list_round(end_a, end_b, weight, edge_id, chosen_edge, chosen_weight,
-                n_chosen, best, best_weight, best_id, parent):
-    """One Borůvka round on the list of edges between m components.
+@njit(cache=True, nogil=True, parallel=True)
+def _list_lightest(end_a, end_b, weight, edge_id, best, best_weight, best_id):
+    """Per component, the lightest of its edges in the list.
 
-    ``best*`` and ``parent`` are scratch arrays of size m.  Appends the tree edges found to ``chosen_*`` from ``n_chosen`` on, then
-    contracts: the crossing edges, relabelled to the new components, are
-    written over a prefix of the input arrays.  Components left without a
-    crossing edge are finished and drop out.  Returns (edges kept, new m,
-    new n_chosen).
+    The list is cut into ``best.shape[0]`` chunks scanned in parallel, each
+    into its own row of ``best*`` (index, weight, id of the best edge, index
+    -1 for none); row 0 then holds the result.  Each scan reads the edge
+    list once, in order, and keeps the weight and id next to the index.
     """
+    n_chunks, m = best.shape
     n_edges = end_a.size
-    m = best.size
-    # the best edge's weight and id are kept per component so that the scan
-    # reads the edge list once, in order
-    best[:] = -1
-    for i in range(n_edges):
-        w = weight[i]
-        e = edge_id[i]
-        a = end_a[i]
-        b = end_b[i]
-        if best[a] < 0 or _lighter(w, e, best_weight[a], best_id[a]):
-            best[a] = i
-            best_weight[a] = w
-            best_id[a] = e
-        if best[b] < 0 or _lighter(w, e, best_weight[b], best_id[b]):
-            best[b] = i
-            best_weight[b] = w
-            best_id[b] = e
+    for t in prange(n_chunks):
+        for c in range(m):
+            best[t, c] = -1
+        for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
+            w = weight[i]
+            e = edge_id[i]
+            a = end_a[i]
+            b = end_b[i]
+            if best[t, a] < 0 or _lighter(w, e, best_weight[t, a],
+                                          best_id[t, a]):
+                best[t, a] = i
+                best_weight[t, a] = w
+                best_id[t, a] = e
+            if best[t, b] < 0 or _lighter(w, e, best_weight[t, b],
+                                          best_id[t, b]):
+                best[t, b] = i
+                best_weight[t, b] = w
+                best_id[t, b] = e
+    for c in prange(m):
+        for t in range(1, n_chunks):
+            j = best[t, c]
+            if j >= 0 and (best[0, c] < 0 or _lighter(
+                    best_weight[t, c], best_id[t, c], best_weight[0, c],
+                    best_id[0, c])):
+                best[0, c] = j
+                best_weight[0, c] = best_weight[t, c]
+                best_id[0, c] = best_id[t, c]
+
+
+@njit(cache=True, nogil=True)
+def _list_hook(end_a, end_b, best, best_weight, best_id, parent,
+               chosen_edge, chosen_weight, n_chosen):
+    """Borůvka hooking of the m components of the list (as in
+    :func:`_hook_cells`): appends the tree edges found to ``chosen_*`` and
+    leaves each component's root in ``parent``.  Returns the new
+    n_chosen."""
+    m = parent.size
     for c in range(m):
         j = best[c]
         if j < 0:
@@ -382,32 +401,89 @@ def _list_round(end_a, end_b, weight, edge_id, chosen_edge, chosen_weight,
             n_chosen += 1
     for c in range(m):
         _find_root(parent, c)
-    # Relabel surviving roots compactly; ``best`` is reused as the map.
-    for c in range(m):
-        best[c] = -1
-    kept = 0
+    return n_chosen
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _list_contract(end_a, end_b, weight, edge_id, parent, new_label,
+                   chunk_offsets, out_a, out_b, out_weight, out_id):
+    """Drop the edges inside a component and relabel the others.
+
+    Surviving roots (those with an edge left) get compact labels in root
+    order; the kept edges go, in list order, to the ``out_*`` arrays.
+    ``new_label`` (size m) and ``chunk_offsets`` (chunks + 1) are scratch.
+    Returns (edges kept, new component count).
+    """
+    n_chunks = chunk_offsets.size - 1
+    n_edges = end_a.size
+    m = parent.size
+    for c in prange(m):
+        new_label[c] = 0
+    for t in prange(n_chunks):
+        kept = 0
+        for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
+            a = parent[end_a[i]]
+            b = parent[end_b[i]]
+            if a != b:
+                kept += 1
+                # every writer stores the same value
+                new_label[a] = 1
+                new_label[b] = 1
+        chunk_offsets[t + 1] = kept
     m_new = 0
-    for i in range(n_edges):
-        a = parent[end_a[i]]
-        b = parent[end_b[i]]
-        if a == b:
-            continue
-        la = best[a]
-        if la < 0:
-            la = m_new
-            best[a] = la
+    for c in range(m):
+        if new_label[c] != 0:
+            new_label[c] = m_new
             m_new += 1
-        lb = best[b]
-        if lb < 0:
-            lb = m_new
-            best[b] = lb
-            m_new += 1
-        end_a[kept] = la
-        end_b[kept] = lb
-        weight[kept] = weight[i]
-        edge_id[kept] = edge_id[i]
-        kept += 1
-    return kept, m_new, n_chosen
+    chunk_offsets[0] = 0
+    for t in range(n_chunks):
+        chunk_offsets[t + 1] += chunk_offsets[t]
+    for t in prange(n_chunks):
+        j = chunk_offsets[t]
+        for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
+            a = parent[end_a[i]]
+            b = parent[end_b[i]]
+            if a != b:
+                out_a[j] = new_label[a]
+                out_b[j] = new_label[b]
+                out_weight[j] = weight[i]
+                out_id[j] = edge_id[i]
+                j += 1
+    return chunk_offsets[n_chunks], m_new
+
+
+def _list_rounds(end_a, end_b, weight, edge_id, m, chosen_edge,
+                 chosen_weight, n_chosen, progress):
+    """Borůvka rounds on the list of edges between m components until no
+    edge is left; appends the tree edges to ``chosen_*`` and returns the
+    new n_chosen.  The lists alternate with a second set of buffers."""
+    spare = (np.empty_like(end_a), np.empty_like(end_b),
+             np.empty_like(weight), np.empty_like(edge_id))
+    n_edges = end_a.size
+    first_edges = max(n_edges, 1)
+    while n_edges > 0:
+        current = (end_a[:n_edges], end_b[:n_edges], weight[:n_edges],
+                   edge_id[:n_edges])
+        with _threads_for(n_edges):
+            n_chunks = max(1, min(numba.get_num_threads(),
+                                  n_edges // _PARALLEL_MIN_CELLS))
+            best = np.empty((n_chunks, m), dtype=np.int64)
+            best_weight = np.empty((n_chunks, m), dtype=weight.dtype)
+            best_id = np.empty((n_chunks, m), dtype=np.int64)
+            _list_lightest(*current, best, best_weight, best_id)
+            parent = np.empty(m, dtype=np.int64)
+            n_chosen = _list_hook(current[0], current[1], best[0],
+                                  best_weight[0], best_id[0], parent,
+                                  chosen_edge, chosen_weight, n_chosen)
+            del best, best_weight, best_id
+            n_edges, m = _list_contract(
+                *current, parent, np.empty(m, dtype=np.int64),
+                np.zeros(n_chunks + 1, dtype=np.int64), *spare)
+        (end_a, end_b, weight, edge_id), spare = spare, (end_a, end_b,
+                                                         weight, edge_id)
+        # the list shrinks by a factor per round: report its share done
+        progress(1.0 - n_edges / first_edges)
+    return n_chosen
 
 
 _SIGN32 = 0x80000000
@@ -554,7 +630,8 @@ def _radix_sort(keys, carried, n_bits, progress=None):
     moving ``carried`` (may be empty) along; returns the sorted (keys,
     carried), which may be the input arrays or new ones.  ``progress``,
     if given, hears the fraction of passes done after each pass."""
-    n_chunks = max(1, min(numba.get_num_threads(), keys.size // 65536))
+    n_chunks = max(1, min(numba.get_num_threads(),
+                          keys.size // _PARALLEL_MIN_CELLS))
     n_passes = max(1, -(-n_bits // _MAX_DIGIT_BITS))
     digit_bits = -(-n_bits // n_passes)
     keys_out = np.empty_like(keys)
@@ -715,15 +792,8 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     progress(0.45)
 
     # Further rounds on the shrinking list of crossing edges.
-    first_edges = max(n_edges, 1)
-    while n_edges > 0:
-        n_edges, m, n_chosen = _list_round(
-            end_a[:n_edges], end_b[:n_edges], weight[:n_edges],
-            edge_id[:n_edges], chosen_edge, chosen_weight, n_chosen,
-            np.empty(m, dtype=np.int64), np.empty(m, dtype=weight_dtype),
-            np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64))
-        # the list shrinks by a factor per round: report its share done
-        progress(0.45 + 0.3 * (1.0 - n_edges / first_edges))
+    n_chosen = _list_rounds(end_a, end_b, weight, edge_id, m, chosen_edge,
+                            chosen_weight, n_chosen, progress.span(0.45, 0.75))
     del end_a, end_b, weight, edge_id
 
     chosen_edge, chosen_weight = _sort_tree_edges(
