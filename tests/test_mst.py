@@ -614,9 +614,24 @@ def test_large_rasters_equal_scipy_on_ranks(connectivity, weight):
     assert_same_forest(result, edges, weights)
 
 
-@settings(max_examples=40, deadline=None)
-@given(small_rasters(max_side=30), st.sampled_from([4, 8]),
-       st.sampled_from(WEIGHTS))
+@st.composite
+def seeded_rasters(draw, max_side=30):
+    """(values, nodata, valid): random floats or few integers, random holes."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shape = draw(st.tuples(st.integers(1, max_side),
+                           st.integers(1, max_side)))
+    if draw(st.booleans()):
+        values = rng.random(shape).astype(np.float32)
+    else:
+        values = rng.integers(0, draw(st.integers(1, 5)), shape)
+        values = values.astype(np.float32)
+    values[rng.random(shape) < draw(st.floats(0, 0.4))] = NAN
+    return values, None, ~np.isnan(values)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.one_of(small_rasters(max_side=30), seeded_rasters()),
+       st.sampled_from([4, 8]), st.sampled_from(WEIGHTS))
 def test_chunked_parallel_paths_equal_kruskal(raster, connectivity, weight):
     # Below _PARALLEL_MIN_CELLS the kernels run on one thread in one chunk;
     # lowering it sends small rasters through the multi-threaded, chunked
