@@ -207,8 +207,8 @@ def bench_qgis_process(size, repeat, folder):
 
     def grass_cc():
         return run_qgis_process("grass7:r.clump", {
-            "input": classes_path, "output": grass_path,
-            "GRASS_REGION_PARAMETER": classes_path,
+            "input": classes_path, "output": grass_path, "title": "clumps",
+            "threshold": 0, "GRASS_REGION_PARAMETER": classes_path,
             "GRASS_REGION_CELLSIZE_PARAMETER": 0})[0]
 
     t_ours = statistics.median([ours_cc() for _ in range(repeat)])
