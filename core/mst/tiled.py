@@ -43,7 +43,8 @@ from ._cpu import _edge_weight, _lighter
 
 # A leaf tile: values and valid mask (5), the kernel's working set (about
 # 60 bytes per cell: lightest edges, components, cut edges, chosen edges),
-# the forest's adjacency for compression (24).
+# the local edge ids, the forest's bitmask and the typed values (~15), and
+# slack for the kernel's sort.
 TILE_BYTES_PER_CELL = 96
 # The in-memory run: the kernel's working set plus the sorted edge list
 # (20 per edge) and the parent-direction pass (adjacency and BFS, 40).
@@ -775,7 +776,6 @@ def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
     sorted run of final edges (global edge ids, weights): the tile's
     internal forest plus the kept separator edges whose low end lies in
     the tile.  Returns ``(direction, run_ids, run_weights)``."""
-    from . import _cpu
     values = source.read(window)
     valid = valid_mask(values, nodata)
     rows, cols = window.rows, window.cols
