@@ -543,44 +543,66 @@ def _weight_bits64(key):
     return ~key
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _weight_keys(weight_bits, keys):
-    """Sort keys of the weights into ``keys``; returns their min and max."""
+@njit(inline="always")
+def _sort_key(weight_bits, i):
+    """Sort key of weight i, from the weights' bit patterns."""
     if weight_bits.itemsize == 4:
-        for i in prange(weight_bits.size):
-            keys[i] = np.uint64(_sort_key32(weight_bits[i]))
-    else:
-        for i in prange(weight_bits.size):
-            keys[i] = _sort_key64(weight_bits[i])
-    return keys.min(), keys.max()
+        return np.uint64(_sort_key32(weight_bits[i]))
+    return _sort_key64(weight_bits[i])
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _weight_bits_from_keys(keys, weight_bits):
+@njit(inline="always")
+def _set_weight_bits(weight_bits, i, key):
+    """Inverse of :func:`_sort_key`."""
     if weight_bits.itemsize == 4:
-        for i in prange(keys.size):
-            weight_bits[i] = _weight_bits32(np.int64(keys[i]))
+        weight_bits[i] = _weight_bits32(np.int64(key))
     else:
-        for i in prange(keys.size):
-            weight_bits[i] = _weight_bits64(keys[i])
+        weight_bits[i] = _weight_bits64(key)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _pack_keys(weight_keys, key_offset, edge_id, id_bits):
-    """((weight key - offset) << id_bits) | edge id, in place."""
-    for i in prange(weight_keys.size):
-        weight_keys[i] = ((weight_keys[i] - np.uint64(key_offset)) << np.uint64(id_bits)) \
-            | np.uint64(edge_id[i])
+def _weight_key_range(weight_bits):
+    """Smallest and largest sort key of the weights."""
+    low = ~np.uint64(0)
+    high = np.uint64(0)
+    for i in prange(weight_bits.size):
+        key = _sort_key(weight_bits, i)
+        low = min(low, key)
+        high = max(high, key)
+    return low, high
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _unpack_keys(keys, key_offset, id_bits, edge_id):
-    """Inverse of :func:`_pack_keys`: edge ids out, weight keys in place."""
+def _weight_keys(weight_bits, key_offset, keys):
+    """keys = sort key of each weight - key_offset."""
+    for i in prange(weight_bits.size):
+        keys[i] = _sort_key(weight_bits, i) - np.uint64(key_offset)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _weight_bits_from_keys(keys, key_offset, weight_bits):
+    """Inverse of :func:`_weight_keys`."""
+    for i in prange(keys.size):
+        _set_weight_bits(weight_bits, i, keys[i] + np.uint64(key_offset))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _pack_keys(weight_bits, key_offset, edge_id, id_bits, keys):
+    """keys = ((weight key - offset) << id_bits) | edge id."""
+    for i in prange(weight_bits.size):
+        keys[i] = ((_sort_key(weight_bits, i) - np.uint64(key_offset))
+                   << np.uint64(id_bits)) | np.uint64(edge_id[i])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _unpack_keys(keys, key_offset, id_bits, edge_id, weight_bits):
+    """Inverse of :func:`_pack_keys`."""
     id_mask = (np.uint64(1) << np.uint64(id_bits)) - np.uint64(1)
     for i in prange(keys.size):
         k = keys[i]
         edge_id[i] = np.int64(k & id_mask)
-        keys[i] = (k >> np.uint64(id_bits)) + np.uint64(key_offset)
+        _set_weight_bits(weight_bits, i,
+                         (k >> np.uint64(id_bits)) + np.uint64(key_offset))
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -665,29 +687,26 @@ def _sort_tree_edges(edge_id, weight, n_cells, progress=None):
 def _radix_sort_tree_edges(edge_id, weight, n_cells, progress):
     bits_dtype = np.uint32 if weight.dtype.itemsize == 4 else np.uint64
     weight_bits = weight.view(bits_dtype)
-    # numpy, unlike numba, asks the kernel for huge pages: allocate here
-    weight_keys = np.empty(edge_id.size, dtype=np.uint64)
-    low_key, high_key = _weight_keys(weight_bits, weight_keys)
+    low_key, high_key = _weight_key_range(weight_bits)
     low_key = np.uint64(low_key)
     id_bits = int(4 * n_cells - 1).bit_length()
     key_bits = int(high_key - low_key).bit_length()
+    # numpy, unlike numba, asks the kernel for huge pages: allocate here
+    keys = np.empty(edge_id.size, dtype=np.uint64)
     if id_bits + key_bits <= 64:
-        _pack_keys(weight_keys, low_key, edge_id, id_bits)
-        keys, _ = _radix_sort(weight_keys, weight_keys[:0],
-                              id_bits + key_bits, progress)
-        _unpack_keys(keys, low_key, id_bits, edge_id)
-        weight_keys = keys
+        _pack_keys(weight_bits, low_key, edge_id, id_bits, keys)
+        keys, _ = _radix_sort(keys, keys[:0], id_bits + key_bits, progress)
+        _unpack_keys(keys, low_key, id_bits, edge_id, weight_bits)
     else:
-        ids, weight_keys = _radix_sort(
-            edge_id.view(np.uint64), weight_keys, id_bits,
+        _weight_keys(weight_bits, low_key, keys)
+        ids, keys = _radix_sort(
+            edge_id.view(np.uint64), keys, id_bits,
             None if progress is None else progress.span(0.0, 0.5))
-        weight_keys -= low_key
-        weight_keys, ids = _radix_sort(
-            weight_keys, ids, key_bits,
+        keys, ids = _radix_sort(
+            keys, ids, key_bits,
             None if progress is None else progress.span(0.5, 1.0))
-        weight_keys += low_key
         edge_id[:] = ids.view(np.int64)
-    _weight_bits_from_keys(weight_keys, weight_bits)
+        _weight_bits_from_keys(keys, low_key, weight_bits)
     return edge_id, weight
 
 
