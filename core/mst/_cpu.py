@@ -452,13 +452,12 @@ def _list_contract(end_a, end_b, weight, edge_id, parent, new_label,
     return chunk_offsets[n_chunks], m_new
 
 
-def _list_rounds(end_a, end_b, weight, edge_id, m, chosen_edge,
+def _list_rounds(end_a, end_b, weight, edge_id, spare, m, chosen_edge,
                  chosen_weight, n_chosen, progress):
     """Borůvka rounds on the list of edges between m components until no
     edge is left; appends the tree edges to ``chosen_*`` and returns the
-    new n_chosen.  The lists alternate with a second set of buffers."""
-    spare = (np.empty_like(end_a), np.empty_like(end_b),
-             np.empty_like(weight), np.empty_like(edge_id))
+    new n_chosen.  The lists alternate with ``spare``, a second set of
+    buffers of the same sizes."""
     n_edges = end_a.size
     first_edges = max(n_edges, 1)
     while n_edges > 0:
@@ -647,16 +646,18 @@ def _radix_pass(keys, carried, keys_out, carried_out, shift, digit_bits,
     return True
 
 
-def _radix_sort(keys, carried, n_bits, progress=None):
+def _radix_sort(keys, carried, n_bits, progress=None, keys_out=None):
     """Stable LSD radix sort of uint64 ``keys`` (values below 2**n_bits),
     moving ``carried`` (may be empty) along; returns the sorted (keys,
     carried), which may be the input arrays or new ones.  ``progress``,
-    if given, hears the fraction of passes done after each pass."""
+    if given, hears the fraction of passes done after each pass;
+    ``keys_out``, if given, is the second key buffer."""
     n_chunks = max(1, min(numba.get_num_threads(),
                           keys.size // _PARALLEL_MIN_CELLS))
     n_passes = max(1, -(-n_bits // _MAX_DIGIT_BITS))
     digit_bits = -(-n_bits // n_passes)
-    keys_out = np.empty_like(keys)
+    if keys_out is None:
+        keys_out = np.empty_like(keys)
     carried_out = np.empty_like(carried)
     for shift in range(0, n_bits, digit_bits):
         if _radix_pass(keys, carried, keys_out, carried_out, shift,
@@ -668,7 +669,7 @@ def _radix_sort(keys, carried, n_bits, progress=None):
     return keys, carried
 
 
-def _sort_tree_edges(edge_id, weight, n_cells, progress=None):
+def _sort_tree_edges(edge_id, weight, n_cells, progress=None, scratch=None):
     """Sort tree edges by (weight, edge id) = (weight, low, high).
 
     Radix sort on the weights' order-preserving bit keys.  When the span of
@@ -676,26 +677,31 @@ def _sort_tree_edges(edge_id, weight, n_cells, progress=None):
     weights always do below 2**30 cells), one packed key is sorted;
     otherwise the edges are sorted by id, then stably by weight.  Returns
     sorted (edge_id, weight), reusing the input arrays' memory.
-    ``progress`` (a Progress, optional) hears of each radix pass.
+    ``progress`` (a Progress, optional) hears of each radix pass;
+    ``scratch`` (optional, uint64, twice the edges) holds the packed keys.
     """
     if edge_id.size == 0:
         return edge_id, weight
     with _threads_for(edge_id.size):
-        return _radix_sort_tree_edges(edge_id, weight, n_cells, progress)
+        return _radix_sort_tree_edges(edge_id, weight, n_cells, progress,
+                                      scratch)
 
 
-def _radix_sort_tree_edges(edge_id, weight, n_cells, progress):
+def _radix_sort_tree_edges(edge_id, weight, n_cells, progress, scratch):
     bits_dtype = np.uint32 if weight.dtype.itemsize == 4 else np.uint64
     weight_bits = weight.view(bits_dtype)
     low_key, high_key = _weight_key_range(weight_bits)
     low_key = np.uint64(low_key)
     id_bits = int(4 * n_cells - 1).bit_length()
     key_bits = int(high_key - low_key).bit_length()
-    # numpy, unlike numba, asks the kernel for huge pages: allocate here
-    keys = np.empty(edge_id.size, dtype=np.uint64)
+    k = edge_id.size
+    if scratch is None:
+        scratch = np.empty(2 * k, dtype=np.uint64)
+    keys = scratch[:k]
     if id_bits + key_bits <= 64:
         _pack_keys(weight_bits, low_key, edge_id, id_bits, keys)
-        keys, _ = _radix_sort(keys, keys[:0], id_bits + key_bits, progress)
+        keys, _ = _radix_sort(keys, keys[:0], id_bits + key_bits, progress,
+                              scratch[k:2 * k])
         _unpack_keys(keys, low_key, id_bits, edge_id, weight_bits)
     else:
         _weight_keys(weight_bits, low_key, keys)
@@ -771,14 +777,24 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     if n_cells == 0:
         return np.empty((0, 2), dtype=np.int64), np.empty(0, weight_dtype)
 
+    # Page faults on fresh memory are costly (most on virtual machines), so
+    # two arenas are reused: [lightest edge | its weight] then the list of
+    # crossing edges; [root | root label] then the list's second buffer.
+    label_dtype = np.dtype(index_dtype(n_cells))
+    weight_size = np.dtype(weight_dtype).itemsize
+    first_arena = np.empty(n_cells * (8 + weight_size), dtype=np.uint8)
+    second_arena = np.empty(n_cells * (8 + label_dtype.itemsize),
+                            dtype=np.uint8)
+
     # Round 1 on the implicit grid.
-    best_weight = np.empty(n_cells, dtype=weight_dtype)
-    best_edge = np.empty(n_cells, dtype=np.int64)
+    best_edge, best_weight = _carve(first_arena, n_cells,
+                                    (np.int64, weight_dtype))
     _grid_lightest_edges(values, valid, eight, weight_index, half,
                          best_weight, best_edge)
     progress(0.1)
     rows = values.shape[0]
-    component = np.empty(n_cells, dtype=np.int64)
+    component, root_label = _carve(second_arena, n_cells,
+                                   (np.int64, label_dtype))
     root_offsets = np.zeros(rows + 1, dtype=np.int64)
     tree_offsets = np.zeros(rows + 1, dtype=np.int64)
     _hook_cells(valid, best_edge, component, root_offsets, tree_offsets)
@@ -789,8 +805,6 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     n_valid = int(root_offsets[-1] + tree_offsets[-1])
     chosen_edge = np.empty(n_valid, dtype=np.int64)
     chosen_weight = np.empty(n_valid, dtype=weight_dtype)
-    label_dtype = index_dtype(n_cells)
-    root_label = np.empty(n_cells, dtype=label_dtype)
     cut_offsets = np.zeros(rows + 1, dtype=np.int64)
     _contract_cells(valid, eight, best_edge, best_weight, component,
                     root_offsets, tree_offsets, root_label, chosen_edge,
@@ -801,28 +815,46 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     m = int(root_offsets[-1])
     n_chosen = int(tree_offsets[-1])
     n_edges = int(cut_offsets[-1])
-    end_a = np.empty(n_edges, dtype=label_dtype)
-    end_b = np.empty(n_edges, dtype=label_dtype)
-    weight = np.empty(n_edges, dtype=weight_dtype)
-    edge_id = np.empty(n_edges, dtype=np.int64)
+    list_dtypes = (label_dtype, label_dtype, weight_dtype, np.int64)
+    end_a, end_b, weight, edge_id = _carve(first_arena, n_edges, list_dtypes)
     _grid_cut_edges(values, valid, eight, weight_index, half, component,
                     root_label, cut_offsets, end_a, end_b, weight, edge_id)
-    del component, root_label
+    del component, root_label, first_arena
     progress(0.45)
 
     # Further rounds on the shrinking list of crossing edges.
-    n_chosen = _list_rounds(end_a, end_b, weight, edge_id, m, chosen_edge,
-                            chosen_weight, n_chosen, progress.span(0.45, 0.75))
-    del end_a, end_b, weight, edge_id
+    spare = _carve(second_arena, n_edges, list_dtypes)
+    del second_arena
+    n_chosen = _list_rounds(end_a, end_b, weight, edge_id, spare, m,
+                            chosen_edge, chosen_weight, n_chosen,
+                            progress.span(0.45, 0.75))
+    del end_a, end_b, weight, edge_id, spare
 
+    # The output array holds the sort keys first.
+    edges = np.empty((n_chosen, 2), dtype=np.int64)
     chosen_edge, chosen_weight = _sort_tree_edges(
         chosen_edge[:n_chosen], chosen_weight[:n_chosen], n_cells,
-        progress.span(0.75, 0.95))
+        progress.span(0.75, 0.95), edges.reshape(-1).view(np.uint64))
     progress(0.95)
-    edges = np.empty((n_chosen, 2), dtype=np.int64)
     _edge_ends(chosen_edge, values.shape[1], edges)
     progress(1.0)
     return edges, chosen_weight
+
+
+def _carve(arena, count, dtypes):
+    """Consecutive arrays of ``count`` items of each dtype: views of the
+    uint8 ``arena`` where they fit, else of one fresh buffer."""
+    sizes = [count * np.dtype(dtype).itemsize for dtype in dtypes]
+    # every array starts on an 8-byte boundary
+    padded = [-(-size // 8) * 8 for size in sizes]
+    if sum(padded) > arena.size:
+        arena = np.empty(sum(padded), dtype=np.uint8)
+    arrays = []
+    offset = 0
+    for dtype, size, step in zip(dtypes, sizes, padded):
+        arrays.append(arena[offset:offset + size].view(dtype))
+        offset += step
+    return tuple(arrays)
 
 
 # Neighbour k of a cell is at PARENT_OFFSETS[k] (E, N, W, S, NE, NW, SW, SE);
@@ -941,7 +973,7 @@ def _walk_forest(edges, valid, progress, want_direction, want_labels):
     else:
         direction = np.empty(0, dtype=np.float32)
     labels = np.zeros(n if want_labels else 0, dtype=index_dtype(n))
-    stack = np.empty(max(n, 1), dtype=np.int64)
+    stack = np.empty(max(n, 1), dtype=index_dtype(n))
     seen = np.zeros(n, dtype=bool)
     state = np.zeros(3, dtype=np.int64)
     done = 0
