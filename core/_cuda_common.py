@@ -14,6 +14,8 @@ second int64 array).
 """
 
 import math
+import sys
+import threading
 import time
 
 import numpy as np
@@ -22,6 +24,47 @@ from numba import config, cuda
 from .errors import BackendUnavailableError
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+
+def _lock_simulator_shared_arrays():
+    """Make the simulator's ``cuda.shared.array`` thread-safe.
+
+    The simulator finds a block's shared array by the calling line in a
+    table it fills on first use, without a lock: two threads of a launch's
+    first block can both miss, allocate, and end up writing different
+    arrays (seen once in 1500 launches of a two-array kernel), which
+    breaks any kernel at random.  Same lookup, under a lock.
+    """
+    from numba.core import types
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+
+    shared_class = kernelapi.FakeCUDAShared
+    if getattr(shared_class, "locked_by_gridgraph", False):
+        return
+    unlocked_array = shared_class.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype):
+        if shape == 0 or not hasattr(self, "_allocations"):
+            return unlocked_array(self, shape, dtype)  # dynamic: no table
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        with lock:
+            found = self._allocations.get(key)
+            if found is None:
+                if isinstance(dtype, types.Type):
+                    dtype = numpy_support.as_dtype(dtype)
+                found = np.empty(shape, dtype)
+                self._allocations[key] = found
+        return found
+
+    shared_class.array = array
+    shared_class.locked_by_gridgraph = True
+
+
+if SIMULATOR:
+    _lock_simulator_shared_arrays()
 
 # Threads per block and items per thread of the generic kernels (scan,
 # reduction, radix sort).  The simulator runs every thread as a Python

@@ -106,8 +106,9 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
         delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
         passed_a_s[i] = passed[i, 0, 0] * SPAN + passed[i, 0, 1]
         passed_b_s[i] = passed[i, 1, 0] * SPAN + passed[i, 1, 1]
-    if t < 9:
-        wake[t] = np.inf
+    # strided: a block may have fewer than 9 threads (the simulator's has 8)
+    for slot in range(t, 9, TILE_THREADS):
+        wake[slot] = np.inf
     for idx in range(t, SPAN_CELLS, TILE_THREADS):
         sr = idx // SPAN
         r = r0 + sr - HALO
@@ -193,13 +194,14 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
             if right:
                 cuda.atomic.min(wake, 5, value)
     cuda.syncthreads()
-    if t < 9 and wake[t] < np.inf:
-        nr = tile_row + t // 3 - 1
-        nc = tile_col + t % 3 - 1
-        if nr >= 0 and nr < tiles_y and nc >= 0 and nc < tiles_x:
-            neighbour = nr * tiles_x + nc
-            cuda.atomic.min(tile_key, neighbour, wake[t])
-            wake_next[neighbour] = 1
+    for slot in range(t, 9, TILE_THREADS):
+        if wake[slot] < np.inf:
+            nr = tile_row + slot // 3 - 1
+            nc = tile_col + slot % 3 - 1
+            if nr >= 0 and nr < tiles_y and nc >= 0 and nc < tiles_x:
+                neighbour = nr * tiles_x + nc
+                cuda.atomic.min(tile_key, neighbour, wake[slot])
+                wake_next[neighbour] = 1
     if t == 0:
         cuda.atomic.add(work, 0, 1)
         cuda.atomic.add(work, 1, sweeps)

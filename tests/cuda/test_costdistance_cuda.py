@@ -13,8 +13,11 @@ a cycle, and the allocation is that source's id.  Where the CPU and GPU
 pick different predecessors, that is a tie between equally cheap paths.
 """
 
+import sys
+
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -25,6 +28,19 @@ from gridgraph.core.costdistance import NEIGHBOUR_OFFSETS, _cpu, _cuda, \
 from gridgraph.tests.rasters import maze_cost
 
 SIM_SETTINGS = settings(max_examples=15, deadline=None)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_thread_switches():
+    """The simulator runs a block's threads as Python threads while its
+    block manager polls them in a busy loop; with the default 5 ms switch
+    interval most of a barrier is spent waiting for the GIL.  50 us makes
+    this module's tests several times faster (and interleaves the threads
+    more finely); the interval is restored afterwards."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(5e-5)
+    yield
+    sys.setswitchinterval(previous)
 
 
 def check_paths(accumulated, predecessor, allocation, cost, valid, steps,
@@ -133,6 +149,99 @@ def test_knight_moves_do_not_jump_a_wall_on_a_tile_seam():
                 assert far[wall:].all() and not far[:wall].any()
 
 
+# Corridors that enter a tile only across the corner it shares with a
+# diagonal neighbour tile.  12 x 8 cells are 3 x 2 simulator tiles (4 x 4),
+# and every flip keeps the tiles where they are.  The source (3, 3) sits in
+# tile (0, 0), whose tiles the first round relaxes; the corridor runs down
+# tile (1, 0) and crosses into tile (2, 1), which only the diagonal wake-up
+# sent by tile (1, 0) ever schedules.  "#" is a barrier, "." cost 1, "H" a
+# valid cell too costly to reach under max_cost (cost 1e6).
+DIAGONAL_STEP = """\
+########
+########
+########
+###.####
+###.####
+###.####
+###.####
+###.####
+####.###
+####.###
+####.###
+########"""
+# 16-connectivity: the knight's move (6, 3) -> (8, 4) passes between the
+# valid cells (7, 3) and (7, 4); under max_cost they are never reached, so
+# nothing but the change of (6, 3) (two cells from tile (1, 0)'s lower
+# border: the halo of knight's moves) can wake tile (2, 1).
+KNIGHT_MOVE = """\
+########
+########
+########
+###.####
+###.####
+###.####
+###.####
+###HH###
+####.###
+####.###
+####.###
+########"""
+ROOT2, ROOT5 = np.sqrt(2.0), np.sqrt(5.0)
+# accumulated cost of the corridor cells, hand-computed (cost 1 per cell:
+# a step of length L costs L)
+DIAGONAL_STEP_COSTS = {(3, 3): 0.0, (4, 3): 1.0, (5, 3): 2.0, (6, 3): 3.0,
+                       (7, 3): 4.0, (8, 4): 4.0 + ROOT2,
+                       (9, 4): 5.0 + ROOT2, (10, 4): 6.0 + ROOT2}
+KNIGHT_MOVE_COSTS = {(3, 3): 0.0, (4, 3): 1.0, (5, 3): 2.0, (6, 3): 3.0,
+                     (8, 4): 3.0 + ROOT5, (9, 4): 4.0 + ROOT5,
+                     (10, 4): 5.0 + ROOT5}
+
+
+def corridor_raster(picture):
+    symbols = {"#": np.nan, ".": 1.0, "H": 1e6}
+    return np.array([[symbols[ch] for ch in line]
+                     for line in picture.splitlines()])
+
+
+def literal_costs(shape, costs):
+    expected = np.full(shape, np.nan)
+    for cell, value in costs.items():
+        expected[cell] = value
+    return expected
+
+
+def check_diagonal_tile_crossing(picture, costs, connectivity, max_cost):
+    cost = corridor_raster(picture)
+    expected = literal_costs(cost.shape, costs)
+    # every flip sends the crossing toward another diagonal neighbour tile
+    for axes in ((), (1,), (0,), (0, 1)):
+        grid = np.flip(cost, axes).copy() if axes else cost
+        want = np.flip(expected, axes) if axes else expected
+        valid = ~np.isnan(grid)
+        source = np.argwhere(want == 0.0)
+        # a few runs: the simulator orders threads and worklists
+        # differently from run to run
+        for _ in range(2):
+            out = compare_with_cpu(grid, valid, source, np.array([3]),
+                                   connectivity, max_cost)
+            np.testing.assert_array_equal(out[0], want)
+            np.testing.assert_array_equal(out[2], np.where(np.isnan(want),
+                                                           0, 3))
+
+
+def test_diagonal_step_into_a_diagonal_neighbour_tile():
+    # a tile reached only across its corner must be woken by the tile
+    # diagonally before it (the simulator's 8-thread blocks once skipped
+    # the ninth, lower-right wake slot)
+    for connectivity in (8, 16):
+        check_diagonal_tile_crossing(DIAGONAL_STEP, DIAGONAL_STEP_COSTS,
+                                     connectivity, np.inf)
+
+
+def test_knight_move_into_a_diagonal_neighbour_tile():
+    check_diagonal_tile_crossing(KNIGHT_MOVE, KNIGHT_MOVE_COSTS, 16, 50.0)
+
+
 def test_maze_long_paths_cross_every_seam():
     cost = maze_cost((11, 11), seed=2)
     valid = ~np.isnan(cost)
@@ -199,10 +308,22 @@ def problems(draw):
     return cost, valid, cells, ids
 
 
+def ci_knight_problem():
+    # the input of a CI failure: knight's moves (4, 2) -> (6, 3) -> (8, 4)
+    # into the lower-right diagonal tile (the lost wake-up); since knight's
+    # moves need their passed cells valid, nothing is reached past (4, 2)
+    cost = np.ones((9, 7), dtype=np.float32)
+    cost[0, 0] = 0
+    valid = np.zeros((9, 7), bool)
+    valid[4, 2] = valid[6, 3] = valid[8, 4] = True
+    return cost, valid, np.array([[4, 2]]), np.array([1])
+
+
 @SIM_SETTINGS
 @given(problems(), st.sampled_from([4, 8, 16]),
        st.sampled_from([np.inf, 40.0]),
        st.sampled_from([None, (1.0, 1.0), (2.5, 0.5)]))
+@example(ci_knight_problem(), 16, np.inf, None)
 def test_same_costs_as_cpu(problem, connectivity, max_cost, cell_size):
     cost, valid, cells, ids = problem
     compare_with_cpu(cost, valid, cells, ids, connectivity, max_cost,
