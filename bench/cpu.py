@@ -266,7 +266,7 @@ def main():
     for name, peer, size, t_ours, t_peer, check in rows:
         table.append(f"| {name} | {peer} | {size}² | {t_ours:.3f} | {t_peer:.3f} | "
                      f"{t_peer / t_ours:.2f}× | {check} |")
-    header = (f"### CPU, {datetime.date.today().isoformat()}\n\n{machine()}; "
+    header = (f"## CPU, {datetime.date.today().isoformat()}\n\n{machine()}; "
               f"median of {args.repeat} after a warm-up; fractal rasters "
               "(tests/rasters.py).\n")
     text = header + "\n" + "\n".join(table) + "\n"

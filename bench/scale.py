@@ -4,7 +4,7 @@ Builds synthetic fractal DEMs as .npy files (streamed, never whole in
 memory), then runs each operation in a fresh process through
 tests/rss_probe.py, which reports wall time and peak resident set (VmHWM)
 above the process's resident set after a warm-up.  Prints a Markdown table;
---write appends it with the machine and date to docs/benchmarks-scale.md.
+--write appends it with the machine and date to docs/benchmarks.md.
 
     .venv/bin/python bench/scale.py --workdir /var/tmp/gg-scale --jobs neuse40 big
     .venv/bin/python bench/scale.py --jobs small          # a quick check
@@ -136,7 +136,7 @@ def main():
     parser.add_argument("--keep", action="store_true",
                         help="keep the rasters and outputs")
     parser.add_argument("--write", action="store_true",
-                        help="append the table to docs/benchmarks-scale.md")
+                        help="append the table to docs/benchmarks.md")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     results = []
@@ -166,7 +166,7 @@ def main():
         stamp = datetime.date.today().isoformat()
         machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, "
                    f"{os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f} GB RAM")
-        with open(os.path.join(ROOT, "docs", "benchmarks-scale.md"), "a") as doc:
+        with open(os.path.join(ROOT, "docs", "benchmarks.md"), "a") as doc:
             doc.write(f"\n## Tiled path at scale ({stamp}; {machine})\n\n"
                       f"{text}\n")
 
