@@ -646,6 +646,22 @@ def test_chunked_parallel_paths_equal_kruskal(raster, connectivity, weight):
         _cpu._PARALLEL_MIN_CELLS = saved
     edges, weights = kruskal(values, valid, connectivity, weight)
     assert_same_forest(result, edges, weights)
+    check_parent_direction(result.parent_direction, result.edges, valid,
+                           connectivity)
+
+
+def test_chunked_tree_masks_report_a_bad_edge(monkeypatch):
+    # 40 good edges along a strip, then one joining non-neighbours: with
+    # chunks of the edge list checked in parallel, the bad one is found
+    monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
+    valid = np.ones((3, 41), bool)
+    edges = np.array([[c, c + 1] for c in range(40)] + [[0, 2]])
+    with pytest.raises(InvalidInputError, match="edge 40 joins cells 0"):
+        _cpu.parent_direction(edges, valid, Progress())
+    labels, count = _cpu.label_forest(edges[:40], valid)
+    assert count == 1 + 2 * 41
+    assert np.all(labels[0] == 1)
+    np.testing.assert_array_equal(labels[1:].reshape(-1), np.arange(2, 84))
 
 
 def test_large_forest_parent_directions_and_labels():

@@ -862,35 +862,48 @@ def _carve(arena, count, dtypes):
 _OPPOSITE = np.array([2, 3, 0, 1, 6, 7, 4, 5], dtype=np.int64)
 
 
-@njit(cache=True, nogil=True)
-def _tree_masks(edges, valid_flat, cols, masks):
+@njit(cache=True, nogil=True, parallel=True)
+def _tree_masks(edges, valid_flat, cols, chunk_masks, bad):
     """Set bit k of ``masks[v]`` for each edge from v toward neighbour k.
 
-    Returns -1, or the row of an edge that does not join two valid
-    neighbouring cells.
+    ``chunk_masks`` (chunks x cells, zeros): the edge list is cut into
+    chunks that each set bits in their own row, in parallel, then the rows
+    are or-ed into row 0.  ``bad[t]`` gets -1, or the row of an edge of
+    chunk t that does not join two valid neighbouring cells.
     """
-    for i in range(edges.shape[0]):
-        low = min(edges[i, 0], edges[i, 1])
-        high = max(edges[i, 0], edges[i, 1])
-        low_row = low // cols
-        high_row = high // cols
-        step_cols = (high - high_row * cols) - (low - low_row * cols)
-        step_rows = high_row - low_row
-        if step_rows == 0 and step_cols == 1:
-            k = 0
-        elif step_rows == 1 and step_cols == 0:
-            k = 3
-        elif step_rows == 1 and step_cols == -1:
-            k = 6
-        elif step_rows == 1 and step_cols == 1:
-            k = 7
-        else:
-            return i
-        if not (valid_flat[low] and valid_flat[high]):
-            return i
-        masks[low] |= np.uint8(1 << k)
-        masks[high] |= np.uint8(1 << _OPPOSITE[k])
-    return -1
+    n_chunks, n = chunk_masks.shape
+    n_edges = edges.shape[0]
+    for t in prange(n_chunks):
+        bad[t] = -1
+        for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
+            low = min(edges[i, 0], edges[i, 1])
+            high = max(edges[i, 0], edges[i, 1])
+            low_row = low // cols
+            high_row = high // cols
+            step_cols = (high - high_row * cols) - (low - low_row * cols)
+            step_rows = high_row - low_row
+            if step_rows == 0 and step_cols == 1:
+                k = 0
+            elif step_rows == 1 and step_cols == 0:
+                k = 3
+            elif step_rows == 1 and step_cols == -1:
+                k = 6
+            elif step_rows == 1 and step_cols == 1:
+                k = 7
+            else:
+                bad[t] = i
+                break
+            if not (valid_flat[low] and valid_flat[high]):
+                bad[t] = i
+                break
+            chunk_masks[t, low] |= np.uint8(1 << k)
+            chunk_masks[t, high] |= np.uint8(1 << _OPPOSITE[k])
+    if n_chunks > 1:
+        for v in prange(n):
+            mask = chunk_masks[0, v]
+            for t in range(1, n_chunks):
+                mask |= chunk_masks[t, v]
+            chunk_masks[0, v] = mask
 
 
 @njit(cache=True, nogil=True)
@@ -959,9 +972,15 @@ def _walk_forest(edges, valid, progress, want_direction, want_labels):
         raise InvalidInputError(
             f"edge ends must be cell indices in [0, {n}), got "
             f"[{edges.min()}, {edges.max()}]")
-    masks = np.zeros(n, dtype=np.uint8)
-    bad = _tree_masks(edges, valid_flat, max(cols, 1), masks)
-    if bad >= 0:
+    with _threads_for(len(edges)):
+        n_chunks = max(1, min(numba.get_num_threads(),
+                              len(edges) // _PARALLEL_MIN_CELLS))
+        chunk_masks = np.zeros((n_chunks, n), dtype=np.uint8)
+        bad = np.empty(n_chunks, dtype=np.int64)
+        _tree_masks(edges, valid_flat, max(cols, 1), chunk_masks, bad)
+    masks = chunk_masks[0]
+    if bad.max() >= 0:
+        bad = int(bad[bad >= 0].min())
         low, high = sorted(int(x) for x in edges[bad])
         raise InvalidInputError(
             f"edge {bad} joins cells {low} (row {low // cols}, column "
