@@ -222,10 +222,59 @@ def _hook_cells(valid, best_edge, parent, root_offsets, tree_offsets):
 
 
 @njit(inline="always")
-def _crosses(parent, valid, r, c, root):
-    """Whether the valid neighbour (r, c) exists and has another root."""
-    return valid[r, c] and _find_root(
-        parent, np.int64(r) * valid.shape[1] + c) != root
+def _neighbour_root(parent, valid, r, c):
+    """Root of cell (r, c), -1 if it is invalid."""
+    if not valid[r, c]:
+        return np.int64(-1)
+    return _find_root(parent, np.int64(r) * valid.shape[1] + c)
+
+
+@njit(inline="always")
+def _next_run(root, other, last_low, last_high):
+    """For a crossing edge between components ``root`` and ``other``:
+    (whether it starts a new run, the pair as (low, high)).
+
+    Consecutive crossing edges between the same two components form a
+    run; only the lightest edge of a run can be in the forest (it closes a
+    cycle with each of the others, and is lighter), so a run is listed as
+    one edge.  Runs are common where a boundary between two components
+    follows a row.
+    """
+    low = min(root, other)
+    high = max(root, other)
+    return low != last_low or high != last_high, low, high
+
+
+@njit(inline="always")
+def _count_run(other, root, count, last_low, last_high):
+    """Count the edge to component ``other`` (-1: no edge) if it crosses
+    and starts a run."""
+    if other < 0 or other == root:
+        return count, last_low, last_high
+    new_run, last_low, last_high = _next_run(root, other, last_low,
+                                             last_high)
+    return count + new_run, last_low, last_high
+
+
+@njit(inline="always")
+def _write_run(root, other, w, e, j, last_low, last_high, root_label,
+               label_a, label_b, weight, edge_id):
+    """List the edge (weight w, id e) to component ``other`` if it crosses:
+    as a new entry j when it starts a run, else over entry j - 1 when it is
+    lighter.  Returns the new (j, last_low, last_high)."""
+    if other == root:
+        return j, last_low, last_high
+    new_run, last_low, last_high = _next_run(root, other, last_low,
+                                             last_high)
+    if new_run:
+        j += 1
+    elif not _lighter(w, e, weight[j - 1], edge_id[j - 1]):
+        return j, last_low, last_high
+    label_a[j - 1] = root_label[root]
+    label_b[j - 1] = root_label[other]
+    weight[j - 1] = w
+    edge_id[j - 1] = e
+    return j, last_low, last_high
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -245,6 +294,8 @@ def _contract_cells(valid, eight, best_edge, best_weight, parent,
         next_root = root_offsets[r]
         next_tree = tree_offsets[r]
         cut = 0
+        last_low = np.int64(-1)
+        last_high = np.int64(-1)
         has_next_row = r + 1 < rows
         for c in range(cols):
             v = np.int64(r) * cols + c
@@ -262,17 +313,23 @@ def _contract_cells(valid, eight, best_edge, best_weight, parent,
                 chosen_weight[next_tree] = best_weight[v]
                 next_tree += 1
                 root = _find_root(parent, v)
-            if c + 1 < cols and _crosses(parent, valid, r, c + 1, root):
-                cut += 1
+            # the neighbours in the order _grid_cut_edges lists them
+            if c + 1 < cols:
+                cut, last_low, last_high = _count_run(
+                    _neighbour_root(parent, valid, r, c + 1), root, cut,
+                    last_low, last_high)
             if has_next_row:
-                if eight and c > 0 and _crosses(parent, valid, r + 1, c - 1,
-                                                root):
-                    cut += 1
-                if _crosses(parent, valid, r + 1, c, root):
-                    cut += 1
-                if eight and c + 1 < cols and _crosses(parent, valid, r + 1,
-                                                       c + 1, root):
-                    cut += 1
+                if eight and c > 0:
+                    cut, last_low, last_high = _count_run(
+                        _neighbour_root(parent, valid, r + 1, c - 1), root,
+                        cut, last_low, last_high)
+                cut, last_low, last_high = _count_run(
+                    _neighbour_root(parent, valid, r + 1, c), root, cut,
+                    last_low, last_high)
+                if eight and c + 1 < cols:
+                    cut, last_low, last_high = _count_run(
+                        _neighbour_root(parent, valid, r + 1, c + 1), root,
+                        cut, last_low, last_high)
         cut_offsets[r + 1] = cut
 
 
@@ -283,57 +340,49 @@ def _grid_cut_edges(values, valid, eight, weight_index, half, component,
     """Write the grid edges whose ends lie in different components.
 
     ``component`` holds each valid cell's root, ``root_label`` the roots'
-    compact labels; row r's edges go from ``cut_offsets[r]`` on.
+    compact labels; row r's edges go from ``cut_offsets[r]`` on, one per
+    run of edges between the same two components (see :func:`_next_run`),
+    as counted by :func:`_contract_cells`.
     """
     rows, cols = values.shape
     for r in prange(rows):
         j = cut_offsets[r]
+        last_low = np.int64(-1)
+        last_high = np.int64(-1)
         has_next_row = r + 1 < rows
         for c in range(cols):
             if not valid[r, c]:
                 continue
             v = np.int64(r) * cols + c
             root = component[v]
-            label = root_label[root]
             x = values[r, c]
+            # right, down-left, down, down-right: increasing edge ids
             if c + 1 < cols and valid[r, c + 1]:
-                other = component[v + 1]
-                if other != root:
-                    label_a[j] = label
-                    label_b[j] = root_label[other]
-                    weight[j] = _edge_weight(x, values[r, c + 1],
-                                             weight_index, half)
-                    edge_id[j] = v * 4
-                    j += 1
+                j, last_low, last_high = _write_run(
+                    root, component[v + 1],
+                    _edge_weight(x, values[r, c + 1], weight_index, half),
+                    v * 4, j, last_low, last_high, root_label, label_a,
+                    label_b, weight, edge_id)
             if not has_next_row:
                 continue
             if eight and c > 0 and valid[r + 1, c - 1]:
-                other = component[v + cols - 1]
-                if other != root:
-                    label_a[j] = label
-                    label_b[j] = root_label[other]
-                    weight[j] = _edge_weight(x, values[r + 1, c - 1],
-                                             weight_index, half)
-                    edge_id[j] = v * 4 + 1
-                    j += 1
+                j, last_low, last_high = _write_run(
+                    root, component[v + cols - 1],
+                    _edge_weight(x, values[r + 1, c - 1], weight_index, half),
+                    v * 4 + 1, j, last_low, last_high, root_label, label_a,
+                    label_b, weight, edge_id)
             if valid[r + 1, c]:
-                other = component[v + cols]
-                if other != root:
-                    label_a[j] = label
-                    label_b[j] = root_label[other]
-                    weight[j] = _edge_weight(x, values[r + 1, c],
-                                             weight_index, half)
-                    edge_id[j] = v * 4 + 2
-                    j += 1
+                j, last_low, last_high = _write_run(
+                    root, component[v + cols],
+                    _edge_weight(x, values[r + 1, c], weight_index, half),
+                    v * 4 + 2, j, last_low, last_high, root_label, label_a,
+                    label_b, weight, edge_id)
             if eight and c + 1 < cols and valid[r + 1, c + 1]:
-                other = component[v + cols + 1]
-                if other != root:
-                    label_a[j] = label
-                    label_b[j] = root_label[other]
-                    weight[j] = _edge_weight(x, values[r + 1, c + 1],
-                                             weight_index, half)
-                    edge_id[j] = v * 4 + 3
-                    j += 1
+                j, last_low, last_high = _write_run(
+                    root, component[v + cols + 1],
+                    _edge_weight(x, values[r + 1, c + 1], weight_index, half),
+                    v * 4 + 3, j, last_low, last_high, root_label, label_a,
+                    label_b, weight, edge_id)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -410,7 +459,9 @@ def _list_contract(end_a, end_b, weight, edge_id, parent, new_label,
     """Drop the edges inside a component and relabel the others.
 
     Surviving roots (those with an edge left) get compact labels in root
-    order; the kept edges go, in list order, to the ``out_*`` arrays.
+    order; the kept edges go, in list order, to the ``out_*`` arrays, one
+    per run of consecutive edges between the same two components (see
+    :func:`_next_run`).
     ``new_label`` (size m) and ``chunk_offsets`` (chunks + 1) are scratch.
     Returns (edges kept, new component count).
     """
@@ -421,14 +472,19 @@ def _list_contract(end_a, end_b, weight, edge_id, parent, new_label,
         new_label[c] = 0
     for t in prange(n_chunks):
         kept = 0
+        last_low = np.int64(-1)
+        last_high = np.int64(-1)
         for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
             a = parent[end_a[i]]
             b = parent[end_b[i]]
             if a != b:
-                kept += 1
                 # every writer stores the same value
                 new_label[a] = 1
                 new_label[b] = 1
+                new_run, last_low, last_high = _next_run(a, b, last_low,
+                                                         last_high)
+                if new_run:
+                    kept += 1
         chunk_offsets[t + 1] = kept
     m_new = 0
     for c in range(m):
@@ -440,15 +496,24 @@ def _list_contract(end_a, end_b, weight, edge_id, parent, new_label,
         chunk_offsets[t + 1] += chunk_offsets[t]
     for t in prange(n_chunks):
         j = chunk_offsets[t]
+        last_low = np.int64(-1)
+        last_high = np.int64(-1)
         for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
             a = parent[end_a[i]]
             b = parent[end_b[i]]
-            if a != b:
-                out_a[j] = new_label[a]
-                out_b[j] = new_label[b]
-                out_weight[j] = weight[i]
-                out_id[j] = edge_id[i]
+            if a == b:
+                continue
+            new_run, last_low, last_high = _next_run(a, b, last_low,
+                                                     last_high)
+            if new_run:
                 j += 1
+            elif not _lighter(weight[i], edge_id[i], out_weight[j - 1],
+                              out_id[j - 1]):
+                continue
+            out_a[j - 1] = new_label[a]
+            out_b[j - 1] = new_label[b]
+            out_weight[j - 1] = weight[i]
+            out_id[j - 1] = edge_id[i]
     return chunk_offsets[n_chunks], m_new
 
 
