@@ -7,7 +7,13 @@ No numerics here: arrays go from GDAL to ``gridgraph.core`` and back.
 
 import os
 import re
+import shutil
+import tempfile
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
 
 from qgis.core import (QgsCoordinateReferenceSystem, QgsProcessing,
                        QgsProcessingAlgorithm, QgsProcessingException,
@@ -17,13 +23,14 @@ from qgis.core import (QgsCoordinateReferenceSystem, QgsProcessing,
                        QgsProcessingParameterEnum,
                        QgsProcessingParameterNumber,
                        QgsProcessingParameterRasterLayer,
-                       QgsProcessingParameterString, QgsProperty,
-                       QgsRasterFileWriter)
+                       QgsProcessingParameterString,
+                       QgsProcessingUtils, QgsProperty, QgsRasterFileWriter)
 from qgis.PyQt.QtCore import QCoreApplication
 from qgis.PyQt.QtGui import QIcon
 
 from ..core import GridGraphError
 from ..core import io as raster_io
+from ..core import tiling
 from ..core._common import valid_mask
 from . import styles
 
@@ -41,6 +48,60 @@ def progress_callback(feedback, start=0.0, stop=ENGINE_SHARE):
     width = 100.0 * (stop - start)
     return lambda fraction: (feedback.setProgress(100.0 * start + width * fraction)
                              or not feedback.isCanceled())
+
+
+@dataclass
+class InputBand:
+    """One band of an input layer, as the engine gets it.
+
+    On the in-memory path ``array`` holds its cells; on the engine's tiled
+    (out-of-core) path it is None and the engine reads ``path`` / ``band``
+    tile by tile, so the adapter never holds the whole band.
+    """
+
+    path: str
+    band: int
+    shape: tuple
+    nodata: object
+    geotransform: tuple
+    projection: str
+    array: object = None
+
+    @property
+    def tiled(self):
+        """True when the band stays on disk for the engine's tiled path."""
+        return self.array is None
+
+    @property
+    def values(self):
+        """The engine's raster argument: the array, or the path (tiled)."""
+        return self.path if self.tiled else self.array
+
+    def engineKeywords(self, out_dir):  # noqa: N802
+        """The engine's ``band`` and ``out_dir`` keywords (tiled path only)."""
+        return {"band": self.band, "out_dir": out_dir} if self.tiled else {}
+
+    def cellValues(self, cells):  # noqa: N802
+        """Values of the (row, col) ``cells``; one-cell window reads when tiled."""
+        cells = np.asarray(cells, dtype=np.int64).reshape(-1, 2)
+        if not self.tiled:
+            return self.array[cells[:, 0], cells[:, 1]]
+        reader = raster_io.open_band(self.path, self.band)
+        return np.array([reader.read(int(row), int(col), 1, 1)[0, 0]
+                         for row, col in cells])
+
+    def hasValidCell(self):  # noqa: N802
+        """True when a cell is neither nodata nor NaN (strip by strip when tiled)."""
+        if not self.tiled:
+            return bool(valid_mask(self.array, self.nodata).any())
+        reader = raster_io.open_band(self.path, self.band)
+        rows, cols = self.shape
+        strip = max(1, (16 << 20) // max(1, cols * reader.dtype.itemsize))
+        for top in range(0, rows, strip):
+            block = reader.read(top, 0, min(strip, rows - top), cols)
+            if valid_mask(block, self.nodata).any():
+                return True
+        return False
 
 
 class GridGraphAlgorithm(QgsProcessingAlgorithm):
@@ -181,13 +242,8 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
 
     # ---------------------------------------------------------- raster in
 
-    def readInputBand(self, parameters, context, layer_name=None,  # noqa: N802
-                      band_name=None, band=None):
-        """(layer, core.io.RasterBand) of a GDAL raster parameter.
-
-        Raises QgsProcessingException when the layer is not a GDAL raster,
-        the band does not exist or every cell is nodata.
-        """
+    def gdalLayer(self, parameters, context, layer_name=None):  # noqa: N802
+        """The raster layer of a parameter; raises unless GDAL reads it."""
         layer_name = layer_name or self.INPUT
         layer = self.parameterAsRasterLayer(parameters, layer_name, context)
         if layer is None:
@@ -199,17 +255,112 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                 "through GDAL only; save it as a GeoTIFF first (Export > "
                 "Save As, or gdal:translate)").format(
                     layer=layer.name(), provider=layer.providerType()))
+        return layer
+
+    def noValidCellError(self, layer, band, nodata):  # noqa: N802
+        return QgsProcessingException(self.tr(
+            "Band {band} of {layer} has no valid cell: every cell is "
+            "nodata ({nodata}) or NaN; choose another band or fix the "
+            "layer's nodata value").format(
+                band=band, layer=layer.name(), nodata=nodata))
+
+    def readInputBand(self, parameters, context, layer_name=None,  # noqa: N802
+                      band_name=None, band=None):
+        """(layer, core.io.RasterBand) of a GDAL raster parameter, read whole.
+
+        Raises QgsProcessingException when the layer is not a GDAL raster,
+        the band does not exist or every cell is nodata.
+        """
+        layer = self.gdalLayer(parameters, context, layer_name)
         if band is None:
             band = self.parameterAsInt(parameters, band_name or self.BAND,
                                        context)
         raster = self.runEngine(raster_io.read_band, layer.source(), band)
         if not valid_mask(raster.array, raster.nodata).any():
-            raise QgsProcessingException(self.tr(
-                "Band {band} of {layer} has no valid cell: every cell is "
-                "nodata ({nodata}) or NaN; choose another band or fix the "
-                "layer's nodata value").format(
-                    band=band, layer=layer.name(), nodata=raster.nodata))
+            raise self.noValidCellError(layer, band, raster.nodata)
         return layer, raster
+
+    @staticmethod
+    def inMemory(layer, raster, band=1):  # noqa: N802
+        """The InputBand of a band read whole (a core.io.RasterBand)."""
+        return InputBand(layer.source(), band, raster.array.shape,
+                         raster.nodata, raster.geotransform,
+                         raster.projection, raster.array)
+
+    def bandOnDisk(self, parameters, context, layer_name=None, band=1):  # noqa: N802
+        """(layer, InputBand) of a GDAL raster parameter, cells left on disk."""
+        layer = self.gdalLayer(parameters, context, layer_name)
+        reader = self.runEngine(raster_io.open_band, layer.source(), band)
+        return layer, InputBand(layer.source(), band, reader.shape,
+                                reader.nodata, reader.geotransform,
+                                reader.projection)
+
+    def openInputBand(self, parameters, context, plan, feedback=None):  # noqa: N802
+        """(layer, InputBand) of INPUT, routed as the engine routes it.
+
+        ``plan`` is the operation's ``tiled.plan``: when it picks the tiled
+        path for the layer's file (TILE_SIZE given, or the raster does not
+        fit MEMORY_LIMIT_MB or, at 0, the default share of RAM) the band is
+        left on disk and the engine gets its path; otherwise it is read
+        whole as before.
+        """
+        layer = self.gdalLayer(parameters, context)
+        band = self.parameterAsInt(parameters, self.BAND, context)
+        options = self.scaleOptions(parameters, context)
+        tiled_plan = self.runEngine(
+            plan, layer.source(), band, options["tile_size"],
+            options["memory_limit_mb"], options["executor"])
+        if tiled_plan is None:
+            layer, raster = self.readInputBand(parameters, context, band=band)
+            return layer, self.inMemory(layer, raster, band)
+        source = tiled_plan.source
+        raster = InputBand(layer.source(), band, source.shape, source.nodata,
+                           source.geotransform, source.projection)
+        source.close()
+        if feedback is not None:
+            grid = tiled_plan.grid
+            feedback.pushInfo(self.tr(
+                "tiled (out-of-core) path: {count} tile(s) of {size} x {size} "
+                "cells").format(count=grid.count, size=grid.tile_size))
+        return layer, raster
+
+    @contextmanager
+    def tiledOutputFolder(self, raster):  # noqa: N802
+        """The engine's ``out_dir``: on the tiled path a temporary folder in
+        the Processing temporary folder, removed afterwards (also on a
+        failure or cancel); None on the in-memory path."""
+        if not raster.tiled:
+            yield None
+            return
+        folder = tempfile.mkdtemp(prefix="gridgraph-tiled-",
+                                  dir=QgsProcessingUtils.tempFolder())
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def checkTiledOutputs(self, raster, paths):  # noqa: N802
+        """On the tiled path raster outputs are streamed into GeoTIFFs only:
+        refuse another format before anything is computed."""
+        if not raster.tiled:
+            return
+        for name, path in paths.items():
+            if path is not None and self.rasterDriver(path) != "GTiff":
+                raise QgsProcessingException(self.tr(
+                    "{name}: the tiled (out-of-core) path writes GeoTIFF "
+                    "only, not {path}; give a .tif output, or set TILE_SIZE "
+                    "and MEMORY_LIMIT_MB to 0 when the raster fits in "
+                    "memory").format(name=name, path=path))
+
+    def notTiledYet(self, raster, name, what):  # noqa: N802
+        """Refuse an output the tiled path cannot give yet (before computing)."""
+        if raster.tiled:
+            raise QgsProcessingException(self.tr(
+                "{what} ({name}) is not available on the tiled (out-of-core) "
+                "path yet: it needs the whole raster in memory. Leave {name} "
+                "unset, or set TILE_SIZE to 0 and MEMORY_LIMIT_MB to 0 (or "
+                "large enough for the raster) to run in memory").format(
+                    what=what, name=name))
 
     @staticmethod
     def outputProjection(layer, raster):  # noqa: N802
@@ -280,10 +431,23 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                 "writable; choose another location").format(
                     name=name, path=path, folder=folder))
 
-    def writeRaster(self, path, array, raster, projection, nodata):  # noqa: N802
-        """Write ``array`` on the input's grid, atomically, in the path's format."""
-        driver = QgsRasterFileWriter.driverForExtension(
+    @staticmethod
+    def rasterDriver(path):  # noqa: N802
+        """GDAL driver QGIS picks for the path's extension (GTiff by default)."""
+        return QgsRasterFileWriter.driverForExtension(
             os.path.splitext(path)[1]) or "GTiff"
+
+    def writeRaster(self, path, array, raster, projection, nodata):  # noqa: N802
+        """Write ``array`` on the input's grid, atomically, in the path's format.
+
+        A memmap (a tiled result in ``out_dir``) is streamed into a tiled
+        GeoTIFF a strip at a time, also under a temporary name moved into
+        place when complete.
+        """
+        if isinstance(array, np.memmap):
+            return self.runEngine(tiling.write_geotiff, array, path,
+                                  raster.geotransform, projection, nodata)
+        driver = self.rasterDriver(path)
         return self.runEngine(raster_io.write_raster, path, array,
                               raster.geotransform, projection, nodata=nodata,
                               driver_name=driver)

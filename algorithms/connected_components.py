@@ -10,6 +10,7 @@ from qgis.PyQt.QtCore import QVariant
 
 from ..core import component_summary, connected_components
 from ..core import io as raster_io
+from ..core.components import tiled
 from .base import ENGINE_SHARE, GridGraphAlgorithm, progress_callback
 from .styles import LabelStyle
 
@@ -55,9 +56,12 @@ class ConnectedComponents(GridGraphAlgorithm):
             "mixes values).\n"
             "<b>Components</b>: the number of components.\n\n"
             "Advanced: the backend (auto picks an NVIDIA GPU through numba "
-            "CUDA when one is usable, else the CPU); tile size, memory limit "
-            "and Dask scheduler are for the out-of-core engine and must stay "
-            "0 / empty in this version.")
+            "CUDA when one is usable, else the CPU). A tile size (a power of "
+            "two >= 8), or a raster file larger than the memory limit (0 = "
+            "half the available RAM), runs the tiled (out-of-core) engine: "
+            "the raster is read and the labels written tile by tile (GeoTIFF "
+            "output only), with the same labels; polygons need the in-memory "
+            "path. The Dask scheduler must stay empty in this version.")
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Input raster")
@@ -81,7 +85,8 @@ class ConnectedComponents(GridGraphAlgorithm):
             self.COMPONENTS, self.tr("Number of components")))
 
     def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
-        layer, raster = self.readInputBand(parameters, context)
+        layer, raster = self.openInputBand(parameters, context, tiled.plan,
+                                           feedback)
         mode = self.MODES[self.parameterAsEnum(parameters, self.MODE, context)]
         connectivity = self.CONNECTIVITIES[
             self.parameterAsEnum(parameters, self.CONNECTIVITY, context)]
@@ -89,29 +94,42 @@ class ConnectedComponents(GridGraphAlgorithm):
                                         required=True)
         want_polygons = self.sinkRequested(parameters, self.OUTPUT_POLYGONS,
                                            context)
-
-        result = self.runTimed(
-            feedback, connected_components, raster.array,
-            connectivity=connectivity, mode=mode, nodata=raster.nodata,
-            progress=progress_callback(
-                feedback, 0.0, 0.6 if want_polygons else ENGINE_SHARE),
-            **self.scaleOptions(parameters, context))
-        feedback.pushInfo(self.tr("{count} component(s)").format(
-            count=result.count))
-
-        projection = self.outputProjection(layer, raster)
-        features = []
         if want_polygons:
-            features = self.componentPolygons(result, raster, projection,
-                                              connectivity, mode, feedback)
-        self.checkCanceled(feedback)
+            self.notTiledYet(raster, self.OUTPUT_POLYGONS,
+                             self.tr("Component polygons"))
+        self.checkTiledOutputs(raster, {self.OUTPUT: output})
 
-        outputs = {self.COMPONENTS: result.count}
-        if want_polygons:  # created first: it may still fail on its target
-            sink, sink_id = self.createSink(
-                parameters, self.OUTPUT_POLYGONS, context, self.polygonFields(),
-                QgsWkbTypes.MultiPolygon, layer.crs())
-        self.writeRaster(output, result.labels, raster, projection, nodata=0)
+        with self.tiledOutputFolder(raster) as out_dir:
+            result = self.runTimed(
+                feedback, connected_components, raster.values,
+                connectivity=connectivity, mode=mode, nodata=raster.nodata,
+                progress=progress_callback(
+                    feedback, 0.0, 0.6 if want_polygons else ENGINE_SHARE),
+                **raster.engineKeywords(out_dir),
+                **self.scaleOptions(parameters, context))
+            # the in-memory path checked this before reading; tiled, only a
+            # run without components can lack valid cells
+            if result.count == 0 and raster.tiled and (
+                    mode == "equal" or not raster.hasValidCell()):
+                raise self.noValidCellError(layer, raster.band, raster.nodata)
+            feedback.pushInfo(self.tr("{count} component(s)").format(
+                count=result.count))
+
+            projection = self.outputProjection(layer, raster)
+            features = []
+            if want_polygons:
+                features = self.componentPolygons(result, raster, projection,
+                                                  connectivity, mode, feedback)
+            self.checkCanceled(feedback)
+
+            outputs = {self.COMPONENTS: result.count}
+            if want_polygons:  # created first: it may still fail on its target
+                sink, sink_id = self.createSink(
+                    parameters, self.OUTPUT_POLYGONS, context,
+                    self.polygonFields(), QgsWkbTypes.MultiPolygon,
+                    layer.crs())
+            self.writeRaster(output, result.labels, raster, projection,
+                             nodata=0)
         self.setStyle(context, output, LabelStyle(result.count))
         outputs[self.OUTPUT] = output
         if want_polygons:

@@ -17,6 +17,7 @@ from qgis.PyQt.QtCore import QVariant
 from ..core import cost_distance, least_cost_path
 from ..core import io as raster_io
 from ..core._common import valid_mask
+from ..core.costdistance import tiled
 from .base import GridGraphAlgorithm, progress_callback
 from .styles import LabelStyle, RampStyle
 
@@ -102,9 +103,13 @@ class CostDistance(GridGraphAlgorithm):
             "Where several paths share the least cost, the accumulated cost "
             "is the same and the direction, allocation and path follow the "
             "one the search settles first. Advanced: "
-            "backend (auto picks an NVIDIA GPU when numba CUDA can use one); "
-            "tile size, memory limit and Dask scheduler must stay 0 / empty "
-            "in this version.")
+            "backend (auto picks an NVIDIA GPU when numba CUDA can use one). "
+            "A tile size (a power of two >= 8), or a cost raster file larger "
+            "than the memory limit (0 = half the available RAM), runs the "
+            "tiled (out-of-core) engine: rasters are read and written tile "
+            "by tile (GeoTIFF outputs only; the allocation is then Float64), "
+            "with the same accumulated costs. The Dask scheduler must stay "
+            "empty in this version.")
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Cost raster")
@@ -174,7 +179,8 @@ class CostDistance(GridGraphAlgorithm):
         return True, ""
 
     def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
-        layer, raster = self.readInputBand(parameters, context)
+        layer, raster = self.openInputBand(parameters, context, tiled.plan,
+                                           feedback)
         connectivity = self.CONNECTIVITIES[
             self.parameterAsEnum(parameters, self.CONNECTIVITY, context)]
         max_cost = self.parameterAsDouble(parameters, self.MAX_COST, context)
@@ -182,6 +188,7 @@ class CostDistance(GridGraphAlgorithm):
         destinations = {name: self.rasterDestination(parameters, name, context)
                         for name in self.RASTER_OUTPUTS}
         want_paths = self.sinkRequested(parameters, self.OUTPUT_PATHS, context)
+        self.checkTiledOutputs(raster, destinations)
 
         source_keywords = self.sources(parameters, context, layer, raster,
                                        feedback)
@@ -189,38 +196,42 @@ class CostDistance(GridGraphAlgorithm):
         if map_units:
             _, xres, _, _, _, yres = raster.geotransform
             cell_size = (xres, yres)
-        result = self.runTimed(
-            feedback, cost_distance, raster.array,
-            connectivity=connectivity, max_cost=max_cost or None, nodata=raster.nodata,
-            cell_size=cell_size,
-            progress=progress_callback(feedback, 0.0,
-                                       0.8 if want_paths else 0.9),
-            **source_keywords, **self.scaleOptions(parameters, context))
+        with self.tiledOutputFolder(raster) as out_dir:
+            result = self.runTimed(
+                feedback, cost_distance, raster.values,
+                connectivity=connectivity, max_cost=max_cost or None,
+                nodata=raster.nodata, cell_size=cell_size,
+                progress=progress_callback(feedback, 0.0,
+                                           0.8 if want_paths else 0.9),
+                **source_keywords, **raster.engineKeywords(out_dir),
+                **self.scaleOptions(parameters, context))
 
-        paths = []
-        if want_paths:
-            paths = self.paths(parameters, context, layer, raster, result,
-                               feedback)
-        self.checkCanceled(feedback)
+            paths = []
+            if want_paths:
+                paths = self.paths(parameters, context, layer, raster, result,
+                                   feedback)
+            self.checkCanceled(feedback)
 
-        outputs = {}
-        if want_paths:
-            sink, sink_id = self.createSink(
-                parameters, self.OUTPUT_PATHS, context, self.pathFields(),
-                QgsWkbTypes.LineString, layer.crs())
-        projection = self.outputProjection(layer, raster)
-        arrays = {self.OUTPUT: (result.accumulated, float("nan"),
-                                RampStyle("Viridis")),
-                  self.OUTPUT_DIRECTION: (result.direction, float("nan"), None),
-                  self.OUTPUT_ALLOCATION: (result.allocation, 0, LabelStyle())}
-        for name, path in destinations.items():
-            if path is None:
-                continue
-            array, nodata, style = arrays[name]
-            self.writeRaster(path, array, raster, projection, nodata)
-            if style is not None:
-                self.setStyle(context, path, style)
-            outputs[name] = path
+            outputs = {}
+            if want_paths:
+                sink, sink_id = self.createSink(
+                    parameters, self.OUTPUT_PATHS, context, self.pathFields(),
+                    QgsWkbTypes.LineString, layer.crs())
+            projection = self.outputProjection(layer, raster)
+            arrays = {self.OUTPUT: (result.accumulated, float("nan"),
+                                    RampStyle("Viridis")),
+                      self.OUTPUT_DIRECTION: (result.direction, float("nan"),
+                                              None),
+                      self.OUTPUT_ALLOCATION: (result.allocation, 0,
+                                               LabelStyle())}
+            for name, path in destinations.items():
+                if path is None:
+                    continue
+                array, nodata, style = arrays[name]
+                self.writeRaster(path, array, raster, projection, nodata)
+                if style is not None:
+                    self.setStyle(context, path, style)
+                outputs[name] = path
         if want_paths:
             sink.addFeatures(paths, QgsFeatureSink.FastInsert)
             outputs[self.OUTPUT_PATHS] = sink_id
@@ -250,7 +261,7 @@ class CostDistance(GridGraphAlgorithm):
             ).format(n=len(outside), ids=_list_ids(outside)))
         cells = np.array([cell for _, cell in points], dtype=np.int64)
         ids = np.array([fid for fid, _ in points], dtype=np.int64)
-        on_cell = valid_mask(raster.array[cells[:, 0], cells[:, 1]][None, :],
+        on_cell = valid_mask(raster.cellValues(cells)[None, :],
                              raster.nodata)[0]
         blocked = sorted({int(fid) for fid, ok in zip(ids, on_cell) if not ok})
         if blocked:
@@ -269,18 +280,23 @@ class CostDistance(GridGraphAlgorithm):
         return {"sources": cells, "source_ids": ids}
 
     def rasterSources(self, parameters, context, layer, raster):  # noqa: N802
-        source_layer, sources = self.readInputBand(
-            parameters, context, layer_name=self.SOURCE_RASTER, band=1)
+        if raster.tiled:  # the engine reads the source raster tile by tile
+            source_layer, sources = self.bandOnDisk(
+                parameters, context, layer_name=self.SOURCE_RASTER, band=1)
+        else:
+            source_layer, band = self.readInputBand(
+                parameters, context, layer_name=self.SOURCE_RASTER, band=1)
+            sources = self.inMemory(source_layer, band, 1)
         same_crs = (source_layer.crs() == layer.crs()
                     or not (source_layer.crs().isValid()
                             and layer.crs().isValid()))
         size = max(abs(v) for v in raster.geotransform[1:3]
                    + raster.geotransform[4:6])
-        same_grid = (sources.array.shape == raster.array.shape and all(
+        same_grid = (tuple(sources.shape) == tuple(raster.shape) and all(
             abs(a - b) <= 1e-6 * size
             for a, b in zip(sources.geotransform, raster.geotransform)))
         if not (same_crs and same_grid):
-            rows, cols = raster.array.shape
+            rows, cols = raster.shape
             raise QgsProcessingException(self.tr(
                 "The source raster {source} is not on the cost raster's grid "
                 "({cols} x {rows} cells, geotransform {gt}, CRS {crs}); it has "
@@ -289,10 +305,10 @@ class CostDistance(GridGraphAlgorithm):
                 "gdal:warpreproject (same CRS, extent and resolution)").format(
                     source=source_layer.name(), cols=cols, rows=rows,
                     gt=tuple(raster.geotransform), crs=layer.crs().authid(),
-                    scols=sources.array.shape[1], srows=sources.array.shape[0],
+                    scols=sources.shape[1], srows=sources.shape[0],
                     sgt=tuple(sources.geotransform),
                     scrs=source_layer.crs().authid()))
-        return {"sources": sources.array, "source_nodata": sources.nodata}
+        return {"sources": sources.values, "source_nodata": sources.nodata}
 
     def pointCells(self, source, context, layer, raster):  # noqa: N802
         """[(feature id, (row, col) or None when outside)] of every point."""
@@ -301,7 +317,7 @@ class CostDistance(GridGraphAlgorithm):
                 and source.sourceCrs() != layer.crs()):
             transform = QgsCoordinateTransform(
                 source.sourceCrs(), layer.crs(), context.transformContext())
-        rows, cols = raster.array.shape
+        rows, cols = raster.shape
         points = []
         for feature in source.getFeatures():
             geometry = feature.geometry()

@@ -12,6 +12,7 @@ from qgis.PyQt.QtCore import QVariant
 
 from ..core import minimum_spanning_tree, segment_by_threshold
 from ..core import io as raster_io
+from ..core.mst import tiled
 from .base import GridGraphAlgorithm, progress_callback
 from .styles import LabelStyle
 
@@ -70,8 +71,12 @@ class MinimumSpanningTree(GridGraphAlgorithm):
             "<b>Total weight</b> (sum of edge weights, in float64) and the "
             "number of <b>trees</b>.\n\n"
             "Advanced: backend (auto picks an NVIDIA GPU when numba CUDA can "
-            "use one); tile size, memory limit and Dask scheduler must stay "
-            "0 / empty in this version.")
+            "use one). A tile size (a power of two >= 8), or a raster file "
+            "larger than the memory limit (0 = half the available RAM), runs "
+            "the tiled (out-of-core) engine: the raster is read and the "
+            "parent directions written tile by tile (GeoTIFF output only), "
+            "with the same forest; segments need the in-memory path. The "
+            "Dask scheduler must stay empty in this version.")
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Input raster")
@@ -121,7 +126,8 @@ class MinimumSpanningTree(GridGraphAlgorithm):
         return True, ""
 
     def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
-        layer, raster = self.readInputBand(parameters, context)
+        layer, raster = self.openInputBand(parameters, context, tiled.plan,
+                                           feedback)
         weight = self.WEIGHTS[self.parameterAsEnum(parameters, self.WEIGHT,
                                                    context)]
         connectivity = self.CONNECTIVITIES[
@@ -133,53 +139,62 @@ class MinimumSpanningTree(GridGraphAlgorithm):
             parameters, self.OUTPUT_SEGMENTS, context)
         threshold = None
         if segments_path is not None:
+            self.notTiledYet(raster, self.OUTPUT_SEGMENTS, self.tr("Segments"))
             threshold = self.parameterAsDouble(parameters, self.THRESHOLD,
                                                context)
         want_lines = self.sinkRequested(parameters, self.OUTPUT_LINES, context)
+        self.checkTiledOutputs(raster, {self.OUTPUT_DIRECTION: direction_path})
 
-        result = self.runTimed(
-            feedback, minimum_spanning_tree, raster.array,
-            connectivity=connectivity, weight=weight, nodata=raster.nodata,
-            progress=progress_callback(feedback, 0.0, 0.8),
-            **self.scaleOptions(parameters, context))
-        feedback.pushInfo(self.tr(
-            "{edges} edge(s) in {trees} tree(s), total weight {total}").format(
-                edges=len(result.edges), trees=result.trees,
-                total=result.total_weight))
-        if want_lines and len(result.edges) > max_lines:
-            raise QgsProcessingException(self.tr(
-                "The tree has {edges} edges, so the lines output would have "
-                "{edges} lines, more than the maximum number of lines "
-                "(MAX_LINES = {limit}); raise MAX_LINES or use the parent "
-                "direction raster (OUTPUT_DIRECTION) instead. Nothing was "
-                "written").format(edges=len(result.edges), limit=max_lines))
+        with self.tiledOutputFolder(raster) as out_dir:
+            result = self.runTimed(
+                feedback, minimum_spanning_tree, raster.values,
+                connectivity=connectivity, weight=weight, nodata=raster.nodata,
+                progress=progress_callback(feedback, 0.0, 0.8),
+                **raster.engineKeywords(out_dir),
+                **self.scaleOptions(parameters, context))
+            if result.trees == 0 and raster.tiled:  # no valid cell at all
+                raise self.noValidCellError(layer, raster.band, raster.nodata)
+            feedback.pushInfo(self.tr(
+                "{edges} edge(s) in {trees} tree(s), total weight {total}"
+            ).format(edges=len(result.edges), trees=result.trees,
+                     total=result.total_weight))
+            if want_lines and len(result.edges) > max_lines:
+                raise QgsProcessingException(self.tr(
+                    "The tree has {edges} edges, so the lines output would "
+                    "have {edges} lines, more than the maximum number of "
+                    "lines (MAX_LINES = {limit}); raise MAX_LINES or use the "
+                    "parent direction raster (OUTPUT_DIRECTION) instead. "
+                    "Nothing was written").format(edges=len(result.edges),
+                                                  limit=max_lines))
 
-        segments = None
-        if segments_path is not None:
-            segments, count = self.runEngine(segment_by_threshold, result,
-                                             threshold)
-            feedback.pushInfo(self.tr("{n} segment(s) at threshold {t}").format(
-                n=count, t=threshold))
-        lines = []
-        if want_lines:
-            lines = self.edgeLines(result, raster, feedback)
-        self.checkCanceled(feedback)
+            segments = None
+            if segments_path is not None:
+                segments, count = self.runEngine(segment_by_threshold, result,
+                                                 threshold)
+                feedback.pushInfo(self.tr(
+                    "{n} segment(s) at threshold {t}").format(
+                        n=count, t=threshold))
+            lines = []
+            if want_lines:
+                lines = self.edgeLines(result, raster, feedback)
+            self.checkCanceled(feedback)
 
-        outputs = {self.TOTAL_WEIGHT: result.total_weight,
-                   self.TREES: result.trees}
-        if want_lines:
-            sink, sink_id = self.createSink(
-                parameters, self.OUTPUT_LINES, context, self.lineFields(),
-                QgsWkbTypes.LineString, layer.crs())
-        projection = self.outputProjection(layer, raster)
-        if direction_path is not None:
-            self.writeRaster(direction_path, result.parent_direction, raster,
-                             projection, float("nan"))
-            outputs[self.OUTPUT_DIRECTION] = direction_path
-        if segments_path is not None:
-            self.writeRaster(segments_path, segments, raster, projection, 0)
-            self.setStyle(context, segments_path, LabelStyle(count))
-            outputs[self.OUTPUT_SEGMENTS] = segments_path
+            outputs = {self.TOTAL_WEIGHT: result.total_weight,
+                       self.TREES: result.trees}
+            if want_lines:
+                sink, sink_id = self.createSink(
+                    parameters, self.OUTPUT_LINES, context, self.lineFields(),
+                    QgsWkbTypes.LineString, layer.crs())
+            projection = self.outputProjection(layer, raster)
+            if direction_path is not None:
+                self.writeRaster(direction_path, result.parent_direction,
+                                 raster, projection, float("nan"))
+                outputs[self.OUTPUT_DIRECTION] = direction_path
+            if segments_path is not None:
+                self.writeRaster(segments_path, segments, raster, projection,
+                                 0)
+                self.setStyle(context, segments_path, LabelStyle(count))
+                outputs[self.OUTPUT_SEGMENTS] = segments_path
         if want_lines:
             sink.addFeatures(lines, QgsFeatureSink.FastInsert)
             outputs[self.OUTPUT_LINES] = sink_id

@@ -1,0 +1,338 @@
+"""The algorithms on the engine's tiled (out-of-core) path: a GeoTIFF input
+with TILE_SIZE (or a MEMORY_LIMIT_MB it does not fit) is handed to the
+engine as a path, results come back as memmaps in a temporary folder of the
+Processing temp folder, are streamed into GeoTIFFs, and the folder is
+removed.  Every output must equal the in-memory run's (TILE_SIZE=0)."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+from qgis.core import (QgsProcessingException, QgsProcessingFeedback,
+                       QgsProcessingUtils)
+
+from conftest import (cell_centre, read_features, read_raster, write_geotiff,
+                      write_points)
+from gridgraph.core import tiling
+
+pytestmark = pytest.mark.usefixtures("gridgraph_provider")
+CC, CD, MST = ("gridgraph:connectedcomponents", "gridgraph:costdistance",
+               "gridgraph:minimumspanningtree")
+TILED_NOTE = "tiled (out-of-core) path"
+
+
+class RecordingFeedback(QgsProcessingFeedback):
+    """Keeps the info lines the algorithm pushes."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def pushInfo(self, info):  # noqa: N802 - QGIS API
+        self.lines.append(info)
+        super().pushInfo(info)
+
+    @property
+    def text(self):
+        return "\n".join(self.lines)
+
+
+def tiled_folders():
+    return glob.glob(os.path.join(QgsProcessingUtils.tempFolder(),
+                                  "gridgraph-tiled-*"))
+
+
+@pytest.fixture
+def streamed(monkeypatch):
+    """Records (array type, out_dir) of every tiling.write_geotiff call."""
+    calls = []
+    original = tiling.write_geotiff
+
+    def spy(array, path, *args, **kwargs):
+        calls.append((type(array), os.path.dirname(array.filename)
+                      if isinstance(array, np.memmap) else None))
+        return original(array, path, *args, **kwargs)
+    monkeypatch.setattr(tiling, "write_geotiff", spy)
+    return calls
+
+
+def run_both(run_algorithm, algorithm_id, parameters, folder, outputs,
+             **tiled_options):
+    """Run in memory and tiled; returns (in-memory, tiled, tiled feedback)."""
+    before = set(tiled_folders())
+    whole = run_algorithm(algorithm_id, dict(parameters, **{
+        name: str(folder / f"whole-{name}.tif") for name in outputs}))
+    feedback = RecordingFeedback()
+    tiled = run_algorithm(algorithm_id, dict(parameters, **tiled_options, **{
+        name: str(folder / f"tiled-{name}.tif") for name in outputs}),
+        feedback)
+    assert TILED_NOTE in feedback.text
+    assert set(tiled_folders()) == before, "the tiled out_dir was left behind"
+    return whole, tiled, feedback
+
+
+def assert_streamed_from_removed_folder(streamed, count):
+    assert len(streamed) == count
+    for array_type, out_dir in streamed:
+        assert issubclass(array_type, np.memmap)
+        assert out_dir.startswith(QgsProcessingUtils.tempFolder())
+        assert not os.path.exists(out_dir)
+
+
+# ----------------------------------------------------- connected components
+
+@pytest.mark.parametrize("mode,connectivity", [(0, 0), (0, 1), (1, 0),
+                                               (1, 1)])
+def test_components_tiled_labels_equal_in_memory(run_algorithm, tmp_path,
+                                                 streamed, mode,
+                                                 connectivity):
+    values = np.random.default_rng(3).integers(0, 4, size=(37, 29))
+    path = write_geotiff(tmp_path / "v.tif", values, nodata=3,
+                         data_type="Byte")
+    whole, tiled, _ = run_both(
+        run_algorithm, CC, {"INPUT": path, "MODE": mode,
+                            "CONNECTIVITY": connectivity},
+        tmp_path, ["OUTPUT"], TILE_SIZE=8)
+    assert tiled["COMPONENTS"] == whole["COMPONENTS"] > 1
+    tiled_labels, nodata, geotransform, projection = read_raster(
+        tiled["OUTPUT"])
+    whole_labels, *whole_meta = read_raster(whole["OUTPUT"])
+    np.testing.assert_array_equal(tiled_labels, whole_labels)
+    assert tiled_labels.dtype == whole_labels.dtype
+    assert [nodata, geotransform, projection] == whole_meta
+    assert_streamed_from_removed_folder(streamed, 1)
+
+
+def test_components_memory_limit_forces_the_tiled_path(run_algorithm,
+                                                       tmp_path, streamed):
+    # 256 x 256 cells take 1.5 MB in memory (24 bytes a cell): over 1 MB
+    values = np.random.default_rng(5).integers(0, 3, size=(256, 256))
+    path = write_geotiff(tmp_path / "v.tif", values, data_type="Byte")
+    whole, tiled, _ = run_both(run_algorithm, CC, {"INPUT": path}, tmp_path,
+                               ["OUTPUT"], MEMORY_LIMIT_MB=1)
+    assert tiled["COMPONENTS"] == whole["COMPONENTS"] > 10
+    np.testing.assert_array_equal(read_raster(tiled["OUTPUT"])[0],
+                                  read_raster(whole["OUTPUT"])[0])
+    assert_streamed_from_removed_folder(streamed, 1)
+
+
+def test_small_raster_under_a_memory_limit_stays_in_memory(run_algorithm,
+                                                           tmp_path, streamed):
+    path = write_geotiff(tmp_path / "v.tif", np.eye(6), data_type="Byte")
+    feedback = RecordingFeedback()
+    result = run_algorithm(CC, {"INPUT": path, "MEMORY_LIMIT_MB": 64,
+                                "OUTPUT": str(tmp_path / "l.tif")}, feedback)
+    # six diagonal ones (rook-separated) and the two zero triangles
+    assert result["COMPONENTS"] == 8
+    assert TILED_NOTE not in feedback.text
+    assert streamed == []
+
+
+def test_components_polygons_refused_on_the_tiled_path(run_algorithm,
+                                                       tmp_path):
+    path = write_geotiff(tmp_path / "v.tif", np.ones((9, 9)))
+    with pytest.raises(QgsProcessingException) as error:
+        run_algorithm(CC, {"INPUT": path, "TILE_SIZE": 8,
+                           "OUTPUT": str(tmp_path / "l.tif"),
+                           "OUTPUT_POLYGONS": str(tmp_path / "p.gpkg")})
+    message = str(error.value)
+    assert "OUTPUT_POLYGONS" in message and "tiled" in message
+    assert "TILE_SIZE to 0" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.tif"]
+
+
+def test_tiled_all_nodata_is_an_error(run_algorithm, tmp_path):
+    path = write_geotiff(tmp_path / "v.tif", np.full((9, 9), 7.0), nodata=7)
+    for algorithm_id, mode in ((CC, 0), (CC, 1), (MST, 0)):
+        with pytest.raises(QgsProcessingException) as error:
+            run_algorithm(algorithm_id, {
+                "INPUT": path, "TILE_SIZE": 8, "MODE": mode,
+                "OUTPUT": str(tmp_path / "l.tif"),
+                "OUTPUT_DIRECTION": str(tmp_path / "d.tif")})
+        assert "has no valid cell" in str(error.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.tif"]
+
+
+def test_nonzero_mode_all_background_is_not_an_error(run_algorithm,
+                                                     tmp_path):
+    path = write_geotiff(tmp_path / "v.tif", np.zeros((9, 9)))
+    result = run_algorithm(CC, {"INPUT": path, "TILE_SIZE": 8, "MODE": 1,
+                                "OUTPUT": str(tmp_path / "l.tif")})
+    assert result["COMPONENTS"] == 0
+    assert not read_raster(result["OUTPUT"])[0].any()
+
+
+def test_tiled_output_must_be_a_geotiff(run_algorithm, tmp_path):
+    path = write_geotiff(tmp_path / "v.tif", np.ones((9, 9)))
+    with pytest.raises(QgsProcessingException) as error:
+        run_algorithm(CC, {"INPUT": path, "TILE_SIZE": 8,
+                           "OUTPUT": str(tmp_path / "l.img")})
+    assert "GeoTIFF only" in str(error.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.tif"]
+
+
+# ---------------------------------------------------------- cost distance
+
+def random_costs(seed, shape=(40, 50)):
+    rng = np.random.default_rng(seed)
+    cost = rng.uniform(1, 5, size=shape)
+    cost[rng.random(shape) < 0.15] = np.nan  # barriers
+    cost[3, 3] = cost[20, 7] = 2.0
+    cost[min(30, shape[0] - 1), min(40, shape[1] - 1)] = 2.0
+    return cost
+
+
+@pytest.mark.parametrize("connectivity", [0, 1, 2])
+def test_cost_distance_tiled_equals_in_memory(run_algorithm, tmp_path,
+                                              streamed, connectivity):
+    cost = random_costs(11 + connectivity)
+    path = write_geotiff(tmp_path / "cost.tif", cost)
+    points = write_points(tmp_path / "s.gpkg",
+                          [cell_centre(3, 3), cell_centre(30, 40)],
+                          fids=[4, 9])
+    destinations = write_points(tmp_path / "d.gpkg",
+                                [cell_centre(20, 7)], fids=[2])
+    outputs = ["OUTPUT", "OUTPUT_DIRECTION", "OUTPUT_ALLOCATION"]
+    whole, tiled, _ = run_both(
+        run_algorithm, CD,
+        {"INPUT": path, "SOURCES": points, "CONNECTIVITY": connectivity,
+         "DESTINATIONS": destinations},
+        tmp_path, outputs, TILE_SIZE=8,
+        OUTPUT_PATHS=str(tmp_path / "tiled-paths.gpkg"))
+    accumulated = read_raster(tiled["OUTPUT"])[0]
+    expected = read_raster(whole["OUTPUT"])[0]
+    np.testing.assert_array_equal(np.isnan(accumulated), np.isnan(expected))
+    assert np.isfinite(expected).sum() > 1000
+    np.testing.assert_allclose(accumulated, expected, rtol=0, atol=1e-9)
+    # random real costs: no two least-cost paths tie, so these agree too
+    for name in ("OUTPUT_DIRECTION", "OUTPUT_ALLOCATION"):
+        np.testing.assert_array_equal(read_raster(tiled[name])[0],
+                                      read_raster(whole[name])[0])
+    assert set(np.unique(read_raster(tiled["OUTPUT_ALLOCATION"])[0])) <= \
+        {0, 4, 9}
+    (attributes, geometry), = read_features(tiled["OUTPUT_PATHS"])
+    assert attributes["destination"] == 2
+    assert attributes["cost"] == pytest.approx(expected[20, 7], abs=1e-9)
+    assert attributes["source"] in (4, 9)
+    assert_streamed_from_removed_folder(streamed, 3)
+
+
+def test_cost_distance_tiled_source_raster(run_algorithm, tmp_path,
+                                           streamed):
+    cost = random_costs(21, (33, 27))
+    sources = np.zeros(cost.shape)
+    sources[3, 3], sources[30, 26] = 5, 7  # valid cost cells
+    path = write_geotiff(tmp_path / "cost.tif", cost)
+    source_path = write_geotiff(tmp_path / "src.tif", sources, nodata=0,
+                                data_type="Int16")
+    whole, tiled, _ = run_both(
+        run_algorithm, CD, {"INPUT": path, "SOURCE_RASTER": source_path},
+        tmp_path, ["OUTPUT", "OUTPUT_ALLOCATION"], TILE_SIZE=16)
+    accumulated = read_raster(tiled["OUTPUT"])[0]
+    expected = read_raster(whole["OUTPUT"])[0]
+    np.testing.assert_array_equal(np.isnan(accumulated), np.isnan(expected))
+    np.testing.assert_allclose(accumulated, expected, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(read_raster(tiled["OUTPUT_ALLOCATION"])[0],
+                                  read_raster(whole["OUTPUT_ALLOCATION"])[0])
+    assert_streamed_from_removed_folder(streamed, 2)
+
+
+def test_cost_distance_tiled_source_on_a_barrier(run_algorithm, tmp_path):
+    cost = np.ones((12, 12))
+    cost[5, 6] = np.nan
+    path = write_geotiff(tmp_path / "cost.tif", cost)
+    points = write_points(tmp_path / "s.gpkg",
+                          [cell_centre(0, 0), cell_centre(5, 6)], fids=[1, 8])
+    with pytest.raises(QgsProcessingException) as error:
+        run_algorithm(CD, {"INPUT": path, "SOURCES": points, "TILE_SIZE": 8,
+                           "OUTPUT": str(tmp_path / "c.tif")})
+    assert "lie on barrier cells" in str(error.value)
+    assert "feature id(s) 8" in str(error.value)
+    assert not (tmp_path / "c.tif").exists()
+
+
+# ----------------------------------------------------- minimum spanning tree
+
+@pytest.mark.parametrize("weight,connectivity", [(0, 0), (3, 1)])
+def test_mst_tiled_equals_in_memory(run_algorithm, tmp_path, streamed,
+                                    weight, connectivity):
+    values = np.random.default_rng(7).uniform(0, 10, size=(40, 50))
+    values[np.random.default_rng(8).random(values.shape) < 0.2] = -1
+    path = write_geotiff(tmp_path / "v.tif", values, nodata=-1,
+                         data_type="Float32")
+    whole, tiled, _ = run_both(
+        run_algorithm, MST, {"INPUT": path, "WEIGHT": weight,
+                             "CONNECTIVITY": connectivity},
+        tmp_path, ["OUTPUT_DIRECTION"], TILE_SIZE=16,
+        OUTPUT_LINES=str(tmp_path / "tiled-lines.gpkg"))
+    assert tiled["TREES"] == whole["TREES"] >= 1
+    assert tiled["TOTAL_WEIGHT"] == whole["TOTAL_WEIGHT"] > 0
+    direction = read_raster(tiled["OUTPUT_DIRECTION"])[0]
+    np.testing.assert_array_equal(direction,
+                                  read_raster(whole["OUTPUT_DIRECTION"])[0])
+    valid = int((values != -1).sum())
+    lines = read_features(tiled["OUTPUT_LINES"])
+    assert len(lines) == valid - tiled["TREES"]
+    assert sum(a["weight"] for a, _ in lines) == \
+        pytest.approx(tiled["TOTAL_WEIGHT"], rel=1e-12)
+    assert_streamed_from_removed_folder(streamed, 1)
+
+
+def test_mst_memory_limit_forces_the_tiled_path(run_algorithm, tmp_path):
+    # 130 bytes a cell in memory: 96 x 96 cells take 1.2 MB, over 1 MB
+    values = np.random.default_rng(9).uniform(0, 10, size=(96, 96))
+    path = write_geotiff(tmp_path / "v.tif", values, data_type="Float32")
+    whole, tiled, _ = run_both(run_algorithm, MST, {"INPUT": path}, tmp_path,
+                               ["OUTPUT_DIRECTION"], MEMORY_LIMIT_MB=1)
+    assert tiled["TREES"] == whole["TREES"] == 1
+    assert tiled["TOTAL_WEIGHT"] == whole["TOTAL_WEIGHT"]
+    np.testing.assert_array_equal(read_raster(tiled["OUTPUT_DIRECTION"])[0],
+                                  read_raster(whole["OUTPUT_DIRECTION"])[0])
+
+
+def test_mst_segments_refused_on_the_tiled_path(run_algorithm, tmp_path):
+    path = write_geotiff(tmp_path / "v.tif", np.ones((9, 9)))
+    with pytest.raises(QgsProcessingException) as error:
+        run_algorithm(MST, {"INPUT": path, "TILE_SIZE": 8, "THRESHOLD": 1.0,
+                            "OUTPUT_DIRECTION": str(tmp_path / "d.tif"),
+                            "OUTPUT_SEGMENTS": str(tmp_path / "s.tif")})
+    assert "OUTPUT_SEGMENTS" in str(error.value)
+    assert "tiled" in str(error.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.tif"]
+
+
+# ------------------------------------------------------------- cancelling
+
+@pytest.mark.parametrize("algorithm_id,outputs", [
+    (CC, {"OUTPUT": "labels.tif"}),
+    (CD, {"OUTPUT": "cost.tif", "OUTPUT_ALLOCATION": "allocation.tif",
+          "OUTPUT_PATHS": "paths.gpkg"}),
+    (MST, {"OUTPUT_DIRECTION": "direction.tif", "OUTPUT_LINES": "l.gpkg"}),
+])
+def test_cancel_on_the_tiled_path_leaves_nothing(run_algorithm, tmp_path,
+                                                 algorithm_id, outputs):
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    values = np.random.default_rng(1).uniform(1, 5, size=(40, 50))
+    raster = write_geotiff(inputs / "values.tif", values)
+    point = write_points(inputs / "p.gpkg", [cell_centre(3, 3)])
+    feedback = QgsProcessingFeedback()
+    reports = []
+
+    def cancel_on_first_report(percent):
+        reports.append(percent)
+        feedback.cancel()
+    feedback.progressChanged.connect(cancel_on_first_report)
+    parameters = {"INPUT": raster, "TILE_SIZE": 8}
+    if algorithm_id == CD:
+        parameters.update(SOURCES=point, DESTINATIONS=point)
+    parameters.update({name: str(tmp_path / file)
+                       for name, file in outputs.items()})
+    before = set(tiled_folders())
+    with pytest.raises(QgsProcessingException) as error:
+        run_algorithm(algorithm_id, parameters, feedback)
+    assert "cancelled" in str(error.value)
+    assert reports, "the algorithm never reported progress"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs"]
+    assert set(tiled_folders()) == before
