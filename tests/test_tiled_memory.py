@@ -17,7 +17,7 @@ import pytest
 from rasters import fractal_surface
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIMITS_MB = {"components": 12, "costdistance": 40, "mst": 64}
+LIMITS_MB = {"components": 12, "costdistance": 40, "mst": 40}
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"),
