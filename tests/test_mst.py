@@ -629,21 +629,29 @@ def seeded_rasters(draw, max_side=30):
     return values, None, ~np.isnan(values)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.one_of(small_rasters(max_side=30), seeded_rasters()),
-       st.sampled_from([4, 8]), st.sampled_from(WEIGHTS))
-def test_chunked_parallel_paths_equal_kruskal(raster, connectivity, weight):
+       st.sampled_from([4, 8]), st.sampled_from(WEIGHTS),
+       st.sampled_from([1, 45, 1 << 22]), st.sampled_from([1, 7, 1 << 21]))
+def test_chunked_parallel_paths_equal_kruskal(raster, connectivity, weight,
+                                              band_cells, traversal_budget):
     # Below _PARALLEL_MIN_CELLS the kernels run on one thread in one chunk;
     # lowering it sends small rasters through the multi-threaded, chunked
-    # code (list rounds, contraction, radix passes).
+    # code (list rounds, contraction, radix passes, tree masks).  Small
+    # bands and traversal budgets split the grid kernels and the
+    # parent-direction search into many resumed calls.
     values, nodata, valid = raster
-    saved = _cpu._PARALLEL_MIN_CELLS
+    saved = (_cpu._PARALLEL_MIN_CELLS, _cpu._BAND_CELLS,
+             _cpu._TRAVERSAL_BUDGET)
     _cpu._PARALLEL_MIN_CELLS = 8
+    _cpu._BAND_CELLS = band_cells
+    _cpu._TRAVERSAL_BUDGET = traversal_budget
     try:
         result = cpu_mst(values, nodata=nodata, connectivity=connectivity,
                          weight=weight)
     finally:
-        _cpu._PARALLEL_MIN_CELLS = saved
+        (_cpu._PARALLEL_MIN_CELLS, _cpu._BAND_CELLS,
+         _cpu._TRAVERSAL_BUDGET) = saved
     edges, weights = kruskal(values, valid, connectivity, weight)
     assert_same_forest(result, edges, weights)
     check_parent_direction(result.parent_direction, result.edges, valid,

@@ -5,8 +5,9 @@ valid cell finds its lightest incident edge, cells hook onto the neighbour at
 the other end, and the resulting trees are contracted to components.  Only the
 edges that cross components are then materialised, and further Borůvka rounds
 run on that shrinking list (per component lightest edge, hook, drop the edges
-that became internal) until no edge crosses two components.  Only the k tree
-edges are sorted at the end.
+that became internal, list one edge per run of parallel edges) until no edge
+crosses two components.  Only the k tree edges are sorted at the end, by an
+LSD radix sort of packed (weight, edge id) keys.
 
 Edge identity.  An edge between cells ``low < high`` (row-major indices) is
 encoded as ``edge_id = low * 4 + rank`` with rank 0 right (high = low + 1),
@@ -16,7 +17,7 @@ right and down-left offsets coincide but never both exist for the same
 cell), so comparing ``(weight, edge_id)`` is comparing ``(weight, low,
 high)``: the strict total order that makes the forest unique.  NaN weights
 (from ``inf - inf`` or ``inf + -inf``) sort after every number, as in
-:func:`numpy.sort`.
+:func:`numpy.sort`, and -0 equals +0.
 
 References: Borůvka (1926); Sousa, MST solvers for multi-core CPUs and GPUs
 (2014); Vineet et al., Fast minimum spanning tree for large graphs on the GPU
@@ -33,8 +34,10 @@ from .._common import index_dtype
 from ..errors import InvalidInputError
 from . import PARENT_DEGREES, PARENT_OFFSETS
 
-# Cells per progress report in the traversals of parent_direction.
-_TRAVERSAL_BUDGET = 1 << 22
+# Cells per kernel call between progress reports: a fraction of a second
+# on the 2-core test machine.
+_BAND_CELLS = 1 << 22
+_TRAVERSAL_BUDGET = 1 << 21
 
 # Below this many cells the kernels run on one thread: waking the worker
 # threads costs more than they save, and far more on a busy machine.
@@ -108,9 +111,10 @@ def _high_end(edge_id, cols):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grid_lightest_edges(values, valid, eight, weight_index, half,
-                         best_weight, best_edge):
-    """Lightest incident edge of every valid cell (edge -1: none).
+def _grid_lightest_edges(first_row, stop_row, values, valid, eight,
+                         weight_index, half, best_weight, best_edge):
+    """Lightest incident edge of every valid cell (edge -1: none), for the
+    rows first_row..stop_row - 1 (as every grid kernel here).
 
     Neighbours are visited in increasing edge id (up-left, up, up-right,
     left, right, down-left, down, down-right: ids 4v-4W-1, 4v-4W+2,
@@ -119,7 +123,8 @@ def _grid_lightest_edges(values, valid, eight, weight_index, half,
     this order (up-right/left, up-left/up-right) never both exist.
     """
     rows, cols = values.shape
-    for r in prange(rows):
+    for band_row in prange(first_row, stop_row):
+        r = np.int64(band_row)
         for c in range(cols):
             v = np.int64(r) * cols + c
             if not valid[r, c]:
@@ -186,7 +191,8 @@ def _find_root(parent, v):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _hook_cells(valid, best_edge, parent, root_offsets, tree_offsets):
+def _hook_cells(first_row, stop_row, valid, best_edge, parent, root_offsets,
+                tree_offsets):
     """Borůvka hooking of round 1 on the grid.
 
     Each cell points at the other end of its lightest edge.  Under a strict
@@ -196,7 +202,8 @@ def _hook_cells(valid, best_edge, parent, root_offsets, tree_offsets):
     number of roots and of hooked cells (tree edges) in row r.
     """
     rows, cols = valid.shape
-    for r in prange(rows):
+    for band_row in prange(first_row, stop_row):
+        r = np.int64(band_row)
         roots = 0
         hooked = 0
         for c in range(cols):
@@ -235,10 +242,10 @@ def _next_run(root, other, last_low, last_high):
     (whether it starts a new run, the pair as (low, high)).
 
     Consecutive crossing edges between the same two components form a
-    run; only the lightest edge of a run can be in the forest (it closes a
-    cycle with each of the others, and is lighter), so a run is listed as
-    one edge.  Runs are common where a boundary between two components
-    follows a row.
+    run.  Any other edge of a run closes a cycle with the run's lightest
+    edge (through the two components) and is the heaviest on it, so it is
+    in no minimum spanning forest: a run is listed as its lightest edge.
+    Runs are common where a boundary between two components follows a row.
     """
     low = min(root, other)
     high = max(root, other)
@@ -278,7 +285,8 @@ def _write_run(root, other, w, e, j, last_low, last_high, root_label,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _contract_cells(valid, eight, best_edge, best_weight, parent,
+def _contract_cells(first_row, stop_row, valid, eight, best_edge, best_weight,
+                    parent,
                     root_offsets, tree_offsets, root_label, chosen_edge,
                     chosen_weight, cut_offsets):
     """Contract the trees of round 1 and count the edges that cross them.
@@ -290,7 +298,8 @@ def _contract_cells(valid, eight, best_edge, best_weight, parent,
     the number of crossing edges whose low end lies in row r.
     """
     rows, cols = valid.shape
-    for r in prange(rows):
+    for band_row in prange(first_row, stop_row):
+        r = np.int64(band_row)
         next_root = root_offsets[r]
         next_tree = tree_offsets[r]
         cut = 0
@@ -334,10 +343,12 @@ def _contract_cells(valid, eight, best_edge, best_weight, parent,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grid_cut_edges(values, valid, eight, weight_index, half, component,
+def _grid_cut_edges(first_row, stop_row, values, valid, eight, weight_index,
+                    half, component,
                     root_label, cut_offsets, label_a, label_b, weight,
                     edge_id):
-    """Write the grid edges whose ends lie in different components.
+    """Write the grid edges whose ends lie in different components (rows
+    first_row..stop_row - 1).
 
     ``component`` holds each valid cell's root, ``root_label`` the roots'
     compact labels; row r's edges go from ``cut_offsets[r]`` on, one per
@@ -345,7 +356,8 @@ def _grid_cut_edges(values, valid, eight, weight_index, half, component,
     as counted by :func:`_contract_cells`.
     """
     rows, cols = values.shape
-    for r in prange(rows):
+    for band_row in prange(first_row, stop_row):
+        r = np.int64(band_row)
         j = cut_offsets[r]
         last_low = np.int64(-1)
         last_high = np.int64(-1)
@@ -854,38 +866,36 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     # Round 1 on the implicit grid.
     best_edge, best_weight = _carve(first_arena, n_cells,
                                     (np.int64, weight_dtype))
-    _grid_lightest_edges(values, valid, eight, weight_index, half,
-                         best_weight, best_edge)
-    progress(0.1)
+    _by_bands(_grid_lightest_edges, progress.span(0.0, 0.1), values, valid,
+              eight, weight_index, half, best_weight, best_edge)
     rows = values.shape[0]
     component, root_label = _carve(second_arena, n_cells,
                                    (np.int64, label_dtype))
     root_offsets = np.zeros(rows + 1, dtype=np.int64)
     tree_offsets = np.zeros(rows + 1, dtype=np.int64)
-    _hook_cells(valid, best_edge, component, root_offsets, tree_offsets)
+    _by_bands(_hook_cells, progress.span(0.1, 0.2), valid, best_edge,
+              component, root_offsets, tree_offsets)
     np.cumsum(root_offsets, out=root_offsets)
     np.cumsum(tree_offsets, out=tree_offsets)
-    progress(0.2)
     # at most one tree edge per valid cell; the output is a prefix of these
     n_valid = int(root_offsets[-1] + tree_offsets[-1])
     chosen_edge = np.empty(n_valid, dtype=np.int64)
     chosen_weight = np.empty(n_valid, dtype=weight_dtype)
     cut_offsets = np.zeros(rows + 1, dtype=np.int64)
-    _contract_cells(valid, eight, best_edge, best_weight, component,
-                    root_offsets, tree_offsets, root_label, chosen_edge,
-                    chosen_weight, cut_offsets)
+    _by_bands(_contract_cells, progress.span(0.2, 0.3), valid, eight,
+              best_edge, best_weight, component, root_offsets, tree_offsets,
+              root_label, chosen_edge, chosen_weight, cut_offsets)
     del best_weight, best_edge
     np.cumsum(cut_offsets, out=cut_offsets)
-    progress(0.3)
     m = int(root_offsets[-1])
     n_chosen = int(tree_offsets[-1])
     n_edges = int(cut_offsets[-1])
     list_dtypes = (label_dtype, label_dtype, weight_dtype, np.int64)
     end_a, end_b, weight, edge_id = _carve(first_arena, n_edges, list_dtypes)
-    _grid_cut_edges(values, valid, eight, weight_index, half, component,
-                    root_label, cut_offsets, end_a, end_b, weight, edge_id)
+    _by_bands(_grid_cut_edges, progress.span(0.3, 0.45), values, valid,
+              eight, weight_index, half, component, root_label, cut_offsets,
+              end_a, end_b, weight, edge_id)
     del component, root_label, first_arena
-    progress(0.45)
 
     # Further rounds on the shrinking list of crossing edges.
     spare = _carve(second_arena, n_edges, list_dtypes)
@@ -904,6 +914,18 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     _edge_ends(chosen_edge, values.shape[1], edges)
     progress(1.0)
     return edges, chosen_weight
+
+
+def _by_bands(kernel, progress, raster, *arguments):
+    """Run a row-parallel grid kernel on bands of rows, reporting progress
+    after each so that a cancel is heard within a fraction of a second."""
+    rows, cols = raster.shape
+    band = max(1, _BAND_CELLS // max(cols, 1))
+    for first_row in range(0, rows, band):
+        stop_row = min(rows, first_row + band)
+        kernel(first_row, stop_row, raster, *arguments)
+        progress(stop_row / rows)
+    progress(1.0)
 
 
 def _carve(arena, count, dtypes):
@@ -1044,6 +1066,8 @@ def _walk_forest(edges, valid, progress, want_direction, want_labels):
         bad = np.empty(n_chunks, dtype=np.int64)
         _tree_masks(edges, valid_flat, max(cols, 1), chunk_masks, bad)
     masks = chunk_masks[0]
+    if progress is not None:
+        progress(0.1)
     if bad.max() >= 0:
         bad = int(bad[bad >= 0].min())
         low, high = sorted(int(x) for x in edges[bad])
@@ -1069,7 +1093,7 @@ def _walk_forest(edges, valid, progress, want_direction, want_labels):
             break
         done += _TRAVERSAL_BUDGET
         if progress is not None:
-            progress(min(done / max(n, 1), 0.99))
+            progress(min(0.1 + 0.9 * done / max(n, 1), 0.99))
     if progress is not None:
         progress(1.0)
     if want_direction:
