@@ -1,4 +1,4 @@
-"""Numba CPU kernels of the minimum spanning forest: Borůvka on the grid graph.
+"""Numba CPU kernels of the minimum spanning forest: Borůvka on grid graphs.
 
 Edges are never listed up front.  Round 1 works on the implicit grid: every
 valid cell finds its lightest incident edge, cells hook onto the neighbour at
