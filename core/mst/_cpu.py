@@ -956,7 +956,7 @@ def _tree_masks(edges, valid_flat, cols, chunk_masks, bad):
     ``chunk_masks`` (chunks x cells, zeros): the edge list is cut into
     chunks that each set bits in their own row, in parallel, then the rows
     are or-ed into row 0.  ``bad[t]`` gets -1, or the row of an edge of
-    chunk t that does not join two valid neighbouring cells.
+    chunk t that does not join two valid neighbouring cells of the raster.
     """
     n_chunks, n = chunk_masks.shape
     n_edges = edges.shape[0]
@@ -965,6 +965,9 @@ def _tree_masks(edges, valid_flat, cols, chunk_masks, bad):
         for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
             low = min(edges[i, 0], edges[i, 1])
             high = max(edges[i, 0], edges[i, 1])
+            if low < 0 or high >= n:
+                bad[t] = i
+                break
             low_row = low // cols
             high_row = high // cols
             step_cols = (high - high_row * cols) - (low - low_row * cols)
@@ -1055,10 +1058,6 @@ def _walk_forest(edges, valid, progress, want_direction, want_labels):
     n = valid.size
     valid_flat = valid.reshape(-1)
     edges = np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2)
-    if edges.size and (edges.min() < 0 or edges.max() >= n):
-        raise InvalidInputError(
-            f"edge ends must be cell indices in [0, {n}), got "
-            f"[{edges.min()}, {edges.max()}]")
     with _threads_for(len(edges)):
         n_chunks = max(1, min(numba.get_num_threads(),
                               len(edges) // _PARALLEL_MIN_CELLS))
@@ -1071,6 +1070,10 @@ def _walk_forest(edges, valid, progress, want_direction, want_labels):
     if bad.max() >= 0:
         bad = int(bad[bad >= 0].min())
         low, high = sorted(int(x) for x in edges[bad])
+        if low < 0 or high >= n:
+            raise InvalidInputError(
+                f"edge {bad} joins cells {low} and {high}: edge ends must be "
+                f"cell indices in [0, {n})")
         raise InvalidInputError(
             f"edge {bad} joins cells {low} (row {low // cols}, column "
             f"{low % cols}) and {high} (row {high // cols}, column "
