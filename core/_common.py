@@ -88,6 +88,11 @@ def load_raster(values, band=1):
         from . import io  # GDAL is only needed for paths
         raster = io.read_band(os.fspath(values), band)
         return raster.array, raster.nodata
+    return as_raster_array(values), None
+
+
+def as_raster_array(values):
+    """``values`` as a 2-D integer or float array (booleans viewed as uint8)."""
     array = np.asarray(values)
     if array.ndim != 2:
         raise InvalidInputError(
@@ -99,7 +104,7 @@ def load_raster(values, band=1):
             or np.issubdtype(array.dtype, np.floating)):
         raise InvalidInputError(
             f"raster values must be integers or floats, got dtype {array.dtype}")
-    return array, None
+    return array
 
 
 def valid_mask(array, nodata):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._common import Progress
+from ._common import Progress, as_raster_array
 from .errors import InvalidInputError
 
 MIN_TILE_SIZE = 8
@@ -386,18 +386,7 @@ def open_source(values, band=1):
         source = _file_source(values)
         if source is not None:
             return source
-    array = np.asarray(values)
-    if array.ndim != 2:
-        raise InvalidInputError(
-            f"expected a 2-D raster, got an array of shape {array.shape}; "
-            "pass a single band (e.g. values[0] for a band-first stack)")
-    if array.dtype == bool:
-        array = array.view(np.uint8)
-    if not (np.issubdtype(array.dtype, np.integer)
-            or np.issubdtype(array.dtype, np.floating)):
-        raise InvalidInputError(
-            f"raster values must be integers or floats, got dtype {array.dtype}")
-    return ArraySource(array)
+    return ArraySource(as_raster_array(values))
 
 
 def _file_source(memmap):
