@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ._common import Progress, as_raster_array
 from .errors import InvalidInputError
@@ -818,3 +819,25 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
         wait(list(in_flight))
         raise
     return results
+
+
+@njit(cache=True, nogil=True)
+def border_label_index(labels, count):
+    """Index of each label among the labels that touch the tile border
+    (in label order), -1 for interior labels and for 0."""
+    rows, cols = labels.shape
+    on_border = np.zeros(count + 1, dtype=np.bool_)
+    for c in range(cols):
+        on_border[labels[0, c]] = True
+        on_border[labels[rows - 1, c]] = True
+    for r in range(rows):
+        on_border[labels[r, 0]] = True
+        on_border[labels[r, cols - 1]] = True
+    on_border[0] = False
+    index = np.full(count + 1, -1, dtype=np.int32)
+    n = 0
+    for label in range(1, count + 1):
+        if on_border[label]:
+            index[label] = n
+            n += 1
+    return index

@@ -118,7 +118,7 @@ def tile_summary(source, window, shape, connectivity, mode, nodata,
     """
     values, labels, count = _local_labels(source, window, connectivity, mode,
                                           nodata, backend)
-    border_index = _border_index(labels, count)
+    border_index = tiling.border_label_index(labels, count)
     first_cell, interior_before, row_starts = _starts(
         labels, border_index, np.int64(window.row), np.int64(window.col),
         np.int64(shape[1]))
@@ -133,28 +133,6 @@ def tile_summary(source, window, shape, connectivity, mode, nodata,
         message[name] = border_index[labels[where]] + 1
         message[name + "_values"] = np.array(values[where])
     return message
-
-
-@njit(cache=True, nogil=True)
-def _border_index(labels, count):
-    """Index of each label among the labels that touch the tile border
-    (in label order), -1 for interior labels and for 0."""
-    rows, cols = labels.shape
-    on_border = np.zeros(count + 1, dtype=np.bool_)
-    for c in range(cols):
-        on_border[labels[0, c]] = True
-        on_border[labels[rows - 1, c]] = True
-    for r in range(rows):
-        on_border[labels[r, 0]] = True
-        on_border[labels[r, cols - 1]] = True
-    on_border[0] = False
-    index = np.full(count + 1, -1, dtype=np.int32)
-    n = 0
-    for label in range(1, count + 1):
-        if on_border[label]:
-            index[label] = n
-            n += 1
-    return index
 
 
 @njit(cache=True, nogil=True)
@@ -360,7 +338,7 @@ def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
     """Round 3 for one tile: its final labels (an array of ``label_dtype``)."""
     _, labels, count = _local_labels(source, window, connectivity, mode,
                                      nodata, backend)
-    border_index = _border_index(labels, count)
+    border_index = tiling.border_label_index(labels, count)
     final = np.empty(labels.shape, dtype=label_dtype)
     _renumber(labels, border_index, answer["number"], answer["is_root"],
               answer["starts_before"], final)

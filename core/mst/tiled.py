@@ -615,19 +615,10 @@ def _border_pieces(labels):
         for c in range(cols):
             if labels[r, c] > count:
                 count = labels[r, c]
-    on_border = np.zeros(count + 1, dtype=np.bool_)
-    for c in range(cols):
-        on_border[labels[0, c]] = True
-        on_border[labels[rows - 1, c]] = True
-    for r in range(rows):
-        on_border[labels[r, 0]] = True
-        on_border[labels[r, cols - 1]] = True
-    on_border[0] = False
-    number = np.full(count + 1, -1, dtype=np.int64)
+    number = tiling.border_label_index(labels, count)
     n = 0
     for label in range(1, count + 1):
-        if on_border[label]:
-            number[label] = n
+        if number[label] >= 0:
             n += 1
     first_cell = np.full(n, -1, dtype=np.int64)
     for r in range(rows):
