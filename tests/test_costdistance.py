@@ -710,3 +710,72 @@ def test_large_fractal_matches_mcp_geometric():
     expected = skimage_cost_distance(cost, np.ones(cost.shape, bool),
                                      [(128, 96)], 8)
     assert_same_costs(out.accumulated, expected)
+
+
+# --------------------------------------------------------------------------
+# ties: the canonical predecessor and allocation (tests/costdistance_reference)
+
+
+@st.composite
+def tie_heavy_case(draw):
+    """Small costs from {0, 1, 2} (zero-cost plateaus, many equal paths),
+    some barriers, up to four sources with distinct ids, one maybe listed
+    twice with another id."""
+    rows = draw(st.integers(2, 9))
+    cols = draw(st.integers(2, 9))
+    cost = draw(hnp.arrays(np.float32, (rows, cols),
+                           elements=st.sampled_from([0.0, 1.0, 2.0])))
+    barrier = draw(hnp.arrays(np.bool_, (rows, cols),
+                              elements=st.sampled_from([False] * 4 + [True])))
+    cells = draw(st.lists(st.tuples(st.integers(0, rows - 1),
+                                    st.integers(0, cols - 1)),
+                          min_size=1, max_size=4, unique=True))
+    barrier[tuple(np.array(cells).T)] = False
+    ids = list(range(11, 11 + len(cells)))
+    if draw(st.booleans()):  # a repeated cell keeps its first id
+        cells = cells + [cells[0]]
+        ids = ids + [99]
+    return cost, barrier, cells, ids
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=tie_heavy_case(), connectivity=st.sampled_from([4, 8, 16]))
+def test_ties_follow_the_canonical_rule(case, connectivity):
+    """Direction and allocation on exact ties are the rule's, not the
+    search order's (so every backend and tile size can agree)."""
+    from costdistance_reference import reference
+    cost, barrier, cells, ids = case
+    raster = np.where(barrier, np.nan, cost).astype(np.float32)
+    result = cost_distance(raster, np.array(cells), connectivity=connectivity,
+                           source_ids=np.array(ids), backend="cpu")
+    sources = [(r, c, i) for (r, c), i in zip(cells, ids)]
+    accumulated, predecessor, allocation = reference(
+        cost, ~barrier, sources, connectivity)
+    np.testing.assert_array_equal(result.accumulated, accumulated)
+    expected_direction = np.full(cost.shape, np.nan, np.float32)
+    reached = predecessor >= 0
+    expected_direction[reached] = costdistance_module.GRASS_DIRECTION_DEGREES[
+        predecessor[reached]]
+    expected_direction[predecessor == -2] = 0.0
+    np.testing.assert_array_equal(result.direction, expected_direction)
+    np.testing.assert_array_equal(result.allocation, allocation)
+
+
+def test_ties_literal_plateau():
+    """A zero-cost 3 x 3 plateau fed from a source in the corner, by hand.
+
+    All costs are 0, so every cell ties on cost and the steps decide: a
+    cell's steps are its Chebyshev distance to (0, 0), and its predecessor
+    is the neighbour one step closer with the lowest code in the order
+    east 0, north 1, west 2, south 3, NE 4, NW 5, SW 6, SE 7.  E.g. (1, 2)
+    has (1, 1) to the west (code 2) and (0, 1) to the north-west (code 5):
+    west, 180 degrees; (2, 1) has (1, 1) to the north (code 1): 90.
+    """
+    cost = np.zeros((3, 3), np.float32)
+    result = cost_distance(cost, [(0, 0)], connectivity=8, backend="cpu")
+    assert (result.accumulated == 0).all()
+    expected = np.array([[0, 180, 180],
+                         [90, 135, 180],
+                         [90, 90, 135]], np.float32)
+    np.testing.assert_array_equal(result.direction, expected)

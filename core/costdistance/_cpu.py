@@ -9,8 +9,7 @@ sifting compares within the small heap arrays and never reads the raster.
 
 At 4096 x 4096 the search is bound by memory latency: a popped cell's
 neighbourhood was last touched when it was pushed, long before.  So per-cell
-search state is one record (tentative cost, cost, heap position, source
-index), and relaxing a neighbour touches one cache line instead of one per
+search state is one record (tentative cost, cost, heap position, hops), and relaxing a neighbour touches one cache line instead of one per
 array (about 30 % faster than separate arrays); and right after a pop the
 neighbourhood of the new heap root, the likely next cell, is prefetched while
 the current cell is relaxed (about 20 % more).
@@ -20,16 +19,28 @@ Python, which reports progress (and so honours a cancel) and grows the heap
 when the frontier needs more room.  All search state lives in arrays, so a
 chunk resumes exactly where the previous one stopped.
 
+Ties.  Each cell gets the least pair (accumulated cost, hops) over all
+paths, compared cost first (hops: the number of steps).  Keys are costs
+only; a path of equal cost and fewer hops lowers a cell's hops and puts it
+back in the heap, which happens only on exact ties.  Because hops grow by
+one per step, that pair is the unique fixed point of
+``(d, h)[c] = min over neighbours n of (d[n] + step(n, c), h[n] + 1)``,
+whatever the order of the search; so the CUDA and tiled backends, which
+reach it in other orders, agree with this one.  The predecessor of a cell
+is then read off the final pairs (:func:`canonical_predecessors`: the
+neighbour minimising (d[n] + step, h[n], neighbour index)), never from the
+order in which cells were settled, and the allocation is the id of the
+source at the root of that tree (:func:`root_allocation`).
+
 Preconditions (checked by :func:`gridgraph.core.cost_distance`): costs are
 >= 0 on valid cells, every source is a valid cell.  Postcondition: every cell
 whose least accumulated cost is <= ``max_cost`` is settled with that cost
-(Dijkstra 1959), its predecessor is the neighbour it was settled from, and
-its allocation is the id of the source at the root of that tree.
+(Dijkstra 1959).
 """
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -38,6 +49,8 @@ from .._common import index_dtype
 # Predecessor codes besides neighbour indices.
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
+# heap_position of a cell that is not in the heap (unreached or settled)
+NOT_IN_HEAP = -1
 
 HEAP_ARITY = 4  # _pop_min compares exactly four children per level
 # +inf slots kept past the last heap entry, so every node has HEAP_ARITY
@@ -57,10 +70,10 @@ POPS_PER_CHUNK = 1 << 17
 def _state_dtype(index):
     # accumulated: +inf not reached yet, -inf barrier (no candidate is ever
     # smaller, so barriers need no test of their own); cost: the friction as
-    # float64; heap_position: valid only while the cell is in the heap;
-    # source: index into the source list of the tree that reaches the cell.
+    # float64; heap_position: the cell's heap slot, NOT_IN_HEAP otherwise;
+    # hops: the steps of the least (cost, steps) path found so far.
     return np.dtype([("accumulated", np.float64), ("cost", np.float64),
-                     ("heap_position", index), ("source", index)])
+                     ("heap_position", index), ("hops", index)])
 
 
 def solve(array, valid, source_cells, ids, connectivity, step_lengths,
@@ -104,12 +117,6 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     neighbour_drow = np.ascontiguousarray(offsets[:, 0])
     neighbour_dcol = np.ascontiguousarray(offsets[:, 1])
     neighbour_delta = neighbour_drow * cols + neighbour_dcol
-    # A cell reached by a step along offset i was reached from the neighbour
-    # at offset -i; its predecessor code is the index of that opposite offset.
-    opposite = np.empty(connectivity, dtype=np.int8)
-    for i, (drow, dcol) in enumerate(offsets):
-        opposite[i] = np.flatnonzero((offsets[:, 0] == -drow)
-                                     & (offsets[:, 1] == -dcol))[0]
     passed = KNIGHT_PASSED_CELLS[:connectivity]
     passed_delta_a = np.ascontiguousarray(passed[:, 0, 0] * cols
                                           + passed[:, 0, 1])
@@ -122,11 +129,11 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     # field assignment converts any dtype, byte order or stride without a
     # float64 copy of the whole raster
     state["cost"] = array
+    state["heap_position"] = NOT_IN_HEAP
     accumulated_field = state["accumulated"]
     accumulated_field[...] = np.inf
     accumulated_field[~valid] = -np.inf
     state = state.reshape(-1)
-    predecessor = np.full(n_cells, PREDECESSOR_UNREACHED, dtype=np.int8)
 
     source_index = (source_cells[:, 0].astype(np.int64) * cols
                     + source_cells[:, 1].astype(np.int64))
@@ -134,8 +141,7 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
         + connectivity + HEAP_PADDING
     heap_key = np.full(capacity, np.inf)
     heap_cell = np.empty(capacity, dtype=index)
-    heap_size = _seed_sources(source_index, state, predecessor, heap_key,
-                              heap_cell)
+    heap_size = _seed_sources(source_index, state, heap_key, heap_cell)
 
     n_valid = max(int(np.count_nonzero(valid)), 1)
     settled = 0
@@ -146,32 +152,131 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
                 heap_key, heap_cell, heap_size,
                 n_cells + connectivity + HEAP_PADDING)
         heap_size, pops = _dijkstra_chunk(
-            state, rows, cols, predecessor, heap_key, heap_cell, heap_size,
+            state, rows, cols, heap_key, heap_cell, heap_size,
             neighbour_delta, neighbour_drow, neighbour_dcol, passed_delta_a,
-            passed_delta_b, step_lengths, opposite, margin, float(max_cost),
+            passed_delta_b, step_lengths, margin, float(max_cost),
             POPS_PER_CHUNK)
         settled += pops
-        progress(settled / n_valid)
+        progress(min(settled / n_valid, 1.0))
 
-    accumulated = np.empty(n_cells, dtype=np.float64)
-    allocation = np.empty(n_cells, dtype=np.int64)
-    _unpack_state(state, predecessor, np.asarray(ids, dtype=np.int64),
-                  accumulated, allocation)
+    distance = state["accumulated"]
+    hops = state["hops"]
+    cost = state["cost"]
+    del state
+    predecessor = np.empty(n_cells, dtype=np.int8)
+    canonical_predecessors(distance, hops, cost, rows, cols, 0, rows, 0, cols,
+                           neighbour_drow, neighbour_dcol,
+                           np.ascontiguousarray(passed[:, 0, 0]),
+                           np.ascontiguousarray(passed[:, 0, 1]),
+                           np.ascontiguousarray(passed[:, 1, 0]),
+                           np.ascontiguousarray(passed[:, 1, 1]),
+                           step_lengths, predecessor)
+    ids = np.asarray(ids, dtype=np.int64)
+    if len(np.unique(ids)) == 1:
+        allocation = np.where(predecessor == PREDECESSOR_UNREACHED, 0, ids[0])
+    else:
+        allocation = root_allocation(predecessor, rows, cols, neighbour_drow,
+                                     neighbour_dcol, source_index, ids)
+    accumulated = np.where(predecessor == PREDECESSOR_UNREACHED, np.nan,
+                           distance)
     shape = (rows, cols)
     return (accumulated.reshape(shape), predecessor.reshape(shape),
             allocation.reshape(shape))
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def canonical_predecessors(distance, hops, cost, rows, cols, row_start,
+                           row_stop, col_start, col_stop, drow, dcol,
+                           passed_a_row, passed_a_col, passed_b_row,
+                           passed_b_col, step_lengths, predecessor):
+    """Predecessor codes from the final (distance, hops) of every cell.
+
+    The arrays are flat over a ``rows`` x ``cols`` frame (the raster, or a
+    tile with a halo of neighbours); codes are written for the cells of
+    rows [row_start, row_stop) and columns [col_start, col_stop) only.
+    ``distance`` is +inf where unreached and -inf on barriers.  A cell's
+    predecessor is the allowed neighbour minimising (its distance plus the
+    step, its hops, its index in NEIGHBOUR_OFFSETS): the same cell for any
+    search order, so every backend and tile size gives the same trees.
+    Sources have hops 0 (code -2), unreached cells -1.
+    """
+    for row in prange(row_start, row_stop):
+        for col in range(col_start, col_stop):
+            cell = row * cols + col
+            own = distance[cell]
+            if not (own < np.inf and own > -np.inf):
+                predecessor[cell] = PREDECESSOR_UNREACHED
+                continue
+            own_hops = hops[cell]
+            if own_hops == 0:
+                predecessor[cell] = PREDECESSOR_SOURCE
+                continue
+            best = np.inf
+            best_hops = own_hops
+            best_i = -1
+            for i in range(drow.shape[0]):
+                next_row = row + drow[i]
+                next_col = col + dcol[i]
+                if not (0 <= next_row < rows and 0 <= next_col < cols):
+                    continue
+                neighbour = next_row * cols + next_col
+                there = distance[neighbour]
+                if not (there <= own and there > -np.inf) \
+                        or hops[neighbour] >= own_hops:
+                    continue
+                if i >= 8 and (
+                        distance[(row + passed_a_row[i]) * cols + col
+                                 + passed_a_col[i]] == -np.inf
+                        or distance[(row + passed_b_row[i]) * cols + col
+                                    + passed_b_col[i]] == -np.inf):
+                    continue
+                # the search's expression, term for term
+                candidate = there + (cost[neighbour] + cost[cell]) \
+                    * 0.5 * step_lengths[i]
+                if candidate < best or (candidate == best
+                                        and hops[neighbour] < best_hops):
+                    best = candidate
+                    best_hops = hops[neighbour]
+                    best_i = i
+            predecessor[cell] = best_i
+
+
 @njit(cache=True, nogil=True)
-def _unpack_state(state, predecessor, ids, accumulated, allocation):
-    """Fill the output rasters from the search state in one pass."""
-    for cell in range(predecessor.shape[0]):
-        if predecessor[cell] == PREDECESSOR_UNREACHED:
-            accumulated[cell] = np.nan
-            allocation[cell] = 0
-        else:
-            accumulated[cell] = state[cell].accumulated
-            allocation[cell] = ids[state[cell].source]
+def root_allocation(predecessor, rows, cols, drow, dcol, source_index, ids):
+    """Id of the source at the root of each cell's predecessor tree.
+
+    A source listed twice keeps the id of its first listing; 0 where
+    unreached.  Each tree path is walked twice at most (once to find the
+    first cell with a known id, once to write it), so the pass is linear.
+    """
+    n = rows * cols
+    allocation = np.zeros(n, dtype=np.int64)
+    known = np.zeros(n, dtype=np.bool_)
+    for k in range(source_index.shape[0] - 1, -1, -1):
+        allocation[source_index[k]] = ids[k]
+        known[source_index[k]] = True
+    for start in range(n):
+        if known[start] or predecessor[start] < 0:
+            continue
+        cell = start
+        root_id = 0
+        while True:
+            if known[cell]:
+                root_id = allocation[cell]
+                break
+            code = predecessor[cell]
+            if code < 0:
+                break  # unreachable for a consistent state
+            cell = cell + drow[code] * cols + dcol[code]
+        cell = start
+        while not known[cell]:
+            allocation[cell] = root_id
+            known[cell] = True
+            code = predecessor[cell]
+            if code < 0:
+                break
+            cell = cell + drow[code] * cols + dcol[code]
+    return allocation
 
 
 @intrinsic
@@ -213,16 +318,15 @@ def _grown_heap(heap_key, heap_cell, heap_size, limit):
 
 
 @njit(cache=True, nogil=True)
-def _seed_sources(source_index, state, predecessor, heap_key, heap_cell):
+def _seed_sources(source_index, state, heap_key, heap_cell):
     heap_size = 0
     for k in range(source_index.shape[0]):
         cell = source_index[k]
-        if predecessor[cell] == PREDECESSOR_SOURCE:
-            continue  # a repeated source keeps its first id
-        predecessor[cell] = PREDECESSOR_SOURCE
         record = state[cell]
+        if record.accumulated == 0.0 and record.hops == 0:
+            continue  # listed twice
         record.accumulated = 0.0
-        record.source = k
+        record.hops = 0
         record.heap_position = heap_size
         # every key is 0, so appending keeps the heap order
         heap_key[heap_size] = 0.0
@@ -289,15 +393,19 @@ def _pop_min(heap_key, heap_cell, state, heap_size):
 
 
 @njit(cache=True, nogil=True)
-def _dijkstra_chunk(state, rows, cols, predecessor, heap_key, heap_cell,
-                    heap_size, neighbour_delta, neighbour_drow,
-                    neighbour_dcol, passed_delta_a, passed_delta_b,
-                    step_lengths, opposite, margin, max_cost, max_pops):
-    """Settle up to ``max_pops`` cells; return (heap_size, cells settled).
+def _dijkstra_chunk(state, rows, cols, heap_key, heap_cell, heap_size,
+                    neighbour_delta, neighbour_drow, neighbour_dcol,
+                    passed_delta_a, passed_delta_b, step_lengths, margin,
+                    max_cost, max_pops):
+    """Pop up to ``max_pops`` cells; return (heap_size, pops).
 
     ``passed_delta_a/b[i]`` are the flat offsets of the two cells a knight's
     move i (i >= 8) passes between; the move is skipped when either is a
     barrier.
+
+    Keys are distances; a path of equal cost and fewer hops lowers a cell's
+    hops and puts it back in the heap if it had left it (only on exact ties,
+    so rare), which makes the final (distance, hops) the least pair.
 
     Stops early when the heap might not hold the pushes of one more pop
     (the caller grows it and calls again).
@@ -326,8 +434,10 @@ def _dijkstra_chunk(state, rows, cols, predecessor, heap_key, heap_cell,
                 _prefetch(state, upcoming + 2 * cols - 2)
                 _prefetch(state, upcoming + 2 * cols + 2)
 
-        cell_cost = state[cell].cost
-        cell_source = state[cell].source
+        popped = state[cell]
+        popped.heap_position = NOT_IN_HEAP
+        cell_cost = popped.cost
+        next_hops = popped.hops + 1
         row = cell // cols
         col = cell - row * cols
         interior = (margin <= row < rows - margin
@@ -348,24 +458,32 @@ def _dijkstra_chunk(state, rows, cols, predecessor, heap_key, heap_cell,
                     or state[cell + passed_delta_b[i]].accumulated == -np.inf):
                 continue
             record = state[neighbour]
-            # Settled neighbours need no test: keys leave the heap in
-            # non-decreasing order and steps cost >= 0, so the candidate is
-            # never below their final cost.  Barriers hold -inf.
+            # Settled neighbours need no distance test: keys leave the heap
+            # in non-decreasing order and steps cost >= 0, so the candidate
+            # is never below their final cost.  Barriers hold -inf.
             # ((a + b) * 0.5) * L, in this order, rounds like skimage's and
             # GRASS's (a + b) / 2 * L down to subnormal costs
             candidate = cell_distance \
                 + (cell_cost + record.cost) * 0.5 * step_lengths[i]
             previous = record.accumulated
-            if candidate < previous and candidate <= max_cost:
-                record.accumulated = candidate
-                record.source = cell_source
-                predecessor[neighbour] = opposite[i]
-                if previous == np.inf:
-                    slot = heap_size
+            if candidate < previous:
+                if candidate <= max_cost:
+                    record.accumulated = candidate
+                    record.hops = next_hops
+                    if previous == np.inf:
+                        slot = heap_size
+                        heap_size += 1
+                        heap_key[heap_size + HEAP_PADDING - 1] = np.inf
+                    else:
+                        slot = np.int64(record.heap_position)
+                    _sift_up(heap_key, heap_cell, state, slot, candidate,
+                             neighbour)
+            elif candidate == previous and next_hops < record.hops \
+                    and previous < np.inf:
+                record.hops = next_hops
+                if record.heap_position == NOT_IN_HEAP:
                     heap_size += 1
                     heap_key[heap_size + HEAP_PADDING - 1] = np.inf
-                else:
-                    slot = np.int64(record.heap_position)
-                _sift_up(heap_key, heap_cell, state, slot, candidate,
-                         neighbour)
+                    _sift_up(heap_key, heap_cell, state, heap_size - 1,
+                             candidate, neighbour)
     return heap_size, pops
