@@ -69,23 +69,23 @@ def assert_valid_tree(result, cost, connectivity):
 
 
 def assert_same(cost, sources, tile_sizes=(8, 16, 64), **options):
-    """Accumulated costs identical to the bit; directions and allocations
-    identical where no cell has two equally cheap predecessors, and a valid
-    least-cost tree in any case."""
+    """Accumulated costs, directions and allocations identical to the
+    in-memory run, also where two paths cost exactly the same (both follow
+    the canonical tie rule), and a valid least-cost tree."""
     connectivity = options.get("connectivity", 8)
     expected = in_memory(cost, sources, **options)
-    ties = (tight_predecessors(expected, cost, connectivity) > 1).any()
     results = []
     for tile_size in tile_sizes:
         result = cost_distance(cost, sources, backend="cpu",
                                tile_size=tile_size, **options)
+        message = f"tile_size={tile_size}"
         np.testing.assert_array_equal(result.accumulated, expected.accumulated,
-                                      err_msg=f"tile_size={tile_size}")
+                                      err_msg=message)
+        np.testing.assert_array_equal(result.direction, expected.direction,
+                                      err_msg=message)
+        np.testing.assert_array_equal(result.allocation, expected.allocation,
+                                      err_msg=message)
         assert_valid_tree(result, cost, connectivity)
-        if not ties:
-            np.testing.assert_array_equal(result.direction, expected.direction)
-            np.testing.assert_array_equal(result.allocation,
-                                          expected.allocation)
         results.append(result)
     return expected, results
 
@@ -216,7 +216,8 @@ def test_random_rasters(rows, cols, seed, connectivity, tile_size, n_sources,
                                rng.integers(0, cols, n_sources)])
     cost[sources[:, 0], sources[:, 1]] = rng.uniform(0.1, 10, n_sources)
     assert_same(cost, sources, tile_sizes=(tile_size,),
-                connectivity=connectivity)
+                connectivity=connectivity,
+                source_ids=rng.permutation(n_sources) + 1)
 
 
 def test_source_raster_memmap_and_out_dir(tmp_path):
@@ -331,3 +332,30 @@ def test_band_geometry():
         assert len(band_r) == in_band.sum()
         assert set(zip(band_r.tolist(), band_c.tolist())) == \
             set(zip(r[in_band].tolist(), c[in_band].tolist()))
+
+
+@pytest.mark.parametrize("connectivity", [4, 8, 16])
+def test_ties_across_tiles_with_several_sources(connectivity):
+    """Zero-cost and constant plateaus crossing many tiles, split among
+    four sources (one on a tile corner, one listed twice): every cell ties
+    between many predecessors, and trees leave and re-enter tiles."""
+    cost = np.ones((45, 52))
+    cost[5:40, 10:30] = 0.0          # a zero-cost plateau over 3 x 3 tiles
+    cost[20, :45] = np.nan           # a wall with a gap
+    cost[30:33, 35:50] = 2.0
+    sources = np.array([(7, 7), (0, 51), (44, 0), (25, 20), (7, 7)])
+    ids = np.array([5, 6, 7, 8, 9])
+    expected, _ = assert_same(cost, sources, tile_sizes=(8, 16),
+                              connectivity=connectivity, source_ids=ids)
+    assert (tight_predecessors(expected, np.nan_to_num(cost), connectivity)
+            > 1).sum() > 100
+    assert set(np.unique(expected.allocation)) == {0, 5, 6, 7, 8}
+
+
+def test_maze_with_integer_costs_and_ties():
+    cost = maze_cost((70, 66), seed=3)
+    cost = np.where(np.isfinite(cost), np.round(cost), cost)
+    open_cells = np.argwhere(np.isfinite(cost))
+    sources = open_cells[[0, len(open_cells) // 2, -1]]
+    assert_same(cost, sources, tile_sizes=(8, 16), connectivity=8,
+                source_ids=np.array([3, 1, 2]))

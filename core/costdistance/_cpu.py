@@ -241,42 +241,54 @@ def canonical_predecessors(distance, hops, cost, rows, cols, row_start,
             predecessor[cell] = best_i
 
 
-@njit(cache=True, nogil=True)
 def root_allocation(predecessor, rows, cols, drow, dcol, source_index, ids):
     """Id of the source at the root of each cell's predecessor tree.
 
     A source listed twice keeps the id of its first listing; 0 where
-    unreached.  Each tree path is walked twice at most (once to find the
-    first cell with a known id, once to write it), so the pass is linear.
+    unreached.
     """
     n = rows * cols
     allocation = np.zeros(n, dtype=np.int64)
     known = np.zeros(n, dtype=np.bool_)
-    for k in range(source_index.shape[0] - 1, -1, -1):
-        allocation[source_index[k]] = ids[k]
-        known[source_index[k]] = True
-    for start in range(n):
+    # the first listing written last wins
+    allocation[source_index[::-1]] = ids[::-1]
+    known[source_index] = True
+    walk_to_roots(predecessor, cols, drow, dcol, allocation,
+                  np.zeros(0, np.uint8), known)
+    return allocation
+
+
+@njit(cache=True, nogil=True)
+def walk_to_roots(predecessor, cols, drow, dcol, label, flag, known):
+    """Give every cell the ``label`` (and ``flag``, when it has one per
+    cell) of the first ``known`` cell on its predecessor path.
+
+    Flat arrays over a frame of ``cols`` columns; a path must reach a known
+    cell without leaving the frame (cells whose predecessor lies outside it
+    are known).  Each path is walked twice at most (once to find the first
+    known cell, once to write its label), so the pass is linear.
+    """
+    has_flag = flag.shape[0] > 0
+    for start in range(predecessor.shape[0]):
         if known[start] or predecessor[start] < 0:
             continue
         cell = start
-        root_id = 0
-        while True:
-            if known[cell]:
-                root_id = allocation[cell]
-                break
+        while not known[cell]:
             code = predecessor[cell]
             if code < 0:
                 break  # unreachable for a consistent state
             cell = cell + drow[code] * cols + dcol[code]
+        root = cell
         cell = start
         while not known[cell]:
-            allocation[cell] = root_id
+            label[cell] = label[root]
+            if has_flag:
+                flag[cell] = flag[root]
             known[cell] = True
             code = predecessor[cell]
             if code < 0:
                 break
             cell = cell + drow[code] * cols + dcol[code]
-    return allocation
 
 
 @intrinsic

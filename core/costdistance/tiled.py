@@ -22,13 +22,21 @@ does the same at tile granularity:
    stops at the least fixed point: exactly Dijkstra's distances, computed
    with the same floating-point expression along the same paths, so equal
    to the in-memory run bit for bit.
-2. Output (per tile): accumulated cost, GRASS direction and allocation.
+   The tiles' states are pairs (distance, hops): the least (cost, steps)
+   over all paths, compared cost first.  Hops grow by one per step, so the
+   pairs are the unique fixed point of the relaxation whatever the order of
+   the solves; they equal the in-memory run's.
+2. Trees (per tile): each cell's predecessor is read off the final pairs
+   of the tile and a halo of neighbours taken from the band arrays, by the
+   in-memory rule (:func:`gridgraph.core.costdistance._cpu.
+   canonical_predecessors`), so directions match the in-memory run on
+   exact ties too.  With several source ids a first pass labels each band
+   cell with its source id or with the band cell its tree leaves the tile
+   through; those chains are followed in memory (:func:`
+   _resolve_band_labels`), and the output pass labels every cell.
+3. Output (per tile): accumulated cost, GRASS direction and allocation.
 
-Ties: where two least-cost paths cost exactly the same, the direction and
-allocation may name another (equally cheap) predecessor than the in-memory
-run, whose choice depends on its heap order; distances never differ.
-
-Tile states (distance, predecessor, allocation: 17 bytes per cell) live in
+Tile states (distance and hops: 16 bytes per cell) live in
 an LRU cache sized from the memory limit; evicted states go to the scratch
 folder and come back when the tile is solved again.
 """
@@ -46,16 +54,21 @@ from ..errors import InvalidInputError
 
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
+HOPS_UNREACHED = np.iinfo(np.int64).max
 
-# One tile solve: the costs (8), the state (17), the valid mask (1) and the
-# heap (up to ~16 per cell on a dense frontier, counted as 8 on average).
-TILE_BYTES_PER_CELL = 34
-# The in-memory run: costs (8), valid mask (1), state (17), heap positions
-# (8), direction (4).
-IN_MEMORY_BYTES_PER_CELL = 38
+# A tile's state: distance and hops.
+STATE_BYTES_PER_CELL = 16
+# The larger of one tile solve -- costs (8), state (16), valid mask (1),
+# heap (up to ~16 per cell on a dense frontier, counted as 8) -- and one
+# output pass: the frame (distance, hops, cost, label: 32; flag, known,
+# predecessor: 3), the three output blocks (20) and a temporary (8).
+TILE_BYTES_PER_CELL = 64
+# The in-memory run: the search record (32), predecessor (1), the
+# accumulated and allocation outputs (16), direction (4).
+IN_MEMORY_BYTES_PER_CELL = 53
 # Bytes per band cell of the global arrays (costs, incoming and outgoing
-# distance, predecessor and allocation).
-BAND_BYTES_PER_CELL = 42
+# distance and hops; labels and flags when there are several source ids).
+BAND_BYTES_PER_CELL = 49
 
 
 def plan(values, band, tile_size, memory_limit_mb, executor):
@@ -162,43 +175,44 @@ def survey_tile(cost_source, window, nodata, margin, source_raster,
 # round 1: the tile solve
 
 
-def solve_tile(cost_source, window, nodata, state, source_local, source_ids,
-               seeds, margin, offsets, half_step, opposite, max_cost,
-               passed=None):
+def new_state(window):
+    """The (distance, hops) of a tile no solve has touched yet."""
+    n = window.rows * window.cols
+    return np.full(n, np.inf), np.full(n, HOPS_UNREACHED, np.int64)
+
+
+def solve_tile(cost_source, window, nodata, state, source_local, seeds,
+               margin, offsets, step_lengths, max_cost, passed=None):
     """Dijkstra inside one tile.  Pure: returns the new state.
 
     ``passed`` is ``KNIGHT_PASSED_CELLS[:connectivity]`` (the default): the
     two cells each move passes between, which must be valid.
 
-    ``state`` is (distance, predecessor, allocation) flat arrays from the
-    previous solve, or None for the first; ``seeds`` is (distance,
-    predecessor, allocation) of the band cells as received from the
+    ``state`` is the (distance, hops) flat arrays of the previous solve, or
+    None for the first (then ``source_local`` lists the tile's sources);
+    ``seeds`` is the (distance, hops) of the band cells as received from the
     neighbours.  Distances are +inf where unreached, -inf on barriers.
     """
     cost = cost_source.read(window)
     valid = valid_mask(cost, nodata)
     cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
     if state is None:
-        distance = np.where(valid.reshape(-1), np.inf, -np.inf)
-        predecessor = np.full(distance.size, PREDECESSOR_UNREACHED, np.int8)
-        allocation = np.zeros(distance.size, np.int64)
-        first = True
+        distance, hops = new_state(window)
     else:
-        distance, predecessor, allocation = state
-        first = False
+        distance, hops = state
+    distance[~valid.reshape(-1)] = -np.inf
     if passed is None:
         from . import KNIGHT_PASSED_CELLS
         passed = KNIGHT_PASSED_CELLS[:len(offsets)]
     band_r, band_c = band_cells(window.rows, window.cols, margin)
-    seed_distance, seed_predecessor, seed_allocation = seeds
-    _solve_tile(cost, window.rows, window.cols, distance, predecessor,
-                allocation, band_r, band_c, seed_distance, seed_predecessor,
-                seed_allocation, source_local, source_ids, first,
+    seed_distance, seed_hops = seeds
+    _solve_tile(cost, window.rows, window.cols, distance, hops, band_r,
+                band_c, seed_distance, seed_hops, source_local,
                 offsets[:, 0].copy(), offsets[:, 1].copy(),
                 _passed_delta(passed, 0, window.cols),
-                _passed_delta(passed, 1, window.cols), half_step,
-                opposite, max_cost)
-    return distance, predecessor, allocation
+                _passed_delta(passed, 1, window.cols), step_lengths,
+                max_cost)
+    return distance, hops
 
 
 def _passed_delta(passed, which, cols):
@@ -244,49 +258,48 @@ def _heap_pop(heap_key, heap_cell, size):
     heap_cell[slot] = cell
 
 
-@njit(cache=True, nogil=True)
-def _solve_tile(cost, rows, cols, distance, predecessor, allocation, band_r,
-                band_c, seed_distance, seed_predecessor, seed_allocation,
-                source_local, source_ids, first, drow, dcol, passed_delta_a,
-                passed_delta_b, half_step, opposite, max_cost):
-    """Incremental Dijkstra in a tile (lazy-deletion binary heap).
+@njit(cache=True, nogil=True, inline="always")
+def _pair_less(d1, h1, d2, h2):
+    """(d1, h1) < (d2, h2), cost first."""
+    return d1 < d2 or (d1 == d2 and h1 < h2)
 
-    Seeds: the sources (first solve only: a source keeps distance 0) and
-    every band cell whose received distance beats its own, or equals it
-    through the same predecessor with another allocation.  A settled cell
-    takes its allocation from its predecessor (from the seed when the
-    predecessor lies in another tile), so allocations follow the final
-    predecessor tree even where a shorter distance rounds to the same sum.
+
+@njit(cache=True, nogil=True)
+def _solve_tile(cost, rows, cols, distance, hops, band_r, band_c,
+                seed_distance, seed_hops, source_local, drow, dcol,
+                passed_delta_a, passed_delta_b, step_lengths, max_cost):
+    """Incremental search for the least (cost, hops) pairs of a tile
+    (lazy-deletion binary heap keyed by cost).
+
+    Seeds: the sources (with (0, 0)) and every band cell whose received
+    pair beats its own.  A cell is pushed again whenever its pair drops,
+    also on equal cost with fewer hops, so the tile ends at the fixed point
+    whatever the order.
     """
     connectivity = drow.size
     capacity = 1024
     heap_key = np.empty(capacity, dtype=np.float64)
     heap_cell = np.empty(capacity, dtype=np.int64)
     size = 0
-    if first:
-        for k in range(source_local.size):
-            cell = source_local[k]
-            if predecessor[cell] == PREDECESSOR_SOURCE:
-                continue  # a repeated source keeps its first id
-            distance[cell] = 0.0
-            predecessor[cell] = PREDECESSOR_SOURCE
-            allocation[cell] = source_ids[k]
-            if size == capacity:
-                capacity *= 2
-                heap_key = np.resize(heap_key, capacity)
-                heap_cell = np.resize(heap_cell, capacity)
-            _heap_push(heap_key, heap_cell, size, 0.0, cell)
-            size += 1
+    for k in range(source_local.size):
+        cell = source_local[k]
+        if distance[cell] == 0.0 and hops[cell] == 0:
+            continue  # listed twice
+        distance[cell] = 0.0
+        hops[cell] = 0
+        if size == capacity:
+            capacity *= 2
+            heap_key = np.resize(heap_key, capacity)
+            heap_cell = np.resize(heap_cell, capacity)
+        _heap_push(heap_key, heap_cell, size, 0.0, cell)
+        size += 1
     for b in range(band_r.size):
         cell = band_r[b] * cols + band_c[b]
         received = seed_distance[b]
-        if received < distance[cell] or (
-                received == distance[cell]
-                and predecessor[cell] == seed_predecessor[b]
-                and allocation[cell] != seed_allocation[b]):
+        if distance[cell] > -np.inf and _pair_less(
+                received, seed_hops[b], distance[cell], hops[cell]):
             distance[cell] = received
-            predecessor[cell] = seed_predecessor[b]
-            allocation[cell] = seed_allocation[b]
+            hops[cell] = seed_hops[b]
             if size == capacity:
                 capacity *= 2
                 heap_key = np.resize(heap_key, capacity)
@@ -302,13 +315,8 @@ def _solve_tile(cost, rows, cols, distance, predecessor, allocation, band_r,
             continue  # a stale entry: the cell improved after this push
         row = cell // cols
         col = cell - row * cols
-        came_from = predecessor[cell]
-        if came_from >= 0:
-            from_row = row + drow[came_from]
-            from_col = col + dcol[came_from]
-            if 0 <= from_row < rows and 0 <= from_col < cols:
-                allocation[cell] = allocation[from_row * cols + from_col]
         cell_cost = cost[cell]
+        next_hops = hops[cell] + 1
         for i in range(connectivity):
             next_row = row + drow[i]
             next_col = col + dcol[i]
@@ -321,17 +329,14 @@ def _solve_tile(cost, rows, cols, distance, predecessor, allocation, band_r,
                            or distance[cell + passed_delta_b[i]] == -np.inf):
                 continue
             # the in-memory kernel's expression, term for term
-            candidate = key + (cell_cost + cost[neighbour]) * half_step[i]
-            if candidate > max_cost:
-                continue
-            previous = distance[neighbour]
-            if candidate < previous:
-                distance[neighbour] = candidate
-                predecessor[neighbour] = opposite[i]
-            elif not (candidate == previous
-                      and predecessor[neighbour] == opposite[i]
-                      and allocation[neighbour] != allocation[cell]):
-                continue
+            candidate = key + (cell_cost + cost[neighbour]) * 0.5 \
+                * step_lengths[i]
+            if candidate > max_cost or not _pair_less(
+                    candidate, next_hops, distance[neighbour],
+                    hops[neighbour]):
+                continue  # barriers hold -inf: never beaten
+            distance[neighbour] = candidate
+            hops[neighbour] = next_hops
             if size == capacity:
                 capacity *= 2
                 heap_key = np.resize(heap_key, capacity)
@@ -345,30 +350,29 @@ def _solve_tile(cost, rows, cols, distance, predecessor, allocation, band_r,
 
 
 @njit(cache=True, nogil=True)
-def _relax_out(tile, row0, col0, rows, cols, band_r, band_c, band_distance,
-               band_allocation, changed, raster_rows, raster_cols, tile_size,
-               tile_cols, margin, band_offset, all_band_cost, in_distance,
-               in_predecessor, in_allocation, out_distance, out_predecessor,
-               out_allocation, drow, dcol, passed, half_step, opposite,
-               max_cost, dirty_key):
-    """Relax every edge from a changed band cell of ``tile`` into another
-    tile; lower ``dirty_key`` of the tiles whose solve it would change.
+def _relax_out(row0, col0, rows, cols, band_r, band_c, band_distance,
+               band_hops, changed, raster_rows, raster_cols, tile_size,
+               tile_cols, margin, own, band_offset, all_band_cost,
+               in_distance, in_hops, out_distance, out_hops, drow, dcol,
+               passed, step_lengths, max_cost, dirty_key):
+    """Relax every edge from a changed band cell of a tile (whose band
+    starts at ``own``) into another tile; lower ``dirty_key`` of the tiles
+    whose solve it would change.
 
     ``passed[i]`` holds the (drow, dcol) of the two cells move i passes
     between.  For a move across a tile border they may lie in either tile
     (or a third one at a corner), but always in the outer ring of that
     tile's band: each is next to a border the move crosses."""
-    own = band_offset[tile]
     for b in range(band_r.size):
         if not changed[b]:
             continue
         d = band_distance[b]
         if not (d < np.inf and d > -np.inf):
             continue
+        next_hops = band_hops[b] + 1
         row = row0 + band_r[b]
         col = col0 + band_c[b]
         cell_cost = all_band_cost[own + b]
-        alloc = band_allocation[b]
         for i in range(drow.size):
             next_row = row + drow[i]
             next_col = col + dcol[i]
@@ -376,56 +380,42 @@ def _relax_out(tile, row0, col0, rows, cols, band_r, band_c, band_distance,
                 continue
             if row0 <= next_row < row0 + rows and col0 <= next_col < col0 + cols:
                 continue
-            tile_row = next_row // tile_size
-            tile_col = next_col // tile_size
-            other = tile_row * tile_cols + tile_col
-            other_rows = min(tile_size, raster_rows - tile_row * tile_size)
-            other_cols = min(tile_size, raster_cols - tile_col * tile_size)
-            position = _band_position(next_row - tile_row * tile_size,
-                                      next_col - tile_col * tile_size,
-                                      other_rows, other_cols, margin)
-            index = band_offset[other] + position
+            index = _band_index(next_row, next_col, raster_rows, raster_cols,
+                                tile_size, tile_cols, margin, band_offset)
             next_cost = all_band_cost[index]
             if next_cost != next_cost:
                 continue  # barrier
             # costs are >= 0, so ">= 0.0" is false exactly on NaN barriers
             if i >= 8 and not (
-                    _band_cost_at(row + passed[i, 0, 0], col + passed[i, 0, 1],
-                                  raster_rows, raster_cols, tile_size,
-                                  tile_cols, margin, band_offset,
-                                  all_band_cost) >= 0.0
-                    and _band_cost_at(row + passed[i, 1, 0],
-                                      col + passed[i, 1, 1], raster_rows,
-                                      raster_cols, tile_size, tile_cols,
-                                      margin, band_offset,
-                                      all_band_cost) >= 0.0):
+                    all_band_cost[_band_index(
+                        row + passed[i, 0, 0], col + passed[i, 0, 1],
+                        raster_rows, raster_cols, tile_size, tile_cols,
+                        margin, band_offset)] >= 0.0
+                    and all_band_cost[_band_index(
+                        row + passed[i, 1, 0], col + passed[i, 1, 1],
+                        raster_rows, raster_cols, tile_size, tile_cols,
+                        margin, band_offset)] >= 0.0):
                 continue  # a knight's move passing beside a barrier
-            candidate = d + (cell_cost + next_cost) * half_step[i]
-            if candidate > max_cost:
+            candidate = d + (cell_cost + next_cost) * 0.5 * step_lengths[i]
+            if candidate > max_cost or not _pair_less(
+                    candidate, next_hops, in_distance[index],
+                    in_hops[index]):
                 continue
-            through = opposite[i]
-            if candidate < in_distance[index]:
-                in_distance[index] = candidate
-                in_predecessor[index] = through
-                in_allocation[index] = alloc
-            elif candidate == in_distance[index] and \
-                    in_predecessor[index] == through and \
-                    in_allocation[index] != alloc:
-                in_allocation[index] = alloc
-            else:
-                continue
-            if candidate < out_distance[index] or (
-                    candidate == out_distance[index]
-                    and out_predecessor[index] == through
-                    and out_allocation[index] != alloc):
+            in_distance[index] = candidate
+            in_hops[index] = next_hops
+            if _pair_less(candidate, next_hops, out_distance[index],
+                          out_hops[index]):
+                other = (next_row // tile_size) * tile_cols \
+                    + next_col // tile_size
                 if candidate < dirty_key[other]:
                     dirty_key[other] = candidate
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _band_cost_at(row, col, raster_rows, raster_cols, tile_size, tile_cols,
-                  margin, band_offset, all_band_cost):
-    """Cost of band cell (row, col) of the raster (NaN on a barrier)."""
+def _band_index(row, col, raster_rows, raster_cols, tile_size, tile_cols,
+                margin, band_offset):
+    """Index of band cell (row, col) of the raster in the global band
+    arrays."""
     tile_row = row // tile_size
     tile_col = col // tile_size
     position = _band_position(row - tile_row * tile_size,
@@ -433,8 +423,136 @@ def _band_cost_at(row, col, raster_rows, raster_cols, tile_size, tile_cols,
                               min(tile_size, raster_rows - tile_row * tile_size),
                               min(tile_size, raster_cols - tile_col * tile_size),
                               margin)
-    return all_band_cost[band_offset[tile_row * tile_cols + tile_col]
-                         + position]
+    return band_offset[tile_row * tile_cols + tile_col] + position
+
+
+# --------------------------------------------------------------------------
+# round 2: predecessors and allocation per tile
+
+
+@njit(cache=True, nogil=True)
+def _frame_halo(row0, col0, rows, cols, margin, raster_rows, raster_cols,
+                tile_size, tile_cols, band_offset, all_band_cost,
+                band_distance, band_hops, band_label, band_flag,
+                frame_distance, frame_hops, frame_cost, frame_label,
+                frame_flag, frame_known, label_is_index):
+    """Fill the ``margin``-wide halo of a tile's frame from the global band
+    arrays: distance (-inf on barriers and outside the raster), hops, cost
+    and, known, the label (the band index itself when ``label_is_index``,
+    with flag 1; otherwise the band's label and flag)."""
+    frame_cols = cols + 2 * margin
+    for fr in range(rows + 2 * margin):
+        for fc in range(frame_cols):
+            if margin <= fr < rows + margin and margin <= fc < cols + margin:
+                continue
+            cell = fr * frame_cols + fc
+            frame_known[cell] = True
+            row = row0 + fr - margin
+            col = col0 + fc - margin
+            if not (0 <= row < raster_rows and 0 <= col < raster_cols):
+                frame_distance[cell] = -np.inf
+                continue
+            index = _band_index(row, col, raster_rows, raster_cols,
+                                tile_size, tile_cols, margin, band_offset)
+            cost = all_band_cost[index]
+            if cost != cost:
+                frame_distance[cell] = -np.inf
+                continue
+            frame_distance[cell] = band_distance[index]
+            frame_hops[cell] = band_hops[index]
+            frame_cost[cell] = cost
+            if label_is_index:
+                frame_label[cell] = index
+                frame_flag[cell] = 1
+            else:
+                frame_label[cell] = band_label[index]
+                frame_flag[cell] = band_flag[index]
+
+
+def tile_trees(cost_source, window, nodata, state, margin, source_local,
+               source_ids, grid, band_offset, all_band_cost, band_distance,
+               band_hops, band_label, band_flag, offsets, passed,
+               step_lengths):
+    """Predecessor codes and allocation labels of one tile.  Pure.
+
+    With ``band_label`` None the halo cells are labelled with their own
+    band index (flag 1), so a cell whose tree leaves the tile gets the
+    index of the band cell it leaves through; otherwise with the resolved
+    band labels.  Returns (predecessor, label, flag), each rows x cols.
+    """
+    from ._cpu import canonical_predecessors, walk_to_roots
+    rows, cols = window.rows, window.cols
+    frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
+    n = frame_rows * frame_cols
+    inner = (slice(margin, margin + rows), slice(margin, margin + cols))
+    frame_distance = np.empty((frame_rows, frame_cols))
+    frame_hops = np.zeros((frame_rows, frame_cols), np.int64)
+    frame_cost = np.zeros((frame_rows, frame_cols))
+    cost = cost_source.read(window)
+    valid = valid_mask(cost, nodata)
+    frame_cost[inner] = np.where(valid, cost, 0)
+    distance, hops = state
+    frame_distance[inner] = np.where(valid, distance.reshape(rows, cols),
+                                     -np.inf)
+    frame_hops[inner] = hops.reshape(rows, cols)
+    frame_label = np.zeros(n, np.int64)
+    frame_flag = np.zeros(n, np.uint8)
+    frame_known = np.zeros(n, np.bool_)
+    resolved = band_label is not None
+    if not resolved:
+        band_label = np.zeros(0, np.int64)
+        band_flag = np.zeros(0, np.uint8)
+    frame_distance = frame_distance.reshape(-1)
+    frame_hops = frame_hops.reshape(-1)
+    frame_cost = frame_cost.reshape(-1)
+    _frame_halo(window.row, window.col, rows, cols, margin, grid.shape[0],
+                grid.shape[1], grid.tile_size, grid.tile_cols, band_offset,
+                all_band_cost, band_distance, band_hops, band_label,
+                band_flag, frame_distance, frame_hops, frame_cost,
+                frame_label, frame_flag, frame_known, not resolved)
+    predecessor = np.full(n, -1, np.int8)
+    drow = np.ascontiguousarray(offsets[:, 0])
+    dcol = np.ascontiguousarray(offsets[:, 1])
+    canonical_predecessors(frame_distance, frame_hops, frame_cost,
+                           frame_rows, frame_cols, margin, margin + rows,
+                           margin, margin + cols, drow, dcol,
+                           np.ascontiguousarray(passed[:, 0, 0]),
+                           np.ascontiguousarray(passed[:, 0, 1]),
+                           np.ascontiguousarray(passed[:, 1, 0]),
+                           np.ascontiguousarray(passed[:, 1, 1]),
+                           step_lengths, predecessor)
+    if source_local.size:
+        local_rows, local_cols = np.divmod(source_local, cols)
+        framed = (local_rows + margin) * frame_cols + local_cols + margin
+        # the first listing written last wins
+        frame_label[framed[::-1]] = source_ids[::-1]
+        frame_flag[framed] = 0
+        frame_known[framed] = True
+    walk_to_roots(predecessor, frame_cols, drow, dcol, frame_label,
+                  frame_flag, frame_known)
+    shape = (frame_rows, frame_cols)
+    return (predecessor.reshape(shape)[inner], frame_label.reshape(shape)[inner],
+            frame_flag.reshape(shape)[inner])
+
+
+@njit(cache=True, nogil=True)
+def _resolve_band_labels(label, flag):
+    """Follow band-index labels (flag 1) to the id they lead to, in
+    place.  Paths end at an id: each step moves to a strictly smaller
+    (cost, hops) pair."""
+    for start in range(label.shape[0]):
+        if flag[start] != 1:
+            continue
+        cell = start
+        while flag[cell] == 1:
+            cell = label[cell]
+        root = label[cell]
+        cell = start
+        while flag[cell] == 1:
+            following = label[cell]
+            label[cell] = root
+            flag[cell] = 0
+            cell = following
 
 
 # --------------------------------------------------------------------------
@@ -556,11 +674,7 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
     drow = offsets[:, 0].copy()
     dcol = offsets[:, 1].copy()
     passed = np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity])
-    opposite = np.empty(connectivity, dtype=np.int8)
-    for i, (dr, dc) in enumerate(offsets):
-        opposite[i] = np.flatnonzero((offsets[:, 0] == -dr)
-                                     & (offsets[:, 1] == -dc))[0]
-    half_step = 0.5 * np.asarray(step_lengths, dtype=np.float64)
+    step_lengths = np.ascontiguousarray(step_lengths, dtype=np.float64)
     max_cost = math.inf if max_cost is None else float(max_cost)
 
     n_tiles = grid.count
@@ -577,11 +691,9 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
     del surveys, survey
     total_band = int(band_offset[-1])
     in_distance = np.full(total_band, np.inf)
-    in_predecessor = np.full(total_band, PREDECESSOR_UNREACHED, np.int8)
-    in_allocation = np.zeros(total_band, np.int64)
+    in_hops = np.full(total_band, HOPS_UNREACHED, np.int64)
     out_distance = np.full(total_band, np.inf)
-    out_predecessor = np.full(total_band, PREDECESSOR_UNREACHED, np.int8)
-    out_allocation = np.zeros(total_band, np.int64)
+    out_hops = np.full(total_band, HOPS_UNREACHED, np.int64)
     dirty_key = np.full(n_tiles, np.inf)
 
     size = grid.tile_size
@@ -596,18 +708,19 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
         tile_sources[int(t)] = (local.astype(np.int64), ids[pick].astype(np.int64))
         dirty_key[int(t)] = 0.0
 
-    state_bytes = 17 * size * size
+    state_bytes = STATE_BYTES_PER_CELL * size * size
     global_bytes = total_band * BAND_BYTES_PER_CELL
     cache_tiles = int((plan.limit_bytes * 0.6 - global_bytes
                        - TILE_BYTES_PER_CELL * size * size) // state_bytes)
-    empty_source = (np.empty(0, np.int64), np.empty(0, np.int64))
+    no_sources = (np.empty(0, np.int64), np.empty(0, np.int64))
+    distinct_ids = np.unique(ids)
 
     with tiling.scratch_folder(out_dir) as folder:
         cache = _StateCache(folder, cache_tiles)
         queue = [(0.0, t) for t in tile_sources]
         heapq.heapify(queue)
         solved = np.zeros(n_tiles, dtype=bool)
-        propagate = progress.span(0.1, 0.85)
+        propagate = progress.span(0.1, 0.8)
         solves = 0
         while queue:
             key, t = heapq.heappop(queue)
@@ -618,38 +731,65 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
             window = grid.window(tr, tc)
             band = slice(band_offset[t], band_offset[t + 1])
             state = cache.get(t)
-            first = state is None
-            local, local_ids = tile_sources.get(t, empty_source) if first \
-                else empty_source
-            state = solve_tile(source, window, nodata, state, local, local_ids,
-                               (in_distance[band], in_predecessor[band],
-                                in_allocation[band]),
-                               margin, offsets, half_step, opposite, max_cost,
-                               passed)
+            local = tile_sources.get(t, no_sources)[0] if state is None \
+                else no_sources[0]
+            state = solve_tile(source, window, nodata, state, local,
+                               (in_distance[band], in_hops[band]), margin,
+                               offsets, step_lengths, max_cost, passed)
             cache.put(t, state)
             solves += 1
             band_r, band_c = band_cells(window.rows, window.cols, margin)
             flat = band_r * window.cols + band_c
             new_distance = state[0][flat]
-            new_predecessor = state[1][flat]
-            new_allocation = state[2][flat]
-            changed = (new_distance < out_distance[band]) | (
-                new_allocation != out_allocation[band])
+            new_hops = state[1][flat]
+            changed = (new_distance != out_distance[band]) | (
+                new_hops != out_hops[band])
             out_distance[band] = new_distance
-            out_predecessor[band] = new_predecessor
-            out_allocation[band] = new_allocation
+            out_hops[band] = new_hops
             before = dirty_key.copy()
-            _relax_out(t, window.row, window.col, window.rows, window.cols,
-                       band_r, band_c, new_distance, new_allocation, changed,
-                       rows, cols, size, grid.tile_cols, margin, band_offset,
-                       all_band_cost, in_distance, in_predecessor,
-                       in_allocation, out_distance, out_predecessor,
-                       out_allocation, drow, dcol, passed, half_step,
-                       opposite, max_cost, dirty_key)
+            _relax_out(window.row, window.col, window.rows, window.cols,
+                       band_r, band_c, new_distance, new_hops, changed,
+                       rows, cols, size, grid.tile_cols, margin,
+                       band_offset[t], band_offset, all_band_cost,
+                       in_distance, in_hops, out_distance, out_hops, drow,
+                       dcol, passed, step_lengths, max_cost, dirty_key)
             for other in np.flatnonzero(dirty_key < before):
                 heapq.heappush(queue, (float(dirty_key[other]), int(other)))
             solved[t] = True
             propagate(min(0.99, solved.sum() / n_tiles))
+
+        # barriers: -inf in the band distances, as inside the tiles
+        out_distance[np.isnan(all_band_cost)] = -np.inf
+
+        def trees(tile, band_label=None, band_flag=None):
+            t = index_of[tile]
+            window = grid.window(*tile)
+            local, local_ids = tile_sources.get(t, no_sources)
+            return tile_trees(source, window, nodata, cache.get(t), margin,
+                              local, local_ids, grid, band_offset,
+                              all_band_cost, out_distance, out_hops,
+                              band_label, band_flag, offsets, passed,
+                              step_lengths)
+
+        band_label = band_flag = None
+        if len(distinct_ids) > 1:
+            # where each band cell's tree leaves its tile (or its source
+            # id), then those chains followed across tiles to an id
+            band_label = np.zeros(total_band, np.int64)
+            band_flag = np.zeros(total_band, np.uint8)
+            label_pass = progress.span(0.8, 0.85)
+            for k, tile in enumerate(tiles):
+                t = index_of[tile]
+                if cache.get(t) is not None:
+                    window = grid.window(*tile)
+                    _, label, flag = trees(tile)
+                    band_r, band_c = band_cells(window.rows, window.cols,
+                                                margin)
+                    band = slice(band_offset[t], band_offset[t + 1])
+                    band_label[band] = label[band_r, band_c]
+                    band_flag[band] = flag[band_r, band_c]
+                label_pass((k + 1) / len(tiles))
+            _resolve_band_labels(band_label, band_flag)
 
         sinks = [tiling.make_sink(out_dir, "accumulated", (rows, cols),
                                   np.float64, np.nan),
@@ -663,21 +803,28 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
                 t = index_of[tile]
                 window = grid.window(*tile)
                 state = cache.get(t)
+                shape = (window.rows, window.cols)
                 if state is None:
-                    shape = (window.rows, window.cols)
                     accumulated = np.full(shape, np.nan)
                     direction = np.full(shape, np.nan, np.float32)
                     allocation = np.zeros(shape, np.int64)
                 else:
-                    distance, predecessor, allocation = (
-                        a.reshape(window.rows, window.cols) for a in state)
+                    predecessor, label, _ = trees(tile, band_label, band_flag)
                     accumulated = np.where(
-                        predecessor == PREDECESSOR_UNREACHED, np.nan, distance)
-                    direction = np.full(predecessor.shape, np.nan, np.float32)
+                        predecessor == PREDECESSOR_UNREACHED, np.nan,
+                        state[0].reshape(shape))
+                    direction = np.full(shape, np.nan, np.float32)
                     reached = predecessor >= 0
                     direction[reached] = GRASS_DIRECTION_DEGREES[
                         predecessor[reached]]
                     direction[predecessor == PREDECESSOR_SOURCE] = 0.0
+                    if band_label is None:
+                        allocation = np.where(
+                            predecessor == PREDECESSOR_UNREACHED, 0,
+                            distinct_ids[0])
+                    else:
+                        allocation = np.where(
+                            predecessor == PREDECESSOR_UNREACHED, 0, label)
                 for sink, block in zip(sinks, (accumulated, direction,
                                                allocation)):
                     sink.write(window, block)
