@@ -137,6 +137,30 @@ def blocks_for(n, per_block):
     return max(1, (int(n) + per_block - 1) // per_block)
 
 
+def usable_device_memory():
+    """Bytes the kernels may allocate on the current GPU (free memory less
+    room for the context, kernels and allocator slack), or None when the
+    driver cannot say."""
+    try:
+        free, _ = cuda.current_context().get_memory_info()
+    except Exception:  # pragma: no cover - a driver without the query
+        return None
+    return free - max(256 * 2**20, free // 20)
+
+
+def gpu_tile_size(n_cells, bytes_for_cells):
+    """None when ``bytes_for_cells(n_cells)`` fits the GPU, else the largest
+    power-of-two tile side (>= 8) whose cells take at most half of it, so
+    the operation's tiled path can run its tiles there."""
+    usable = usable_device_memory()
+    if usable is None or bytes_for_cells(n_cells) <= usable:
+        return None
+    side = 8
+    while bytes_for_cells(4 * side * side) <= usable // 2:
+        side *= 2
+    return side
+
+
 def check_device_memory(bytes_needed, what):
     """Raise before allocating when the GPU cannot hold ``bytes_needed``.
 
@@ -154,8 +178,9 @@ def check_device_memory(bytes_needed, what):
         raise BackendUnavailableError(
             f"{what} needs about {bytes_needed / 2**30:.1f} GiB of GPU memory "
             f"but the GPU has {free / 2**30:.1f} GiB free of "
-            f"{total / 2**30:.1f} GiB: use backend='cpu' for this raster "
-            "(the tiled GPU path does not exist yet)")
+            f"{total / 2**30:.1f} GiB: set tile_size (TILE_SIZE) so that the "
+            "tiled path runs the raster on the GPU tile by tile, or use "
+            "backend='cpu'")
 
 
 class PhaseTimer:

@@ -74,6 +74,11 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     between are valid too, so it never jumps a barrier (as GRASS r.cost -k);
     a diagonal step may pass between two barrier cells.
 
+    Where several least-cost paths cost exactly the same, the direction
+    and allocation follow the one with the fewest steps, then the
+    neighbour listed first in ``NEIGHBOUR_OFFSETS``: every backend and tile
+    size gives the same rasters.
+
     Parameters
     ----------
     cost : 2-D ndarray, memmap or str
@@ -143,12 +148,15 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
             raise InvalidInputError(
                 f"max_cost must be positive (or None for no limit), got {max_cost}")
     from . import tiled
+    backend = resolve_backend(backend)
     plan = tiled.plan(cost, band, tile_size, memory_limit_mb, executor)
+    if plan is None and backend == "cuda":
+        plan = _gpu_plan(cost, band, memory_limit_mb, executor)
     if plan is not None:
         return tiled.cost_distance_tiled(
             plan, sources, source_ids, source_nodata, connectivity,
             _step_lengths(connectivity, cell_size), max_cost, nodata,
-            out_dir, executor, progress)
+            out_dir, executor, progress, backend)
     array, file_nodata = load_raster(cost, band)
     if nodata is None:
         nodata = file_nodata
@@ -179,7 +187,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
             "cost) cells: " + _describe_cells(source_cells[blocked])
             + "; move them onto cells with a valid cost or remove them")
     step_lengths = _step_lengths(connectivity, cell_size)
-    if resolve_backend(backend) == "cuda":
+    if backend == "cuda":
         from . import _cuda as kernels
     else:
         from . import _cpu as kernels
@@ -189,6 +197,21 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     direction = _direction_from_predecessor(predecessor)
     progress(1.0)
     return CostDistanceResult(accumulated, direction, allocation)
+
+
+def _gpu_plan(cost, band, memory_limit_mb, executor):
+    """A tiled plan whose tiles fit the GPU, for a raster that fits the
+    memory limit but not the GPU; None when it fits the GPU."""
+    from .. import tiling
+    from .._cuda_common import gpu_tile_size
+    from . import _cuda, tiled
+    source = tiling.open_source(cost, band)
+    rows, cols = source.shape
+    side = gpu_tile_size(rows * cols,
+                         lambda n: _cuda.device_bytes(n, 8))
+    if side is None:
+        return None
+    return tiled.plan(cost, band, side, memory_limit_mb, executor)
 
 
 def least_cost_path(result, row, col):

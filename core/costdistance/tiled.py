@@ -182,8 +182,10 @@ def new_state(window):
 
 
 def solve_tile(cost_source, window, nodata, state, source_local, seeds,
-               margin, offsets, step_lengths, max_cost, passed=None):
-    """Dijkstra inside one tile.  Pure: returns the new state.
+               margin, offsets, step_lengths, max_cost, passed=None,
+               backend="cpu"):
+    """The least (cost, hops) pairs of one tile.  Pure: returns the new
+    state.
 
     ``passed`` is ``KNIGHT_PASSED_CELLS[:connectivity]`` (the default): the
     two cells each move passes between, which must be valid.
@@ -192,10 +194,12 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
     None for the first (then ``source_local`` lists the tile's sources);
     ``seeds`` is the (distance, hops) of the band cells as received from the
     neighbours.  Distances are +inf where unreached, -inf on barriers.
+    ``backend`` "cuda" runs the relaxation on the GPU
+    (:func:`gridgraph.core.costdistance._cuda.solve_seeded`), with the same
+    result.
     """
     cost = cost_source.read(window)
     valid = valid_mask(cost, nodata)
-    cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
     if state is None:
         distance, hops = new_state(window)
     else:
@@ -206,13 +210,51 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
         passed = KNIGHT_PASSED_CELLS[:len(offsets)]
     band_r, band_c = band_cells(window.rows, window.cols, margin)
     seed_distance, seed_hops = seeds
-    _solve_tile(cost, window.rows, window.cols, distance, hops, band_r,
-                band_c, seed_distance, seed_hops, source_local,
+    seeded = _apply_seeds(distance, hops, window.cols, band_r, band_c,
+                          seed_distance, seed_hops, source_local)
+    if seeded.size == 0:
+        return distance, hops
+    shape = (window.rows, window.cols)
+    if backend == "cuda":
+        from . import _cuda
+        new_distance, new_hops = _cuda.solve_seeded(
+            cost, valid, distance.reshape(shape), hops.reshape(shape), seeded,
+            len(offsets), step_lengths, max_cost)
+        return (np.ascontiguousarray(new_distance).reshape(-1),
+                np.ascontiguousarray(new_hops, dtype=np.int64).reshape(-1))
+    cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
+    _solve_tile(cost, window.rows, window.cols, distance, hops, seeded,
                 offsets[:, 0].copy(), offsets[:, 1].copy(),
                 _passed_delta(passed, 0, window.cols),
                 _passed_delta(passed, 1, window.cols), step_lengths,
                 max_cost)
     return distance, hops
+
+
+@njit(cache=True, nogil=True)
+def _apply_seeds(distance, hops, cols, band_r, band_c, seed_distance,
+                 seed_hops, source_local):
+    """Give the sources (0, 0) and every band cell whose received pair
+    beats its own that pair; return the cells that changed."""
+    seeded = np.empty(source_local.size + band_r.size, np.int64)
+    count = 0
+    for k in range(source_local.size):
+        cell = source_local[k]
+        if distance[cell] == 0.0 and hops[cell] == 0:
+            continue  # listed twice
+        distance[cell] = 0.0
+        hops[cell] = 0
+        seeded[count] = cell
+        count += 1
+    for b in range(band_r.size):
+        cell = band_r[b] * cols + band_c[b]
+        if distance[cell] > -np.inf and _pair_less(
+                seed_distance[b], seed_hops[b], distance[cell], hops[cell]):
+            distance[cell] = seed_distance[b]
+            hops[cell] = seed_hops[b]
+            seeded[count] = cell
+            count += 1
+    return seeded[:count]
 
 
 def _passed_delta(passed, which, cols):
@@ -265,47 +307,23 @@ def _pair_less(d1, h1, d2, h2):
 
 
 @njit(cache=True, nogil=True)
-def _solve_tile(cost, rows, cols, distance, hops, band_r, band_c,
-                seed_distance, seed_hops, source_local, drow, dcol,
+def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
                 passed_delta_a, passed_delta_b, step_lengths, max_cost):
     """Incremental search for the least (cost, hops) pairs of a tile
-    (lazy-deletion binary heap keyed by cost).
+    (lazy-deletion binary heap keyed by cost), from the ``seeded`` cells.
 
-    Seeds: the sources (with (0, 0)) and every band cell whose received
-    pair beats its own.  A cell is pushed again whenever its pair drops,
-    also on equal cost with fewer hops, so the tile ends at the fixed point
-    whatever the order.
+    A cell is pushed again whenever its pair drops, also on equal cost with
+    fewer hops, so the tile ends at the fixed point whatever the order.
     """
     connectivity = drow.size
-    capacity = 1024
+    capacity = max(1024, 2 * seeded.size)
     heap_key = np.empty(capacity, dtype=np.float64)
     heap_cell = np.empty(capacity, dtype=np.int64)
     size = 0
-    for k in range(source_local.size):
-        cell = source_local[k]
-        if distance[cell] == 0.0 and hops[cell] == 0:
-            continue  # listed twice
-        distance[cell] = 0.0
-        hops[cell] = 0
-        if size == capacity:
-            capacity *= 2
-            heap_key = np.resize(heap_key, capacity)
-            heap_cell = np.resize(heap_cell, capacity)
-        _heap_push(heap_key, heap_cell, size, 0.0, cell)
+    for k in range(seeded.size):
+        cell = seeded[k]
+        _heap_push(heap_key, heap_cell, size, distance[cell], cell)
         size += 1
-    for b in range(band_r.size):
-        cell = band_r[b] * cols + band_c[b]
-        received = seed_distance[b]
-        if distance[cell] > -np.inf and _pair_less(
-                received, seed_hops[b], distance[cell], hops[cell]):
-            distance[cell] = received
-            hops[cell] = seed_hops[b]
-            if size == capacity:
-                capacity *= 2
-                heap_key = np.resize(heap_key, capacity)
-                heap_cell = np.resize(heap_cell, capacity)
-            _heap_push(heap_key, heap_cell, size, received, cell)
-            size += 1
     while size > 0:
         key = heap_key[0]
         cell = heap_cell[0]
@@ -586,11 +604,11 @@ class _StateCache:
 
 def cost_distance_tiled(plan, sources, source_ids, source_nodata,
                         connectivity, step_lengths, max_cost, nodata,
-                        out_dir, executor, progress):
+                        out_dir, executor, progress, backend="cpu"):
     """The tiled path of :func:`gridgraph.core.cost_distance`.
 
-    Returns a CostDistanceResult whose arrays are in memory, or read-only
-    memmaps of ``out_dir/accumulated.npy``, ``direction.npy`` and
+    ``backend`` "cuda" solves the tiles on the GPU.  Returns a
+    CostDistanceResult whose arrays are in memory, or read-only memmaps of ``out_dir/accumulated.npy``, ``direction.npy`` and
     ``allocation.npy``.
     """
     from . import (KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS, CostDistanceResult,
@@ -735,7 +753,8 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
                 else no_sources[0]
             state = solve_tile(source, window, nodata, state, local,
                                (in_distance[band], in_hops[band]), margin,
-                               offsets, step_lengths, max_cost, passed)
+                               offsets, step_lengths, max_cost, passed,
+                               backend)
             cache.put(t, state)
             solves += 1
             band_r, band_c = band_cells(window.rows, window.cols, margin)
