@@ -332,6 +332,9 @@ def test_band_geometry():
         assert len(band_r) == in_band.sum()
         assert set(zip(band_r.tolist(), band_c.tolist())) == \
             set(zip(r[in_band].tolist(), c[in_band].tolist()))
+        # listed in band order: the k-th cell sits at band position k
+        assert [tiled._band_position(a, b, rows, cols, margin)
+                for a, b in zip(band_r, band_c)] == list(range(len(band_r)))
 
 
 @pytest.mark.parametrize("connectivity", [4, 8, 16])

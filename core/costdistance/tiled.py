@@ -114,12 +114,17 @@ def band_cells(rows, cols, margin):
     size = (top + rows - bottom) * cols + (bottom - top) * (left + cols - right)
     band_r = np.empty(size, dtype=np.int64)
     band_c = np.empty(size, dtype=np.int64)
-    for r in range(rows):
+    p = 0
+    for r in list(range(top)) + list(range(bottom, rows)):
         for c in range(cols):
-            p = _band_position(r, c, rows, cols, margin)
-            if p >= 0:
-                band_r[p] = r
-                band_c[p] = c
+            band_r[p] = r
+            band_c[p] = c
+            p += 1
+    for r in range(top, bottom):
+        for c in list(range(left)) + list(range(right, cols)):
+            band_r[p] = r
+            band_c[p] = c
+            p += 1
     return band_r, band_c
 
 
