@@ -362,3 +362,29 @@ def test_maze_with_integer_costs_and_ties():
     sources = open_cells[[0, len(open_cells) // 2, -1]]
     assert_same(cost, sources, tile_sizes=(8, 16), connectivity=8,
                 source_ids=np.array([3, 1, 2]))
+
+
+@pytest.mark.parametrize("tile_size", [None, 8])
+def test_outputs_subset(tile_size, tmp_path):
+    """Only the requested rasters are computed and written; they equal the
+    full run's."""
+    cost = fractal_surface((40, 30), seed=2).astype(np.float32)
+    full = in_memory(cost, [(3, 4), (30, 20)])
+    for outputs in (("accumulated",), ("allocation",), ("direction",
+                                                         "accumulated")):
+        out = tmp_path / "_".join(outputs) / str(tile_size)
+        out.mkdir(parents=True)
+        result = cost_distance(cost, [(3, 4), (30, 20)], backend="cpu",
+                               tile_size=tile_size, outputs=outputs,
+                               out_dir=out)
+        for name in ("accumulated", "direction", "allocation"):
+            got = getattr(result, name)
+            if name in outputs:
+                np.testing.assert_array_equal(got, getattr(full, name))
+            else:
+                assert got is None
+        if tile_size:
+            assert sorted(os.listdir(out)) == sorted(f"{o}.npy"
+                                                     for o in outputs)
+    with pytest.raises(InvalidInputError, match="outputs must name"):
+        cost_distance(cost, [(3, 4)], outputs=("distance",))

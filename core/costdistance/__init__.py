@@ -64,7 +64,8 @@ class CostDistanceResult:
 def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
                   backend="auto", cell_size=None, source_ids=None,
                   source_nodata=None, tile_size=None, memory_limit_mb=None,
-                  executor=None, progress=None, band=1, out_dir=None):
+                  executor=None, progress=None, band=1, out_dir=None,
+                  outputs=None):
     """Least accumulated cost from a set of source cells to every cell.
 
     Moving between neighbours a and b costs ``(c_a + c_b) / 2 * L``, with
@@ -104,14 +105,17 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         (its band's nodata value, when it is not 0).
     backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.  The tiled path
-        (DESIGN.md, "Block hierarchy") gives the same accumulated costs to
-        the bit; where two least-cost paths tie exactly, its direction and
-        allocation may name the other one.
+        (DESIGN.md, "Block hierarchy") gives the same rasters to the bit.
+        With ``backend="cuda"`` a raster too large for the GPU goes to the
+        tiled path with tiles that fit it.
     out_dir : str, optional
         Tiled path only: a folder for ``accumulated.npy``,
         ``direction.npy`` and ``allocation.npy`` (returned as read-only
         memmaps) and for the scratch files.  A source raster may then be
         a memmap too; it is read tile by tile.
+    outputs : iterable of {"accumulated", "direction", "allocation"}, optional
+        The rasters wanted (default: all three); the others are None in the
+        result, and the tiled path neither computes nor writes them.
 
     Returns
     -------
@@ -139,6 +143,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
            [2., 3., 4., 5.]])
     """
     connectivity = check_connectivity(connectivity, (4, 8, 16))
+    outputs = _check_outputs(outputs)
     check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
                                     tiled=True)
     progress = as_progress(progress)
@@ -156,7 +161,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         return tiled.cost_distance_tiled(
             plan, sources, source_ids, source_nodata, connectivity,
             _step_lengths(connectivity, cell_size), max_cost, nodata,
-            out_dir, executor, progress, backend)
+            out_dir, executor, progress, backend, outputs)
     array, file_nodata = load_raster(cost, band)
     if nodata is None:
         nodata = file_nodata
@@ -194,9 +199,29 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     accumulated, predecessor, allocation = kernels.solve(
         array, valid, source_cells, ids, connectivity, step_lengths,
         np.inf if max_cost is None else max_cost, progress)
-    direction = _direction_from_predecessor(predecessor)
+    direction = _direction_from_predecessor(predecessor) \
+        if "direction" in outputs else None
     progress(1.0)
-    return CostDistanceResult(accumulated, direction, allocation)
+    return CostDistanceResult(
+        accumulated if "accumulated" in outputs else None, direction,
+        allocation if "allocation" in outputs else None)
+
+
+OUTPUTS = ("accumulated", "direction", "allocation")
+
+
+def _check_outputs(outputs):
+    if outputs is None:
+        return OUTPUTS
+    if isinstance(outputs, str):
+        outputs = (outputs,)
+    outputs = tuple(outputs)
+    unknown = [o for o in outputs if o not in OUTPUTS]
+    if unknown or not outputs:
+        raise InvalidInputError(
+            f"outputs must name one or more of {', '.join(OUTPUTS)}, got "
+            f"{outputs!r}")
+    return tuple(o for o in OUTPUTS if o in outputs)
 
 
 def _gpu_plan(cost, band, memory_limit_mb, executor):

@@ -609,7 +609,8 @@ class _StateCache:
 
 def cost_distance_tiled(plan, sources, source_ids, source_nodata,
                         connectivity, step_lengths, max_cost, nodata,
-                        out_dir, executor, progress, backend="cpu"):
+                        out_dir, executor, progress, backend="cpu",
+                        outputs=("accumulated", "direction", "allocation")):
     """The tiled path of :func:`gridgraph.core.cost_distance`.
 
     ``backend`` "cuda" solves the tiles on the GPU.  Returns a
@@ -796,7 +797,8 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
                               step_lengths)
 
         band_label = band_flag = None
-        if len(distinct_ids) > 1:
+        need_trees = "direction" in outputs or "allocation" in outputs
+        if len(distinct_ids) > 1 and "allocation" in outputs:
             # where each band cell's tree leaves its tile (or its source
             # id), then those chains followed across tiles to an id
             band_label = np.zeros(total_band, np.int64)
@@ -815,46 +817,49 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
                 label_pass((k + 1) / len(tiles))
             _resolve_band_labels(band_label, band_flag)
 
-        sinks = [tiling.make_sink(out_dir, "accumulated", (rows, cols),
-                                  np.float64, np.nan),
-                 tiling.make_sink(out_dir, "direction", (rows, cols),
-                                  np.float32, np.nan),
-                 tiling.make_sink(out_dir, "allocation", (rows, cols),
-                                  np.int64, 0)]
+        sink_types = {"accumulated": (np.float64, np.nan),
+                      "direction": (np.float32, np.nan),
+                      "allocation": (np.int64, 0)}
+        sinks = {name: tiling.make_sink(out_dir, name, (rows, cols),
+                                        *sink_types[name])
+                 for name in outputs}
         finish = progress.span(0.85, 1.0)
-        with tiling.output_sinks(sinks):
+        with tiling.output_sinks(list(sinks.values())):
             for k, tile in enumerate(tiles):
                 t = index_of[tile]
                 window = grid.window(*tile)
                 state = cache.get(t)
                 shape = (window.rows, window.cols)
                 if state is None:
-                    accumulated = np.full(shape, np.nan)
-                    direction = np.full(shape, np.nan, np.float32)
-                    allocation = np.zeros(shape, np.int64)
+                    blocks = {
+                        "accumulated": np.full(shape, np.nan),
+                        "direction": np.full(shape, np.nan, np.float32),
+                        "allocation": np.zeros(shape, np.int64)}
+                elif not need_trees:
+                    distance = state[0].reshape(shape)
+                    blocks = {"accumulated": np.where(
+                        np.isfinite(distance), distance, np.nan)}
                 else:
                     predecessor, label, _ = trees(tile, band_label, band_flag)
-                    accumulated = np.where(
-                        predecessor == PREDECESSOR_UNREACHED, np.nan,
-                        state[0].reshape(shape))
-                    direction = np.full(shape, np.nan, np.float32)
                     reached = predecessor >= 0
+                    direction = np.full(shape, np.nan, np.float32)
                     direction[reached] = GRASS_DIRECTION_DEGREES[
                         predecessor[reached]]
                     direction[predecessor == PREDECESSOR_SOURCE] = 0.0
-                    if band_label is None:
-                        allocation = np.where(
-                            predecessor == PREDECESSOR_UNREACHED, 0,
-                            distinct_ids[0])
-                    else:
-                        allocation = np.where(
-                            predecessor == PREDECESSOR_UNREACHED, 0, label)
-                for sink, block in zip(sinks, (accumulated, direction,
-                                               allocation)):
-                    sink.write(window, block)
+                    unreached = predecessor == PREDECESSOR_UNREACHED
+                    blocks = {
+                        "accumulated": np.where(unreached, np.nan,
+                                                state[0].reshape(shape)),
+                        "direction": direction,
+                        "allocation": np.where(
+                            unreached, 0,
+                            distinct_ids[0] if band_label is None else label)}
+                for name, sink in sinks.items():
+                    sink.write(window, blocks[name])
                 finish((k + 1) / len(tiles))
-            results = [sink.finish() for sink in sinks]
-    result = CostDistanceResult(*results)
+            results = {name: sink.finish() for name, sink in sinks.items()}
+    result = CostDistanceResult(*(results.get(name) for name in (
+        "accumulated", "direction", "allocation")))
     result.tile_solves = solves
     return result
 
