@@ -161,6 +161,24 @@ def gpu_tile_size(n_cells, bytes_for_cells):
     return side
 
 
+def gpu_tiled_plan(values, band, memory_limit_mb, executor, bytes_for_cells,
+                   plan):
+    """For a raster the in-memory CUDA kernel cannot hold: the operation's
+    tiled ``plan`` with tiles that fit the GPU (None when it fits).
+
+    ``bytes_for_cells(n_cells, dtype)`` is the kernel's device memory for
+    ``n_cells`` cells of the raster's dtype.
+    """
+    from . import tiling
+    source = tiling.open_source(values, band)
+    rows, cols = source.shape
+    side = gpu_tile_size(rows * cols,
+                         lambda n: bytes_for_cells(n, source.dtype))
+    if side is None:
+        return None
+    return plan(values, band, side, memory_limit_mb, executor)
+
+
 def check_device_memory(bytes_needed, what):
     """Raise before allocating when the GPU cannot hold ``bytes_needed``.
 

@@ -100,16 +100,25 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
                                     tiled=True)
     progress = as_progress(progress)
     from . import tiled
+    backend = resolve_backend(backend)
     plan = tiled.plan(values, band, tile_size, memory_limit_mb, executor)
+    if plan is None and backend == "cuda":
+        # too large for the GPU: its tiles go there one by one
+        from .._cuda_common import gpu_tiled_plan
+        from . import _cuda
+        plan = gpu_tiled_plan(
+            values, band, memory_limit_mb, executor,
+            lambda n, dtype: _cuda.device_bytes(n, dtype.itemsize),
+            tiled.plan)
     if plan is not None:
         return tiled.connected_components_tiled(
-            plan, connectivity, mode, nodata, resolve_backend(backend),
-            out_dir, executor, progress)
+            plan, connectivity, mode, nodata, backend, out_dir, executor,
+            progress)
     array, file_nodata = load_raster(values, band)
     if nodata is None:
         nodata = file_nodata
     valid = valid_mask(array, nodata)
-    if resolve_backend(backend) == "cuda":
+    if backend == "cuda":
         from . import _cuda as kernels
     else:
         from . import _cpu as kernels

@@ -156,7 +156,11 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     backend = resolve_backend(backend)
     plan = tiled.plan(cost, band, tile_size, memory_limit_mb, executor)
     if plan is None and backend == "cuda":
-        plan = _gpu_plan(cost, band, memory_limit_mb, executor)
+        from .._cuda_common import gpu_tiled_plan
+        from . import _cuda
+        plan = gpu_tiled_plan(cost, band, memory_limit_mb, executor,
+                              lambda n, dtype: _cuda.device_bytes(n, 8),
+                              tiled.plan)
     if plan is not None:
         return tiled.cost_distance_tiled(
             plan, sources, source_ids, source_nodata, connectivity,
@@ -222,21 +226,6 @@ def _check_outputs(outputs):
             f"outputs must name one or more of {', '.join(OUTPUTS)}, got "
             f"{outputs!r}")
     return tuple(o for o in OUTPUTS if o in outputs)
-
-
-def _gpu_plan(cost, band, memory_limit_mb, executor):
-    """A tiled plan whose tiles fit the GPU, for a raster that fits the
-    memory limit but not the GPU; None when it fits the GPU."""
-    from .. import tiling
-    from .._cuda_common import gpu_tile_size
-    from . import _cuda, tiled
-    source = tiling.open_source(cost, band)
-    rows, cols = source.shape
-    side = gpu_tile_size(rows * cols,
-                         lambda n: _cuda.device_bytes(n, 8))
-    if side is None:
-        return None
-    return tiled.plan(cost, band, side, memory_limit_mb, executor)
 
 
 def least_cost_path(result, row, col):
