@@ -833,3 +833,99 @@ def test_cancel_during_parent_directions():
     with pytest.raises(CancelledError):
         cpu_mst(values, progress=lambda f: f < 0.85)
 
+
+
+# --------------------------------------------------------------------------
+# the total weight: an exact sum rounded once (independent of the order)
+
+
+def test_exact_total_literals():
+    # float64 addition in order gives 0.0 or 2.0 here; the exact sum is 1.0
+    assert _cpu.exact_total(np.array([1e16, 1.0, -1e16])) == 1.0
+    assert float(np.sum(np.array([1e16, 1.0, -1e16]))) != 1.0
+    # 2**-149 (the least float32 subnormal) survives next to 2**24
+    tiny = np.array([2.0**24, 2.0**-149, -2.0**24], dtype=np.float32)
+    assert _cpu.exact_total(tiny) == 2.0**-149
+    # 0.1f * 10 is 1.0000000149011612 exactly
+    assert _cpu.exact_total(np.full(10, 0.1, dtype=np.float32)) == \
+        10 * float(np.float32(0.1))
+    # halfway between two doubles: round half to even
+    assert _cpu.exact_total(np.array([2.0**53, 1.0])) == 2.0**53
+    assert _cpu.exact_total(np.array([2.0**53 + 2, 1.0])) == 2.0**53 + 4
+    assert _cpu.exact_total(np.empty(0, np.float32)) == 0.0
+    for dtype in (np.float32, np.float64):
+        assert math.copysign(1, _cpu.exact_total(
+            np.array([-0.0, -0.0], dtype=dtype))) == -1
+        assert math.copysign(1, _cpu.exact_total(
+            np.array([-0.0, 0.0], dtype=dtype))) == 1
+        assert math.copysign(1, _cpu.exact_total(
+            np.array([-1.0, 1.0], dtype=dtype))) == 1
+        assert _cpu.exact_total(np.array([np.inf, 1], dtype=dtype)) == np.inf
+        assert _cpu.exact_total(np.array([-np.inf, 1], dtype=dtype)) == -np.inf
+        assert np.isnan(_cpu.exact_total(np.array([np.inf, -np.inf],
+                                                  dtype=dtype)))
+        assert np.isnan(_cpu.exact_total(np.array([1, np.nan], dtype=dtype)))
+    # a float64 sum past the largest double is an infinity, as in addition
+    assert _cpu.exact_total(np.array([1.7e308, 1.7e308])) == np.inf
+    assert _cpu.exact_total(np.array([-1.7e308, -1.7e308])) == -np.inf
+
+
+def finite_floats(dtype):
+    width = 32 if dtype == np.float32 else 64
+    return hnp.arrays(dtype, st.integers(0, 200), elements=st.floats(
+        allow_nan=False, allow_infinity=False, width=width))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([np.float32, np.float64]).flatmap(finite_floats),
+       st.integers(0, 2**32 - 1))
+def test_exact_total_equals_fsum_in_any_order_and_split(values, seed):
+    try:
+        expected = math.fsum(values.astype(np.float64))
+    except OverflowError:  # float64 overflow inside fsum's partials
+        expected = None
+    total = _cpu.exact_total(values)
+    if expected is not None and math.isfinite(expected):
+        assert total == expected
+    shuffled = np.random.default_rng(seed).permutation(values)
+    cut = len(values) // 3
+    parts = _cpu.sum_parts(shuffled[:cut])
+    _cpu.sum_parts(shuffled[cut:], parts)
+    assert _cpu.total_from_parts(parts) == total or (
+        np.isnan(total) and np.isnan(_cpu.total_from_parts(parts)))
+    halves = _cpu.sum_parts(shuffled[:cut]) + _cpu.sum_parts(shuffled[cut:])
+    assert _cpu.total_from_parts(halves) == _cpu.total_from_parts(parts) \
+        or np.isnan(total)
+
+
+def test_sum_parts_reject_other_dtypes():
+    with pytest.raises(InvalidInputError, match="float32 or float64"):
+        _cpu.sum_parts(np.ones(3, dtype=np.int32))
+    with pytest.raises(InvalidInputError, match="do not belong"):
+        _cpu.sum_parts(np.ones(3), _cpu.sum_parts(np.ones(3, np.float32)))
+
+
+def test_total_weight_is_the_exact_sum_of_the_weights():
+    # values over 20 decades: a sum in float64 order-dependent rounding
+    rng = np.random.default_rng(4)
+    values = 10.0 ** rng.uniform(-8, 12, (60, 70))
+    result = cpu_mst(values, connectivity=8)
+    assert result.total_weight == math.fsum(result.weights)
+    result = cpu_mst(values.astype(np.float32), weight="absdiff")
+    assert result.total_weight == math.fsum(result.weights.astype(np.float64))
+
+
+def test_without_edge_list_in_memory():
+    values = fractal_surface((40, 33), seed=2)
+    values[::5, ::3] = NAN
+    for connectivity in (4, 8):
+        full = cpu_mst(values, connectivity=connectivity, weight="mean")
+        lean = cpu_mst(values, connectivity=connectivity, weight="mean",
+                       edges=False)
+        assert lean.edges is None and lean.weights is None
+        assert lean.total_weight == full.total_weight
+        assert lean.trees == full.trees
+        np.testing.assert_array_equal(lean.parent_direction,
+                                      full.parent_direction)
+        with pytest.raises(InvalidInputError, match="edges=True"):
+            segment_by_threshold(lean, 10.0)

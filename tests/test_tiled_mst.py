@@ -1,10 +1,16 @@
 """Tiled minimum spanning forest (Haverkort's block hierarchy): the same
 edges, order, weights, total, tree count and parent directions as the
-in-memory run for every tile size; literal grids, scipy totals, spirals,
-plateaus, nodata; the compression step on a hand-made forest."""
+in-memory run for every tile size, with and without the edge list
+(``edges=False``), in-process and in threads (CPU kernels, and a CUDA
+stand-in that checks one GPU solve at a time); literal grids, scipy
+totals, spirals, plateaus, nodata; the compression step on a hand-made
+forest."""
 
 import concurrent.futures
+import math
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -30,12 +36,28 @@ def assert_same(result, expected):
     assert tuple(result.shape) == tuple(expected.shape)
 
 
+def assert_same_without_edges(result, expected):
+    """An ``edges=False`` result against a full one."""
+    assert result.edges is None and result.weights is None
+    assert result.total_weight == expected.total_weight or (
+        math.isnan(result.total_weight) and math.isnan(expected.total_weight))
+    assert result.trees == expected.trees
+    np.testing.assert_array_equal(result.parent_direction,
+                                  expected.parent_direction)
+
+
 def check(values, tile_sizes=(8, 16, 64), **options):
+    """Every tile size, with and without the edge list, equals the
+    in-memory run."""
     expected = minimum_spanning_tree(values, backend="cpu", **options)
     for tile_size in tile_sizes:
         result = minimum_spanning_tree(values, backend="cpu",
                                        tile_size=tile_size, **options)
         assert_same(result, expected)
+        lean = minimum_spanning_tree(values, backend="cpu",
+                                     tile_size=tile_size, edges=False,
+                                     **options)
+        assert_same_without_edges(lean, expected)
     return expected
 
 
@@ -229,3 +251,161 @@ def test_scratch_on_disk_removed_after_success_failure_and_cancel(
         minimum_spanning_tree(values, tile_size=16, memory_limit_mb=0.2,
                               out_dir=out, backend="cpu")
     assert os.listdir(parent) == [] and os.listdir(out) == []
+
+
+# --------------------------------------------------------------------------
+# without the edge list; threads; the GPU lock
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("weight", ["max", "mean", "absdiff"])
+def test_without_edges_fractal_and_nodata_heavy(connectivity, weight):
+    fractal = fractal_surface((75, 61), seed=8)
+    holes = fractal.copy()
+    holes[np.random.default_rng(5).random(holes.shape) < 0.55] = np.nan
+    for values in (fractal, holes):
+        expected = minimum_spanning_tree(values, connectivity=connectivity,
+                                         weight=weight, backend="cpu")
+        # the total is the exact sum of the weights, rounded once
+        assert expected.total_weight == math.fsum(
+            expected.weights.astype(np.float64))
+        assert_same_without_edges(
+            minimum_spanning_tree(values, connectivity=connectivity,
+                                  weight=weight, backend="cpu", edges=False),
+            expected)
+        for tile_size in (8, 16, 32, 128):
+            lean = minimum_spanning_tree(values, connectivity=connectivity,
+                                         weight=weight, backend="cpu",
+                                         tile_size=tile_size, edges=False)
+            assert_same_without_edges(lean, expected)
+    assert expected.trees > 50  # the nodata-heavy raster is a forest
+
+
+def test_without_edges_total_over_many_decades_and_float64():
+    # weights over 20 decades: an order-dependent float64 sum would differ
+    # between the in-memory order and the tiles' order
+    rng = np.random.default_rng(11)
+    values = 10.0 ** rng.uniform(-8, 12, (70, 90))
+    expected = minimum_spanning_tree(values, connectivity=8, backend="cpu")
+    assert expected.weights.dtype == np.float64
+    assert expected.total_weight == math.fsum(expected.weights)
+    for tile_size in (8, 32):
+        assert_same(minimum_spanning_tree(values, connectivity=8,
+                                          backend="cpu", tile_size=tile_size),
+                    expected)
+        assert_same_without_edges(
+            minimum_spanning_tree(values, connectivity=8, backend="cpu",
+                                  tile_size=tile_size, edges=False),
+            expected)
+
+
+def test_without_edges_out_dir_holds_only_the_directions(tmp_path):
+    values = fractal_surface((90, 70), seed=4)
+    expected = minimum_spanning_tree(values, connectivity=8, backend="cpu")
+    np.save(tmp_path / "values.npy", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    # 0.2 MB: the tile forests (one byte per cell) spill to scratch files
+    lean = minimum_spanning_tree(
+        np.load(tmp_path / "values.npy", mmap_mode="r"), connectivity=8,
+        tile_size=16, out_dir=out, memory_limit_mb=0.2, backend="cpu",
+        edges=False)
+    assert isinstance(lean.parent_direction, np.memmap)
+    assert_same_without_edges(lean, expected)
+    assert os.listdir(out) == ["parent_direction.npy"]
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_threads_equal_in_process(workers):
+    values = fractal_surface((130, 115), seed=21)
+    values[np.random.default_rng(2).random(values.shape) < 0.2] = np.nan
+    for connectivity, weight in ((8, "max"), (4, "absdiff")):
+        expected = minimum_spanning_tree(values, connectivity=connectivity,
+                                         weight=weight, backend="cpu")
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for tile_size in (16, 32):
+                assert_same(minimum_spanning_tree(
+                    values, connectivity=connectivity, weight=weight,
+                    backend="cpu", tile_size=tile_size, executor=pool),
+                    expected)
+                assert_same_without_edges(minimum_spanning_tree(
+                    values, connectivity=connectivity, weight=weight,
+                    backend="cpu", tile_size=tile_size, executor=pool,
+                    edges=False), expected)
+
+
+def test_auto_tile_size_shrinks_with_workers():
+    # the per-tile working sets of all workers share the tile budget
+    from gridgraph.core import tiling
+    shape = (20000, 20000)
+    sizes = []
+    for workers in (1, 4, 16):
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            grid = tiling.plan(shape, None, 1024,
+                               tiled.IN_MEMORY_BYTES_PER_CELL,
+                               tiled.TILE_BYTES_PER_CELL, pool, 0.4)
+        sizes.append(grid.tile_size)
+        assert grid.tile_size ** 2 * tiled.TILE_BYTES_PER_CELL * workers \
+            <= 0.4 * 1024 * 2**20
+    assert sizes[0] > sizes[1] > sizes[2]
+
+
+class FakeCudaForest:
+    """Stands in for ``_cuda.spanning_forest`` (no GPU here): the CPU
+    kernel, slowed down, recording how many calls overlap."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.inside = 0
+        self.most_inside = 0
+        self.calls = 0
+
+    def __call__(self, *args):
+        from gridgraph.core.mst import _cpu
+        with self.lock:
+            self.inside += 1
+            self.calls += 1
+            self.most_inside = max(self.most_inside, self.inside)
+        try:
+            time.sleep(0.01)
+            return _cpu.spanning_forest(*args)
+        finally:
+            with self.lock:
+                self.inside -= 1
+
+
+def test_cuda_tiles_in_threads_one_gpu_solve_at_a_time(monkeypatch):
+    from gridgraph.core.mst import _cuda
+    fake = FakeCudaForest()
+    monkeypatch.setattr(_cuda, "spanning_forest", fake)
+    # record overlap of whole leaf tasks too: the CPU work runs in parallel
+    original_leaf = tiled.leaf_tile
+    running = {"now": 0, "most": 0}
+    guard = threading.Lock()
+
+    def leaf(*args):
+        with guard:
+            running["now"] += 1
+            running["most"] = max(running["most"], running["now"])
+        try:
+            return original_leaf(*args)
+        finally:
+            with guard:
+                running["now"] -= 1
+
+    monkeypatch.setattr(tiled, "leaf_tile", leaf)
+    values = fractal_surface((96, 80), seed=13)
+    expected = minimum_spanning_tree(values, connectivity=8, backend="cpu")
+    for keep_edges in (True, False):
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            plan = tiled.plan(values, 1, 16, None, pool)
+            result = tiled.minimum_spanning_tree_tiled(
+                plan, 8, 0, np.float32, None, "cuda", None, pool, None,
+                keep_edges=keep_edges)
+        if keep_edges:
+            assert_same(result, expected)
+        else:
+            assert_same_without_edges(result, expected)
+    assert fake.calls == 2 * 6 * 5
+    assert fake.most_inside == 1
+    assert running["most"] > 1

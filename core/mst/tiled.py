@@ -26,12 +26,22 @@ Haverkort's I/O-efficient grid MST as described in the thesis (ch. 2):
    its pieces are rooted so that every cell points toward its tree's
    lowest-index cell (the piece tree across tiles is solved in memory),
    and the edges are written as sorted runs that a k-way merge turns into
-   the (weight, low, high)-ordered edge list.
+   the (weight, low, high)-ordered edge list.  Without an edge list
+   (``edges=False``) a tile keeps its forest as one byte per cell, and
+   round 3 only counts and sums its final edges: the total is an exact
+   sum (``_cpu.sum_parts``), so the order of the tiles does not matter.
+
+Tile tasks run through ``tiling.run_tasks``: in threads when an executor is
+given (the kernels release the GIL).  With the CUDA backend one GPU solve
+runs at a time (``_GPU_LOCK``) while the other threads do the CPU work
+around it.
 
 Edge keys: ``edge_id = low * 4 + rank`` (rank 0 right, 1 down-left, 2 down,
 3 down-right), as in the in-memory kernel; (weight, edge_id) orders as
 (weight, low, high), NaN weights last.
 """
+
+import threading
 
 import numpy as np
 from numba import njit
@@ -39,7 +49,8 @@ from numba import njit
 from .. import tiling
 from .._common import Progress, valid_mask
 from . import PARENT_DEGREES, PARENT_OFFSETS
-from ._cpu import _edge_weight, _lighter
+from ._cpu import _edge_weight, _lighter, sum_parts, sum_parts_size, \
+    total_from_parts
 
 # A leaf tile: values and valid mask (5), the kernel's working set (about
 # 60 bytes per cell: lightest edges, components, cut edges, chosen edges),
@@ -49,10 +60,16 @@ TILE_BYTES_PER_CELL = 96
 # The in-memory run: the kernel's working set plus the sorted edge list
 # (20 per edge) and the parent-direction pass (adjacency and BFS, 40).
 IN_MEMORY_BYTES_PER_CELL = 130
-# Edges per chunk of the final k-way merge (a multiple of 8192, numpy's
-# reduction buffer, so the total weight sums exactly as np.sum does).
+# Edges per chunk of the final k-way merge (the output is flushed to the
+# sinks chunk by chunk).
 MERGE_CHUNK = 8192 * 128
 MERGE_RUN_BUFFER = 1 << 16
+
+# One CUDA solve at a time: tile threads share the device (its memory is
+# sized for one tile's solve) and numba's CUDA layer is not meant to be
+# driven from several threads at once; the CPU work of the other threads
+# goes on meanwhile.
+_GPU_LOCK = threading.Lock()
 
 
 def plan(values, band, tile_size, memory_limit_mb, executor):
@@ -356,14 +373,16 @@ def _local_ids(edges, cols):
 
 
 def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
-              weight_dtype, backend):
+              weight_dtype, backend, keep_edges=True):
     """Round 1 for one tile (pure).
 
-    Returns ``(message, local_ids, weights)``: the tile's MSF as local edge
-    ids (int32) and weights in (weight, edge id) order, for the scratch
-    store, and the small message for the hierarchy: the compressed forest
-    (global cells and keys), the border lines' values and validity, and
-    the tile's count of valid cells.
+    Returns ``(message, forest)``: the small message for the hierarchy
+    (the compressed forest in global cells and keys, the border lines'
+    values and validity, the tile's count of valid cells) and the tile's
+    MSF for the scratch store: ``(local_ids, weights)`` (int32 local edge
+    ids and weights in (weight, edge id) order) when ``keep_edges``, else
+    ``(low_mask,)``, one uint8 per cell whose bit k is the edge of rank k
+    whose low end is that cell.
     """
     if backend == "cuda":
         from . import _cuda as kernels
@@ -371,26 +390,39 @@ def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
         from . import _cpu as kernels
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    edges, weights = kernels.spanning_forest(values, valid, connectivity,
-                                             weight_index, weight_dtype,
-                                             Progress())
+    if backend == "cuda":
+        with _GPU_LOCK:
+            edges, weights = kernels.spanning_forest(
+                values, valid, connectivity, weight_index, weight_dtype,
+                Progress())
+    else:
+        edges, weights = kernels.spanning_forest(
+            values, valid, connectivity, weight_index, weight_dtype,
+            Progress())
     rows, cols = window.rows, window.cols
     local_id = _local_ids(edges, cols)
     del edges
+    mask = _forest_mask(local_id, rows, cols)
+    n_edges = int(local_id.size)
+    if keep_edges:
+        forest = (local_id, weights)
+    else:
+        forest = (np.bitwise_and(mask, 0x0F),)
+        del local_id, weights
     typed = np.ascontiguousarray(values, dtype=weight_dtype)
     a, b, w, e = _compress_tile(
-        _forest_mask(local_id, rows, cols), typed.reshape(-1), rows, cols,
+        mask, typed.reshape(-1), rows, cols,
         window.row, window.col, shape[0], shape[1], weight_index,
         typed.dtype.type(0.5))
     lines = {"top": (0, slice(None)), "bottom": (-1, slice(None)),
              "left": (slice(None), 0), "right": (slice(None), -1)}
     message = {"a": a, "b": b, "w": w, "e": e,
                "valid": int(np.count_nonzero(valid)),
-               "edges": int(local_id.size)}
+               "edges": n_edges}
     for name, where in lines.items():
         message[name] = np.array(typed[where])
         message[name + "_valid"] = np.array(valid[where])
-    return message, local_id, weights
+    return message, forest
 
 
 # --------------------------------------------------------------------------
@@ -536,11 +568,48 @@ def merge_hierarchy(grid, messages, separators, weight_dtype, progress=None):
 
 
 def _final_mask(msf, window, removed_local):
-    """The bitmask of the tile's final internal edges: its MSF (local ids,
-    weights) minus the removed ones."""
-    mask = _forest_mask(msf[0], window.rows, window.cols)
+    """The bitmask of the tile's final internal edges: its MSF (local ids
+    and weights, or the low-end bits per cell) minus the removed ones."""
+    if len(msf) == 1:
+        mask = _mask_from_low_bits(msf[0], window.rows, window.cols)
+    else:
+        mask = _forest_mask(msf[0], window.rows, window.cols)
     _clear_edges(mask, removed_local, window.cols)
     return mask
+
+
+@njit(cache=True, nogil=True)
+def _mask_from_low_bits(low_bits, rows, cols):
+    """The full bitmask (both ends of every edge) from the low-end bits."""
+    mask = low_bits.copy()
+    for v in range(rows * cols):
+        bits = np.int64(low_bits[v]) & 0x0F
+        while bits:
+            rank = _lowest_bit(bits)
+            bits &= bits - 1
+            high = v + _BIT_DROW[rank] * cols + _BIT_DCOL[rank]
+            mask[high] |= np.uint8(1 << (rank + 4))
+    return mask
+
+
+@njit(cache=True, nogil=True)
+def _mask_weights(mask, values, cols, weight_index, half):
+    """Weights of the edges in a tile's bitmask (by their low end), in
+    cell order, recomputed with the kernels' weight function."""
+    count = 0
+    for v in range(mask.size):
+        count += _popcount(np.int64(mask[v]) & 0x0F)
+    out = np.empty(count, dtype=values.dtype)
+    j = 0
+    for v in range(mask.size):
+        bits = np.int64(mask[v]) & 0x0F
+        while bits:
+            rank = _lowest_bit(bits)
+            bits &= bits - 1
+            high = v + _BIT_DROW[rank] * cols + _BIT_DCOL[rank]
+            out[j] = _edge_weight(values[v], values[high], weight_index, half)
+            j += 1
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -762,11 +831,18 @@ def _direction_table():
 
 
 def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
-                own_separators):
+                own_separators, weight_index=0, weight_dtype=np.float32):
     """Round 3c for one tile (pure): its parent-direction block and its
-    sorted run of final edges (global edge ids, weights): the tile's
-    internal forest plus the kept separator edges whose low end lies in
-    the tile.  Returns ``(direction, run_ids, run_weights)``."""
+    final edges: the tile's internal forest plus the kept separator edges
+    whose low end lies in the tile.
+
+    Returns ``(direction, run_ids, run_weights, sum_parts, count)``: the
+    edges as a run sorted by (weight, edge id) (global ids) when ``msf``
+    holds the sorted tile forest, else None and None (``msf`` is the
+    low-end bits; their weights are recomputed from the values with
+    ``weight_index`` in ``weight_dtype``); the parts of
+    the exact sum of their weights and their count in both cases.
+    """
     values = source.read(window)
     valid = valid_mask(values, nodata)
     rows, cols = window.rows, window.cols
@@ -775,11 +851,19 @@ def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
     root_local, root_degrees = roots
     _walk_mask(mask, valid.reshape(-1), rows, cols, root_local, root_degrees,
                _direction_table(), direction)
-    ids, weights = _surviving(msf[0], msf[1], mask, cols, window.row,
-                              window.col, shape[1])
     sep_w, sep_e = own_separators
-    run_w, run_e = _merge_sorted(weights, ids, sep_w, sep_e)
-    return direction.reshape(rows, cols), run_e, run_w
+    if len(msf) == 2:
+        ids, weights = _surviving(msf[0], msf[1], mask, cols, window.row,
+                                  window.col, shape[1])
+        run_w, run_e = _merge_sorted(weights, ids, sep_w, sep_e)
+        parts = sum_parts(run_w)
+        return direction.reshape(rows, cols), run_e, run_w, parts, run_e.size
+    typed = np.ascontiguousarray(values, dtype=weight_dtype).reshape(-1)
+    weights = _mask_weights(mask, typed, cols, weight_index,
+                            typed.dtype.type(0.5))
+    parts = sum_parts(sep_w, sum_parts(weights))
+    return (direction.reshape(rows, cols), None, None, parts,
+            weights.size + sep_w.size)
 
 
 @njit(cache=True, nogil=True)
@@ -983,9 +1067,7 @@ def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress,
                budget_bytes=None):
     """Round 4: merge the sorted runs into the edge list and weights.
 
-    Returns (edges, weights, total_weight); the total is summed exactly as
-    ``np.sum(weights, dtype=np.float64)`` does (8192-entry pairwise blocks
-    added in order).  The run buffers and the output chunk share
+    Returns (edges, weights).  The run buffers and the output chunk share
     ``budget_bytes``.
     """
     edges_sink = tiling.make_sink(out_dir, "edges", (total, 2), np.int64)
@@ -1017,7 +1099,6 @@ def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress,
     out_edges = np.empty((chunk, 2), dtype=np.int64)
     filled = 0
     written = 0
-    total_weight = 0.0
     try:
         with tiling.output_sinks([edges_sink, weights_sink]):
             while heap_size > 0:
@@ -1041,10 +1122,6 @@ def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress,
                     edges_sink.write(window, out_edges[:filled])
                     weights_sink.write(tiling.Window(written, 0, filled, 1),
                                        out_w[:filled, None])
-                    for start in range(0, filled, 8192):
-                        total_weight += np.sum(
-                            out_w[start:min(start + 8192, filled)],
-                            dtype=np.float64)
                     written += filled
                     filled = 0
                     progress(written / max(total, 1))
@@ -1053,7 +1130,7 @@ def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress,
     finally:
         for reader in readers:
             reader.close()
-    return edges, weights.reshape(-1), float(total_weight)
+    return edges, weights.reshape(-1)
 
 
 # --------------------------------------------------------------------------
@@ -1062,8 +1139,9 @@ def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress,
 
 def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
                                 weight_dtype, nodata, backend, out_dir,
-                                executor, progress):
-    """The tiled path of :func:`gridgraph.core.minimum_spanning_tree`."""
+                                executor, progress, keep_edges=True):
+    """The tiled path of :func:`gridgraph.core.minimum_spanning_tree`;
+    ``keep_edges=False`` skips the edge list (edges and weights None)."""
     from . import MSTResult
     source = plan.source
     grid = plan.grid
@@ -1073,13 +1151,15 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
     progress = progress if progress is not None else Progress()
     weight_dtype = np.dtype(weight_dtype)
     # edges (16) and weights per cell, and the parent directions (4)
+    edge_bytes = 16 + weight_dtype.itemsize if keep_edges else 0
     out_dir = tiling.check_out_dir(
-        out_dir, rows * cols * (20 + weight_dtype.itemsize), plan.limit_bytes)
+        out_dir, rows * cols * (4 + edge_bytes), plan.limit_bytes)
     tiles = grid.morton_order()
     windows = {tile: grid.window(*tile) for tile in tiles}
 
-    # the tile forests (8 bytes per edge) and the sorted runs (12) stay in
-    # memory while they fit this share of the budget
+    # the tile forests (8 bytes per edge, or 1 per cell without the edge
+    # list) and the sorted runs (12) stay in memory while they fit this
+    # share of the budget
     store_budget = int(plan.limit_bytes * 0.3)
     with tiling.scratch_folder(out_dir) as folder:
         store = tiling.ScratchStore(folder, store_budget)
@@ -1087,15 +1167,16 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
         n_valid = 0
 
         def keep_leaf(index, result):
-            message, local_id, weights = result
+            message, forest = result
             tile = tiles[index]
             messages[tile] = message
-            store.put(("msf", tile), (local_id, weights))
+            store.put(("msf", tile), forest)
 
         tiling.run_tasks(
             leaf_tile,
             [(source, windows[t], (rows, cols), nodata, connectivity,
-              weight_index, weight_dtype, backend) for t in tiles],
+              weight_index, weight_dtype, backend, keep_edges)
+             for t in tiles],
             executor, progress.span(0.0, 0.5), on_result=keep_leaf)
         n_valid = sum(m["valid"] for m in messages.values())
         separators = separator_edges(grid, messages, connectivity,
@@ -1154,30 +1235,37 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
         direction_sink = tiling.make_sink(out_dir, "parent_direction",
                                           (rows, cols), np.float32, np.nan)
         run_sizes = {}
+        parts = np.zeros(sum_parts_size(weight_dtype), dtype=np.int64)
         with tiling.output_sinks([direction_sink]):
             def keep_run(index, result):
-                block, run_ids, run_weights = result
+                block, run_ids, run_weights, tile_parts, count = result
                 tile = tiles[index]
                 direction_sink.write(windows[tile], block)
                 store.discard(("msf", tile))
-                store.put(("run", tile), (run_ids, run_weights))
-                run_sizes[tile] = run_ids.size
+                if keep_edges:
+                    store.put(("run", tile), (run_ids, run_weights))
+                run_sizes[tile] = count
+                parts[:] += tile_parts  # integers: exact in any order
 
             tiling.run_tasks(
                 tile_finish,
                 ((source, windows[t], (rows, cols), nodata,
                   store.get(("msf", t)), local_removed(t), roots[t],
-                  owned.get(t, empty_sep)) for t in tiles),
-                executor, progress.span(0.7, 0.85), on_result=keep_run,
-                count=len(tiles))
+                  owned.get(t, empty_sep), weight_index, weight_dtype)
+                 for t in tiles),
+                executor, progress.span(0.7, 0.85 if keep_edges else 1.0),
+                on_result=keep_run, count=len(tiles))
             total = sum(run_sizes.values())
-            edges, weights, total_weight = merge_runs(
-                store, [("run", t) for t in tiles], total, weight_dtype,
-                (rows, cols), out_dir, progress.span(0.85, 1.0),
-                budget_bytes=plan.limit_bytes * 0.3)
+            edges = weights = None
+            if keep_edges:
+                edges, weights = merge_runs(
+                    store, [("run", t) for t in tiles], total, weight_dtype,
+                    (rows, cols), out_dir, progress.span(0.85, 1.0),
+                    budget_bytes=plan.limit_bytes * 0.3)
             parent_direction = direction_sink.finish()
     progress(1.0)
-    return MSTResult(edges=edges, weights=weights, total_weight=total_weight,
+    return MSTResult(edges=edges, weights=weights,
+                     total_weight=total_from_parts(parts),
                      trees=n_valid - total, parent_direction=parent_direction,
                      shape=(rows, cols))
 
