@@ -1,42 +1,62 @@
 """CUDA kernels of cost distance: tile-wise relaxation with an active-tile
-worklist, scheduled near-far.
+worklist, scheduled near-far, in two phases (distances, then hops).
 
 The raster is cut into TILE x TILE tiles.  A round processes a list of
-active tiles with one thread block each: the tile's costs and tentative
-distances, with a halo of one cell (two for knight's moves), go to shared
-memory; the block relaxes its cells against their neighbours (pull form:
-each thread owns its cells, so only it writes them) until nothing changes
-in the tile; changed cells go back to global memory, and a change within
-the halo width of a tile border wakes the tile across it, lowering that
-tile's key to the least changed value (the active-tile worklist of doi
-10.1145/2803172).  Woken tiles are relaxed in distance buckets: a round
-takes the woken tiles whose key is within the current threshold; when none
-is left the threshold moves to the least waiting key plus DELTA_TILES
-tiles' worth of cost (delta-stepping, Meyer & Sanders 2003; near-far,
-Davidson et al. 2014), which keeps tiles from being relaxed again and
-again with values that are not final yet.  The rounds end when no tile is
-woken.
+active tiles with one thread block each: the tile's values, with a halo of
+one cell (two for knight's moves), go to shared memory; the block relaxes
+its cells against their neighbours (pull form: each thread owns its cells,
+so only it writes them) until nothing changes in the tile; changed cells go
+back to global memory, and a change within the halo width of a tile border
+wakes the tile across it, lowering that tile's key to the least changed
+distance (the active-tile worklist of doi 10.1145/2803172).  Woken tiles
+are relaxed in distance buckets: a round takes the woken tiles whose key is
+within the current threshold; when none is left the threshold moves to the
+least waiting key plus DELTA_TILES tiles' worth of cost (delta-stepping,
+Meyer & Sanders 2003; near-far, Davidson et al. 2014), which keeps tiles
+from being relaxed again and again with values that are not final yet.  The
+rounds end when no tile is woken.
 
-Exactness.  Distances only decrease, every accepted candidate is
-``d[a] + (c_a + c_b) * L / 2`` evaluated exactly as the CPU Dijkstra does
-(float64, with the product and sum rounded separately: no fused
-multiply-add), and the loop runs to the fixed point, where every cell's
-value is the least over its neighbours of that expression.  That fixed
-point is the least over all paths of the step costs summed in path order,
-which is what Dijkstra computes; so the distances agree with the CPU
-backend (bit for bit on every benchmark raster so far).  A cell's
-predecessor is the neighbour whose candidate last lowered it; a later
-decrease of that neighbour either lowers the cell again or leaves the
-rounded sum unchanged, so at the end following predecessors reaches a
-source (values never increase along them and only strict decreases are
-accepted, so they form no cycle) and the step costs add up exactly.
-Allocation is then read off the predecessor trees by pointer jumping.
+Exactness.  Every cell gets the pair (d, h), the unique fixed point of
+``(d, h)[c] = lexmin over allowed neighbours n of (d[n] + w(n, c), h[n] + 1)``
+with sources at (0, 0), compared cost first; ``w(n, c)`` is
+``(c_n + c_c) * L / 2`` evaluated exactly as the CPU does (float64, product
+and sum rounded separately: no fused multiply-add).  The distance part is
+the least accumulated cost, and h is the least number of steps among the
+neighbours that give it.
+
+1. Distances.  Only strict decreases of d are accepted and the rounds run
+   to the fixed point of ``d[c] = min over n of d[n] + w(n, c)``; values
+   only decrease and rounding is monotone, so that fixed point is the least
+   accumulated cost in any order: Dijkstra's, bit for bit.
+2. Hops, with the distances fixed.  Neighbour n is *tight* for c when
+   ``d[n] + w(n, c) == d[c]`` (one bit per neighbour, computed once), and
+   h is relaxed by ``h[c] = min(h[c], h[n] + 1)`` over tight neighbours
+   from h = 0 at the sources: a breadth-first distance on the tight graph,
+   again the same in any order.
+
+Why not relax the pairs in one pass, accepting ``d' < d or (d' == d and
+h' < h)``?  Rounding can make a cell's value depend on a neighbour's value
+that was not final yet: if n first holds d' > d[n] with few hops and
+``d' + w == d[n] + w`` after rounding, c takes (d[c], few + 1) and keeps it
+after n drops to (d[n], many), though the fixed point is (d[c], many + 1);
+which value a cell keeps would depend on the order of the relaxation.
+Dijkstra (the CPU backend) never relaxes from a value that is not final,
+so it reaches the fixed point; phase 2 relaxes only once d is final.
+
+A reached non-source cell's predecessor code is then computed from the
+final (d, h) alone, one thread per cell: the allowed neighbour index i
+minimising (d[n] + w(n, c), h[n], i); sources (h == 0) get -2, unreached
+cells -1.  Hops fall by one along it, so the trees have no cycle, and the
+allocation (the id of the root source) is read off them by pointer jumping.
+
+:func:`solve_seeded` runs the same phases on a tile of the tiled path from
+a previous state and a list of lowered (seed) cells.
 """
 
 import numpy as np
 from numba import cuda
 
-from .._common import index_dtype
+from .._common import as_progress, index_dtype
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer, add_rn,
                             block_reserve, blocks_for, check_device_memory,
                             device_scalar, mul_rn)
@@ -52,41 +72,109 @@ PROGRESS_EVERY = 64  # rounds between progress reports
 # Bucket width of the tile schedule, in tiles crossed at the mean cost (4
 # was the fastest of 0.5-8 on a 16384² fractal on an H200).
 DELTA_TILES = 4.0
+# Wake slots of a tile: its 3 x 3 neighbourhood in row-major order; the
+# centre slot collects the least changed distance of the tile itself.
+CENTRE_SLOT = 4
+# Predecessor codes besides neighbour indices (as in the CPU kernel).
+PREDECESSOR_UNREACHED = -1
+PREDECESSOR_SOURCE = -2
+# Fraction of the progress bar given to the distance phase.
+DISTANCE_SHARE = 0.7
 
 
 @cuda.jit(cache=True)
-def _init_state(cost, valid, n, dist, pred, alloc):
+def _init_state(cost, valid, n, unset, dist, hops, alloc):
     i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if i < n:
         if not valid[i]:
             cost[i] = np.nan  # barriers: no candidate ever uses them
         dist[i] = np.inf
-        pred[i] = -1
+        hops[i] = unset
         alloc[i] = 0
 
 
 @cuda.jit(cache=True)
-def _seed(cells, ids, m, dist, pred, alloc):
+def _seed(cells, ids, m, dist, hops, alloc):
     k = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if k < m:
         cell = cells[k]
         dist[cell] = 0.0
-        pred[cell] = -2
+        hops[cell] = 0
         alloc[cell] = ids[k]
 
 
 @cuda.jit(cache=True)
-def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
-                 connectivity, halo, offsets, passed, half_step, max_cost,
-                 wake_next, tile_key, work):
-    """One round: relax each listed tile to its fixed point.
+def _mark_barriers(cost, valid, n, dist):
+    """Barriers get a NaN cost; a NaN distance on a valid cell (unreached
+    written as NaN) becomes +inf, which the relaxation can lower."""
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        if not valid[i]:
+            cost[i] = np.nan
+        elif dist[i] != dist[i]:
+            dist[i] = np.inf
+
+
+@cuda.jit(device=True, cache=True)
+def _note_change(wake, ly, lx, halo, value):
+    """Lower the wake slots a changed cell at (ly, lx) of the tile concerns:
+    the tiles across every border within ``halo`` of it, and the centre."""
+    up = ly < halo
+    down = ly >= TILE - halo
+    left = lx < halo
+    right = lx >= TILE - halo
+    cuda.atomic.min(wake, CENTRE_SLOT, value)
+    if up:
+        cuda.atomic.min(wake, 1, value)
+        if left:
+            cuda.atomic.min(wake, 0, value)
+        if right:
+            cuda.atomic.min(wake, 2, value)
+    if down:
+        cuda.atomic.min(wake, 7, value)
+        if left:
+            cuda.atomic.min(wake, 6, value)
+        if right:
+            cuda.atomic.min(wake, 8, value)
+    if left:
+        cuda.atomic.min(wake, 3, value)
+    if right:
+        cuda.atomic.min(wake, 5, value)
+
+
+@cuda.jit(device=True, cache=True)
+def _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
+                tile_key):
+    """Wake the neighbour tiles whose slot holds a changed distance, with
+    that distance as their key (call after a barrier)."""
+    # strided: a block may have fewer than 9 threads (the simulator's has 8)
+    for slot in range(cuda.threadIdx.x, 9, TILE_THREADS):
+        if slot != CENTRE_SLOT and wake[slot] < np.inf:
+            nr = tile_row + slot // 3 - 1
+            nc = tile_col + slot % 3 - 1
+            if nr >= 0 and nr < tiles_y and nc >= 0 and nc < tiles_x:
+                neighbour = nr * tiles_x + nc
+                cuda.atomic.min(tile_key, neighbour, wake[slot])
+                wake_next[neighbour] = 1
+
+
+@cuda.jit(cache=True)
+def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
+                          tiles_x, tiles_y, worklist, connectivity, halo,
+                          offsets, passed, half_step, max_cost, wake_next,
+                          tile_key, changed_key, work):
+    """Phase 1, one round: relax the distances of each listed tile to its
+    fixed point.
 
     ``passed[i]`` holds the (drow, dcol) of the two cells a knight's move i
     passes between; the move is refused when either is a barrier (NaN).
 
     A changed cell within ``halo`` of a border wakes the tile across it
     and lowers that tile's key (the least new value it will see) to the
-    cell's value.  ``work`` counts tile visits and inner sweeps.
+    cell's value; ``changed_key[tile]`` gets the least changed value of the
+    tile itself.  With ``reset_hops`` a changed cell's hops become
+    ``unset`` (phase 2 computes them again).  ``work`` counts tile visits
+    and inner sweeps.
     """
     dist_s = cuda.shared.array(SPAN_CELLS, np.float64)
     cost_s = cuda.shared.array(SPAN_CELLS, np.float64)
@@ -106,7 +194,6 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
         delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
         passed_a_s[i] = passed[i, 0, 0] * SPAN + passed[i, 0, 1]
         passed_b_s[i] = passed[i, 1, 0] * SPAN + passed[i, 1, 1]
-    # strided: a block may have fewer than 9 threads (the simulator's has 8)
     for slot in range(t, 9, TILE_THREADS):
         wake[slot] = np.inf
     for idx in range(t, SPAN_CELLS, TILE_THREADS):
@@ -124,10 +211,8 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
 
     lx = t % TILE
     ly0 = t // TILE
-    own_pred = cuda.local.array(ROWS_PER_THREAD, np.int8)
     changed = cuda.local.array(ROWS_PER_THREAD, np.int8)
     for k in range(ROWS_PER_THREAD):
-        own_pred[k] = -1
         changed[k] = 0
     sweeps = 0
     while True:
@@ -138,7 +223,7 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
             cb = cost_s[si]
             if cb == cb:  # a valid cell of the raster
                 best = dist_s[si]
-                best_i = -1
+                improved = False
                 for i in range(connectivity):
                     sj = si + delta_s[i]
                     ca = cost_s[sj]
@@ -157,10 +242,9 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
                         candidate = add_rn(da, mul_rn(ca + cb, step_s[i]))
                         if candidate < best:
                             best = candidate
-                            best_i = i
-                if best_i >= 0 and best <= max_cost:
+                            improved = True
+                if improved and best <= max_cost:
                     dist_s[si] = best
-                    own_pred[k] = best_i
                     changed[k] = 1
                     any_change = 1
         if cuda.syncthreads_or(any_change) == 0:
@@ -172,36 +256,132 @@ def _relax_tiles(cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
             g = (r0 + ly) * cols + c0 + lx
             value = dist_s[(ly + HALO) * SPAN + lx + HALO]
             dist[g] = value
-            pred[g] = own_pred[k]
-            up = ly < halo
-            down = ly >= TILE - halo
-            left = lx < halo
-            right = lx >= TILE - halo
-            if up:
-                cuda.atomic.min(wake, 1, value)
-                if left:
-                    cuda.atomic.min(wake, 0, value)
-                if right:
-                    cuda.atomic.min(wake, 2, value)
-            if down:
-                cuda.atomic.min(wake, 7, value)
-                if left:
-                    cuda.atomic.min(wake, 6, value)
-                if right:
-                    cuda.atomic.min(wake, 8, value)
-            if left:
-                cuda.atomic.min(wake, 3, value)
-            if right:
-                cuda.atomic.min(wake, 5, value)
+            if reset_hops:
+                hops[g] = unset
+            _note_change(wake, ly, lx, halo, value)
     cuda.syncthreads()
+    _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
+                tile_key)
+    if t == 0:
+        if wake[CENTRE_SLOT] < np.inf:
+            cuda.atomic.min(changed_key, tile, wake[CENTRE_SLOT])
+        cuda.atomic.add(work, 0, 1)
+        cuda.atomic.add(work, 1, sweeps)
+
+
+@cuda.jit(cache=True)
+def _tight_masks(cost, dist, rows, cols, connectivity, offsets, passed,
+                 half_step, mask):
+    """mask[c] bit i: the allowed neighbour at offset i gives c its final
+    distance exactly (``d[n] + w(n, c) == d[c]``); 0 where unreached."""
+    cell = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if cell < rows * cols:
+        bits = 0
+        cb = cost[cell]
+        own = dist[cell]
+        if cb == cb and own < np.inf:
+            row = cell // cols
+            col = cell - row * cols
+            for i in range(connectivity):
+                nr = row + offsets[i, 0]
+                nc = col + offsets[i, 1]
+                if nr < 0 or nr >= rows or nc < 0 or nc >= cols:
+                    continue
+                neighbour = nr * cols + nc
+                ca = cost[neighbour]
+                if ca != ca:
+                    continue
+                da = dist[neighbour]
+                if not da <= own:
+                    continue
+                # a knight's passed cells lie in the raster with its target
+                if i >= 8:
+                    pa = cost[(row + passed[i, 0, 0]) * cols + col
+                              + passed[i, 0, 1]]
+                    pb = cost[(row + passed[i, 1, 0]) * cols + col
+                              + passed[i, 1, 1]]
+                    if pa != pa or pb != pb:
+                        continue
+                if add_rn(da, mul_rn(ca + cb, half_step[i])) == own:
+                    bits |= 1 << i
+        mask[cell] = bits
+
+
+@cuda.jit(cache=True)
+def _relax_hops_tiles(mask, dist, hops, unset, rows, cols, tiles_x, tiles_y,
+                      worklist, connectivity, halo, offsets, wake_next,
+                      tile_key, work):
+    """Phase 2, one round: with the distances final, relax the hops of each
+    listed tile over its tight neighbours (``mask``) to the fixed point
+    ``h[c] = min(h[c], h[n] + 1)``.  Wake-ups as in phase 1, keyed by the
+    changed cell's distance."""
+    hops_s = cuda.shared.array(SPAN_CELLS, np.int64)
+    delta_s = cuda.shared.array(16, np.int32)
+    wake = cuda.shared.array(9, np.float64)
+    t = cuda.threadIdx.x
+    tile = np.int64(worklist[cuda.blockIdx.x])
+    tile_row = tile // tiles_x
+    tile_col = tile - tile_row * tiles_x
+    r0 = tile_row * TILE
+    c0 = tile_col * TILE
+    for i in range(t, connectivity, TILE_THREADS):
+        delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
     for slot in range(t, 9, TILE_THREADS):
-        if wake[slot] < np.inf:
-            nr = tile_row + slot // 3 - 1
-            nc = tile_col + slot % 3 - 1
-            if nr >= 0 and nr < tiles_y and nc >= 0 and nc < tiles_x:
-                neighbour = nr * tiles_x + nc
-                cuda.atomic.min(tile_key, neighbour, wake[slot])
-                wake_next[neighbour] = 1
+        wake[slot] = np.inf
+    for idx in range(t, SPAN_CELLS, TILE_THREADS):
+        sr = idx // SPAN
+        r = r0 + sr - HALO
+        c = c0 + (idx - sr * SPAN) - HALO
+        if r >= 0 and r < rows and c >= 0 and c < cols:
+            hops_s[idx] = hops[r * cols + c]
+        else:
+            hops_s[idx] = unset
+
+    lx = t % TILE
+    ly0 = t // TILE
+    own_mask = cuda.local.array(ROWS_PER_THREAD, np.int32)
+    changed = cuda.local.array(ROWS_PER_THREAD, np.int8)
+    for k in range(ROWS_PER_THREAD):
+        r = r0 + ly0 + k * THREADS_Y
+        c = c0 + lx
+        own_mask[k] = 0
+        if r < rows and c < cols:
+            own_mask[k] = mask[r * cols + c]
+        changed[k] = 0
+    cuda.syncthreads()
+
+    sweeps = 0
+    while True:
+        sweeps += 1
+        any_change = 0
+        for k in range(ROWS_PER_THREAD):
+            bits = own_mask[k]
+            if bits != 0:
+                si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
+                best = hops_s[si]
+                improved = False
+                for i in range(connectivity):
+                    if (bits >> i) & 1:
+                        there = hops_s[si + delta_s[i]]
+                        if there < best - 1:
+                            best = there + 1
+                            improved = True
+                if improved:
+                    hops_s[si] = best
+                    changed[k] = 1
+                    any_change = 1
+        if cuda.syncthreads_or(any_change) == 0:
+            break
+
+    for k in range(ROWS_PER_THREAD):
+        if changed[k]:
+            ly = ly0 + k * THREADS_Y
+            g = (r0 + ly) * cols + c0 + lx
+            hops[g] = hops_s[(ly + HALO) * SPAN + lx + HALO]
+            _note_change(wake, ly, lx, halo, dist[g])
+    cuda.syncthreads()
+    _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
+                tile_key)
     if t == 0:
         cuda.atomic.add(work, 0, 1)
         cuda.atomic.add(work, 1, sweeps)
@@ -243,9 +423,59 @@ def _sample(cost, n, stride, sample):
 
 
 @cuda.jit(cache=True)
+def _predecessors(cost, dist, hops, rows, cols, connectivity, offsets, passed,
+                  half_step, pred):
+    """Canonical predecessor codes from the final (d, h): the allowed
+    neighbour index i minimising (d[n] + w(n, c), h[n], i); -2 at sources
+    (h == 0), -1 where unreached.  At the fixed point the least candidate
+    is d[c], so neighbours with d[n] > d[c] are skipped unread."""
+    cell = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if cell < rows * cols:
+        code = PREDECESSOR_UNREACHED
+        cb = cost[cell]
+        own = dist[cell]
+        if cb == cb and own < np.inf:
+            if hops[cell] == 0:
+                code = PREDECESSOR_SOURCE
+            else:
+                row = cell // cols
+                col = cell - row * cols
+                best = np.inf
+                best_hops = hops[cell]
+                for i in range(connectivity):
+                    nr = row + offsets[i, 0]
+                    nc = col + offsets[i, 1]
+                    if nr < 0 or nr >= rows or nc < 0 or nc >= cols:
+                        continue
+                    neighbour = nr * cols + nc
+                    ca = cost[neighbour]
+                    if ca != ca:
+                        continue
+                    da = dist[neighbour]
+                    if not da <= own:
+                        continue
+                    if i >= 8:
+                        pa = cost[(row + passed[i, 0, 0]) * cols + col
+                                  + passed[i, 0, 1]]
+                        pb = cost[(row + passed[i, 1, 0]) * cols + col
+                                  + passed[i, 1, 1]]
+                        if pa != pa or pb != pb:
+                            continue
+                    candidate = add_rn(da, mul_rn(ca + cb, half_step[i]))
+                    there = hops[neighbour]
+                    # i ascends: a full tie keeps the lower index
+                    if candidate < best or (candidate == best
+                                            and there < best_hops):
+                        best = candidate
+                        best_hops = there
+                        code = i
+        pred[cell] = code
+
+
+@cuda.jit(cache=True)
 def _finish(dist, pred, n):
     i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
-    if i < n and pred[i] == -1:
+    if i < n and pred[i] == PREDECESSOR_UNREACHED:
         dist[i] = np.nan
 
 
@@ -255,9 +485,9 @@ def _predecessor_cells(pred, n, cols, offsets, root):
     i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if i < n:
         p = pred[i]
-        if p == -1:
+        if p == PREDECESSOR_UNREACHED:
             root[i] = -1
-        elif p == -2:
+        elif p == PREDECESSOR_SOURCE:
             root[i] = i
         else:
             root[i] = i + offsets[p, 0] * cols + offsets[p, 1]
@@ -336,80 +566,73 @@ def default_delta(cost, n, step_lengths):
 
 
 def device_bytes(n_cells, cost_itemsize):
-    """GPU memory :func:`solve` needs."""
+    """GPU memory :func:`solve` needs: cost, valid, distance, hops, tight
+    mask, predecessor, allocation, roots and the tile arrays."""
     index_size = np.dtype(index_dtype(n_cells)).itemsize
     n_tiles = n_cells // (TILE * TILE) + 1
-    return n_cells * (cost_itemsize + 1 + 8 + 1 + 8 + index_size) \
-        + 8 * n_tiles
+    return n_cells * (cost_itemsize + 1 + 8 + index_size + 2 + 1 + 8
+                      + index_size) + 32 * n_tiles
 
 
-def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
-                 step_lengths, max_cost, progress=None, stats=None,
-                 delta=None):
-    """Cost distance on device arrays.
+class _Grid:
+    """Launch geometry and the per-raster constants of the relaxation."""
 
-    ``cost`` (float32/float64, flat, overwritten with NaN on barriers) and
-    ``valid`` (uint8) hold rows * cols cells; ``cells``/``ids`` are the
-    de-duplicated flat source cells and their ids (host arrays).  Returns
-    device arrays (accumulated, predecessor, allocation) and the number of
-    rounds.  ``stats`` (a dict) receives phase times and tile counts.
-    ``delta`` is the width of the distance buckets of the tile schedule
-    (None: :func:`default_delta`; inf: plain rounds over all woken tiles);
-    it changes the time taken, never the result.
+    def __init__(self, rows, cols, connectivity, step_lengths):
+        # the package imports this module lazily
+        from . import KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS
+
+        self.rows = rows
+        self.cols = cols
+        self.n = rows * cols
+        self.flat = blocks_for(self.n, FLAT_THREADS)
+        self.connectivity = connectivity
+        self.tiles_x = blocks_for(cols, TILE)
+        self.tiles_y = blocks_for(rows, TILE)
+        self.n_tiles = self.tiles_x * self.tiles_y
+        self.halo = 2 if connectivity == 16 else 1
+        self.offsets = cuda.to_device(
+            np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity]))
+        self.passed = cuda.to_device(
+            np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity]))
+        self.half_step = cuda.to_device(
+            0.5 * np.asarray(step_lengths, dtype=np.float64))
+
+    def tiles_around(self, cells, keys):
+        """Wake flags and keys of the tiles holding ``cells`` and of their
+        eight neighbours (a cell on a border has neighbours across it),
+        each keyed by the least of ``keys`` among the cells it is near."""
+        wake = np.zeros(self.n_tiles, dtype=np.int32)
+        tile_key = np.full(self.n_tiles, np.inf)
+        cells = np.asarray(cells, dtype=np.int64)
+        tile_rows = (cells // self.cols) // TILE
+        tile_cols = (cells % self.cols) // TILE
+        for dr in (-1, 0, 1):
+            for dc in (-1, 0, 1):
+                r = tile_rows + dr
+                c = tile_cols + dc
+                inside = ((r >= 0) & (r < self.tiles_y) & (c >= 0)
+                          & (c < self.tiles_x))
+                tiles = r[inside] * self.tiles_x + c[inside]
+                wake[tiles] = 1
+                np.minimum.at(tile_key, tiles, keys[inside])
+        return wake, tile_key
+
+
+def _near_far(launch, wake, tile_key, n_tiles, delta, progress):
+    """Relax woken tiles in distance buckets until none is woken.
+
+    ``launch(worklist, count)`` relaxes the ``count`` listed tiles and
+    wakes tiles through ``wake``/``tile_key`` (device arrays).  Returns
+    (rounds, buckets).  The bucket width ``delta`` changes the time taken,
+    never the result.
     """
-    # the package imports this module lazily
-    from . import KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS
-
-    timer = PhaseTimer(stats)
-    n = rows * cols
-    grid = blocks_for(n, FLAT_THREADS)
-    dist = cuda.device_array(n, dtype=np.float64)
-    pred = cuda.device_array(n, dtype=np.int8)
-    alloc = cuda.device_array(n, dtype=np.int64)
-    _init_state[grid, FLAT_THREADS](cost, valid, n, dist, pred, alloc)
-    m = len(cells)
-    _seed[blocks_for(m, FLAT_THREADS), FLAT_THREADS](
-        cuda.to_device(cells), cuda.to_device(ids), m, dist, pred, alloc)
-
-    tiles_x = blocks_for(cols, TILE)
-    tiles_y = blocks_for(rows, TILE)
-    n_tiles = tiles_x * tiles_y
-    # The seeds are written straight to global memory, so no tile has seen
-    # them change: start with the sources' tiles and their neighbours.
-    seed_rows = (cells // cols) // TILE
-    seed_cols = (cells % cols) // TILE
-    first = []
-    for dr in (-1, 0, 1):
-        for dc in (-1, 0, 1):
-            r = seed_rows + dr
-            c = seed_cols + dc
-            inside = (r >= 0) & (r < tiles_y) & (c >= 0) & (c < tiles_x)
-            first.append(r[inside] * tiles_x + c[inside])
-    first = np.unique(np.concatenate(first))
-    wake_host = np.zeros(n_tiles, dtype=np.int32)
-    wake_host[first] = 1
-    key_host = np.full(n_tiles, np.inf)
-    key_host[first] = 0.0
-    wake = cuda.to_device(wake_host)
-    tile_key = cuda.to_device(key_host)
-    worklist = cuda.device_array(n_tiles, dtype=np.int32)
+    worklist = cuda.device_array(max(n_tiles, 1), dtype=np.int32)
     count_d = cuda.to_device(np.zeros(1, dtype=np.int64))
     deferred = cuda.to_device(np.full(1, np.inf))
-    work = cuda.to_device(np.zeros(2, dtype=np.int64))
-    offsets = cuda.to_device(
-        np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity]))
-    passed = cuda.to_device(
-        np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity]))
-    half_step = cuda.to_device(0.5 * np.asarray(step_lengths,
-                                                dtype=np.float64))
-    halo = 2 if connectivity == 16 else 1
-    if delta is None:
-        delta = default_delta(cost, n, step_lengths)
-    threshold = delta
     collect_grid = blocks_for(n_tiles, FLAT_THREADS)
+    threshold = delta
     rounds = 0
     buckets = 1
-    timer.mark("initialise")
     while True:
         # near-far scheduling (delta-stepping over tiles): relax the woken
         # tiles whose key is within the threshold; when none is left, move
@@ -426,34 +649,137 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
             threshold = least + delta
             buckets += 1
             continue
-        _relax_tiles[count, TILE_THREADS](
-            cost, dist, pred, rows, cols, tiles_x, tiles_y, worklist,
-            connectivity, halo, offsets, passed, half_step, max_cost, wake,
-            tile_key, work)
+        launch(worklist, count)
         rounds += 1
         if progress is not None and rounds % PROGRESS_EVERY == 0:
-            # no exact measure of what is left: approach 0.9 smoothly
-            progress(0.9 * rounds / (rounds + tiles_x + tiles_y))
-    timer.mark("relax")
-    _finish[grid, FLAT_THREADS](dist, pred, n)
-    distinct_ids = np.unique(ids)
-    if len(distinct_ids) == 1:
-        _allocate_one[grid, FLAT_THREADS](pred, n, int(distinct_ids[0]),
-                                          alloc)
-    else:
-        root = cuda.device_array(n, dtype=index_dtype(n))
-        _predecessor_cells[grid, FLAT_THREADS](pred, n, cols, offsets, root)
-        changed = cuda.to_device(np.ones(1, dtype=np.int32))
-        while int(device_scalar(changed, 0)):
-            changed[0] = 0
-            _jump_roots[grid, FLAT_THREADS](root, n, changed)
-        _allocate[grid, FLAT_THREADS](root, n, alloc)
-    timer.mark("allocation")
+            # no exact measure of what is left: approach 1 smoothly
+            progress(rounds / (rounds + n_tiles ** 0.5))
+    return rounds, buckets
+
+
+def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
+                     wake, tile_key, delta, progress, stats):
+    """Phase 1 to the fixed point; returns the least changed distance per
+    tile (device array, +inf where nothing changed)."""
+    changed_key = cuda.to_device(np.full(grid.n_tiles, np.inf))
+    work = cuda.to_device(np.zeros(2, dtype=np.int64))
+
+    def launch(worklist, count):
+        _relax_distance_tiles[count, TILE_THREADS](
+            cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
+            grid.tiles_x, grid.tiles_y, worklist, grid.connectivity,
+            grid.halo, grid.offsets, grid.passed, grid.half_step, max_cost,
+            wake, tile_key, changed_key, work)
+
+    rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,
+                                progress)
     if stats is not None:
         visits, sweeps = (int(v) for v in work.copy_to_host())
         stats.update(rounds=rounds, buckets=buckets, delta=delta,
-                     tiles_relaxed=visits, tiles=n_tiles,
+                     tiles_relaxed=visits, tiles=grid.n_tiles,
                      sweeps_per_visit=sweeps / max(visits, 1))
+    return changed_key, rounds
+
+
+def _relax_hops(grid, cost, dist, hops, unset, wake, tile_key, delta,
+                progress, stats):
+    """Phase 2 to the fixed point (distances final)."""
+    mask = cuda.device_array(grid.n, dtype=np.uint16)
+    _tight_masks[grid.flat, FLAT_THREADS](
+        cost, dist, grid.rows, grid.cols, grid.connectivity, grid.offsets,
+        grid.passed, grid.half_step, mask)
+    work = cuda.to_device(np.zeros(2, dtype=np.int64))
+
+    def launch(worklist, count):
+        _relax_hops_tiles[count, TILE_THREADS](
+            mask, dist, hops, unset, grid.rows, grid.cols, grid.tiles_x,
+            grid.tiles_y, worklist, grid.connectivity, grid.halo,
+            grid.offsets, wake, tile_key, work)
+
+    rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,
+                                progress)
+    if stats is not None:
+        visits, sweeps = (int(v) for v in work.copy_to_host())
+        stats.update(hops_rounds=rounds, hops_buckets=buckets,
+                     hops_tiles_relaxed=visits,
+                     hops_sweeps_per_visit=sweeps / max(visits, 1))
+    return rounds
+
+
+def _spans(progress):
+    """Progress reporters of the two phases (None without progress)."""
+    if progress is None:
+        return None, None
+    progress = as_progress(progress)
+    return (progress.span(0.0, DISTANCE_SHARE),
+            progress.span(DISTANCE_SHARE, 1.0))
+
+
+def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
+                 step_lengths, max_cost, progress=None, stats=None,
+                 delta=None):
+    """Cost distance on device arrays.
+
+    ``cost`` (float32/float64, flat, overwritten with NaN on barriers) and
+    ``valid`` (uint8) hold rows * cols cells; ``cells``/``ids`` are the
+    de-duplicated flat source cells and their ids (host arrays).  Returns
+    device arrays (accumulated, predecessor, allocation) and the number of
+    rounds of both phases.  ``stats`` (a dict) receives phase times and tile
+    counts.  ``delta`` is the width of the distance buckets of the tile
+    schedule (None: :func:`default_delta`; inf: plain rounds over all woken
+    tiles); it changes the time taken, never the result.
+    """
+    timer = PhaseTimer(stats)
+    grid = _Grid(rows, cols, connectivity, step_lengths)
+    n = grid.n
+    hops_dtype = index_dtype(n)
+    # hops < n: a breadth-first distance on the tight graph
+    unset = np.iinfo(hops_dtype).max
+    dist = cuda.device_array(n, dtype=np.float64)
+    hops = cuda.device_array(n, dtype=hops_dtype)
+    alloc = cuda.device_array(n, dtype=np.int64)
+    _init_state[grid.flat, FLAT_THREADS](cost, valid, n, unset, dist, hops,
+                                         alloc)
+    m = len(cells)
+    _seed[blocks_for(m, FLAT_THREADS), FLAT_THREADS](
+        cuda.to_device(cells), cuda.to_device(ids), m, dist, hops, alloc)
+    if delta is None:
+        delta = default_delta(cost, n, step_lengths)
+    # The seeds are written straight to global memory, so no tile has seen
+    # them change: start with the sources' tiles and their neighbours.
+    zero = np.zeros(m)
+    distance_progress, hops_progress = _spans(progress)
+    timer.mark("initialise")
+    wake, tile_key = (cuda.to_device(a) for a in grid.tiles_around(cells, zero))
+    # every hop is unset until phase 2: nothing to reset
+    _, rounds = _relax_distances(grid, cost, dist, hops, False, unset,
+                                 float(max_cost), wake, tile_key, delta,
+                                 distance_progress, stats)
+    timer.mark("relax")
+    wake, tile_key = (cuda.to_device(a) for a in grid.tiles_around(cells, zero))
+    rounds += _relax_hops(grid, cost, dist, hops, unset, wake, tile_key,
+                          delta, hops_progress, stats)
+    timer.mark("hops")
+    pred = cuda.device_array(n, dtype=np.int8)
+    _predecessors[grid.flat, FLAT_THREADS](
+        cost, dist, hops, rows, cols, connectivity, grid.offsets, grid.passed,
+        grid.half_step, pred)
+    _finish[grid.flat, FLAT_THREADS](dist, pred, n)
+    timer.mark("predecessor")
+    distinct_ids = np.unique(ids)
+    if len(distinct_ids) == 1:
+        _allocate_one[grid.flat, FLAT_THREADS](pred, n, int(distinct_ids[0]),
+                                               alloc)
+    else:
+        root = cuda.device_array(n, dtype=index_dtype(n))
+        _predecessor_cells[grid.flat, FLAT_THREADS](pred, n, cols,
+                                                    grid.offsets, root)
+        changed = cuda.to_device(np.ones(1, dtype=np.int32))
+        while int(device_scalar(changed, 0)):
+            changed[0] = 0
+            _jump_roots[grid.flat, FLAT_THREADS](root, n, changed)
+        _allocate[grid.flat, FLAT_THREADS](root, n, alloc)
+    timer.mark("allocation")
     return dist, pred, alloc, rounds
 
 
@@ -461,8 +787,9 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
           max_cost, progress, delta=None):
     """Accumulated cost, predecessor and allocation rasters on the GPU.
 
-    Same contract as :func:`gridgraph.core.costdistance._cpu.solve`;
-    ``delta`` as in :func:`solve_device` (any value, same result).
+    Same contract as :func:`gridgraph.core.costdistance._cpu.solve`, with
+    the same result on every input (ties included); ``delta`` as in
+    :func:`solve_device` (any value, same result).
     """
     rows, cols = array.shape
     n = rows * cols
@@ -485,3 +812,106 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
               alloc.copy_to_host().reshape(shape))
     progress(1.0)
     return result
+
+
+SEEDED_PHASES = ("both", "distance", "hops")
+
+
+def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
+                 step_lengths, max_cost, progress=None, phase="both",
+                 delta=None, stats=None):
+    """Relax a tile's (distance, hops) state on the GPU after some of its
+    cells were lowered; the per-tile solve of the tiled path.
+
+    Parameters
+    ----------
+    cost : 2-D ndarray
+        Friction, any dtype the CPU kernel reads (barrier cells may hold
+        anything: ``valid`` decides).
+    valid : 2-D bool ndarray
+        False on barriers.
+    distance : 2-D float64 ndarray
+        The tile's current distances: +inf where unreached; barriers may
+        hold anything (they are returned unchanged).
+    hops : 2-D int64 ndarray
+        The tile's current hops (ignored where the distance is +inf).
+    seeds : 1-D int64 ndarray
+        Flat cells whose (distance, hops) the caller has just lowered:
+        sources at (0, 0), or cells that received a better pair from outside
+        the tile.  Their tiles on the GPU (and the neighbouring ones) are
+        woken with the seed's distance as key.
+    connectivity, step_lengths, max_cost
+        As in :func:`solve`.
+    progress : callable, optional
+        As in :func:`gridgraph.core.cost_distance`.
+    phase : {"both", "distance", "hops"}
+        "both": distances, then hops over the cells each distance is
+        reached from, with the hops of every cell whose distance dropped
+        computed afresh.  "distance": distances only (hops returned as
+        given).  "hops": the distances are final (not changed); the seeds'
+        hops were lowered and hops are relaxed from them.
+    delta, stats
+        As in :func:`solve_device`.
+
+    Returns
+    -------
+    distance : float64 ndarray, hops : int64 ndarray
+        New arrays shaped like ``cost``.
+
+    The state is assumed consistent away from the seeds: as left by an
+    earlier call (or +inf everywhere).  Then the result is what a Dijkstra
+    search of the tile started from the seeds gives, relaxing pairs
+    ``(d[n] + w, h[n] + 1)`` from cells whose distance is final (the tiled
+    CPU solve): every distance is the least over paths from the seeds and
+    the old state, and the hops of a cell are the least over the neighbours
+    that give it its distance.
+    """
+    if phase not in SEEDED_PHASES:
+        raise ValueError(f"phase must be one of {SEEDED_PHASES}, got {phase!r}")
+    shape = np.shape(cost)
+    rows, cols = shape
+    n = rows * cols
+    flat = flat_cost(cost)
+    distance = np.array(distance, dtype=np.float64).reshape(-1)
+    hops = np.array(hops, dtype=np.int64).reshape(-1)
+    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    if n == 0 or len(seeds) == 0:
+        return distance.reshape(shape), hops.reshape(shape)
+    check_device_memory(n * (flat.dtype.itemsize + 1 + 8 + 8 + 2)
+                        + 32 * (n // (TILE * TILE) + 1),
+                        f"a {rows} x {cols} tile of the tiled cost distance")
+    grid = _Grid(rows, cols, connectivity, step_lengths)
+    unset = np.iinfo(np.int64).max
+    d_cost = cuda.to_device(flat)
+    d_valid = cuda.to_device(
+        np.ascontiguousarray(valid, dtype=np.bool_).reshape(-1).view(np.uint8))
+    d_dist = cuda.to_device(distance)
+    d_hops = cuda.to_device(hops)
+    _mark_barriers[grid.flat, FLAT_THREADS](d_cost, d_valid, n, d_dist)
+    del d_valid
+    if delta is None:
+        delta = default_delta(d_cost, n, step_lengths)
+    seed_keys = distance[seeds]
+    distance_progress, hops_progress = _spans(progress)
+    if phase == "hops":
+        hops_progress = as_progress(progress) if progress is not None \
+            else None
+    if phase in ("both", "distance"):
+        wake, tile_key = (cuda.to_device(a) for a in
+                          grid.tiles_around(seeds, seed_keys))
+        changed_key, _ = _relax_distances(
+            grid, d_cost, d_dist, d_hops, phase == "both", unset,
+            float(max_cost), wake, tile_key, delta, distance_progress, stats)
+    if phase in ("both", "hops"):
+        wake_host, key_host = grid.tiles_around(seeds, seed_keys)
+        if phase == "both":
+            # tiles whose distances dropped hold cells with unset hops
+            touched_key = changed_key.copy_to_host()
+            touched = touched_key < np.inf
+            wake_host[touched] = 1
+            key_host = np.minimum(key_host, touched_key)
+        _relax_hops(grid, d_cost, d_dist, d_hops, unset,
+                    cuda.to_device(wake_host), cuda.to_device(key_host),
+                    delta, hops_progress, stats)
+    return (d_dist.copy_to_host().reshape(shape),
+            d_hops.copy_to_host().reshape(shape))
