@@ -94,7 +94,8 @@ class CostDistance(GridGraphAlgorithm):
             "knight's moves are 22.5, 67.5, ... degrees; 0 at sources (GRASS "
             "leaves them null).\n"
             "<b>Allocation</b>: id of the source each cell is reached from "
-            "(0 = unreached).\n"
+            "(0 = unreached); Int32, or Float64 (Int64 past 2<sup>53</sup>) "
+            "when an id does not fit in 32 bits.\n"
             "<b>Least-cost paths</b>: one line per destination point, from the "
             "destination's cell to its source through cell centres, with the "
             "destination's feature id, its accumulated cost and the source "
@@ -107,8 +108,8 @@ class CostDistance(GridGraphAlgorithm):
             "A tile size (a power of two >= 8), or a cost raster file larger "
             "than the memory limit (0 = half the available RAM), runs the "
             "tiled (out-of-core) engine: rasters are read and written tile "
-            "by tile (GeoTIFF outputs only; the allocation is then Float64), "
-            "with the same accumulated costs. The Dask scheduler must stay "
+            "by tile (GeoTIFF outputs only), with the same rasters (same "
+            "values and data types). The Dask scheduler must stay "
             "empty in this version.")
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API

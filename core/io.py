@@ -24,6 +24,14 @@ _GDAL_TYPES = {
     np.dtype(np.uint32): 4, np.dtype(np.int32): 5, np.dtype(np.float32): 6,
     np.dtype(np.float64): 7,
 }
+# GDT_Int64 exists from GDAL 3.5 on.
+GDAL_INT64 = getattr(gdal, "GDT_Int64", None) if gdal is not None else None
+if GDAL_INT64 is not None:
+    _GDAL_TYPES[np.dtype(np.int64)] = GDAL_INT64
+
+_INT32 = np.iinfo(np.int32)
+# Every integer of at most this magnitude is exact in a float64.
+FLOAT64_EXACT_LIMIT = 2**53
 
 
 @dataclass
@@ -59,19 +67,44 @@ def read_band(path, band=1):
                       dataset.GetGeoTransform(), dataset.GetProjection())
 
 
+def int64_storage_dtype(low, high):
+    """The dtype an Int64 raster with values in [low, high] is written as.
+
+    Int64 rasters need GDAL >= 3.5 and many readers (QGIS before 3.30
+    among them) cannot show them, so: Int32 when every value fits; else
+    Float64, exact for magnitudes up to 2**53; else Int64 where GDAL has
+    it.  Raises InvalidInputError when no type holds the values exactly
+    (past 2**53 with GDAL < 3.5).  Used by :func:`write_raster` and
+    :class:`BandWriter`, so the in-memory and the tiled (streamed) outputs
+    get the same type for the same values.
+    """
+    low, high = int(low), int(high)
+    if _INT32.min <= low and high <= _INT32.max:
+        return np.dtype(np.int32)
+    if max(-low, high) <= FLOAT64_EXACT_LIMIT:
+        return np.dtype(np.float64)
+    if GDAL_INT64 is not None:
+        return np.dtype(np.int64)
+    raise InvalidInputError(
+        f"integer raster values from {low} to {high} do not fit a raster "
+        f"type of this GDAL ({gdal.__version__ if gdal else 'none'}): "
+        "Float64 is exact only up to 2**53 and Int64 rasters need GDAL >= "
+        "3.5; upgrade GDAL or use smaller ids")
+
+
 def write_raster(path, array, geotransform, projection, nodata=None,
                  driver_name="GTiff"):
     """Write a 2-D array as a single-band raster, atomically.
 
     The file is written beside ``path`` under a temporary name and moved
     into place only when complete, so a failure leaves no half-written file.
+    An int64 array is written with :func:`int64_storage_dtype`'s type.
     """
     _require_gdal()
     array = np.asarray(array)
     if array.dtype == np.int64:
-        # Int64 rasters need GDAL >= 3.5 and many readers reject them.
-        array = array.astype(np.float64 if array.max(initial=0) >= 2**31
-                             else np.int32)
+        array = array.astype(int64_storage_dtype(
+            array.min(initial=0), array.max(initial=0)), copy=False)
     gdal_type = _GDAL_TYPES.get(array.dtype)
     if gdal_type is None:
         raise InvalidInputError(f"cannot write rasters of dtype {array.dtype}")
@@ -101,7 +134,7 @@ def write_raster(path, array, geotransform, projection, nodata=None,
             dataset.SetProjection(projection)
         band = dataset.GetRasterBand(1)
         if nodata is not None:
-            band.SetNoDataValue(float(nodata))
+            _set_nodata(band, nodata)
         band.WriteArray(array)
         band.FlushCache()
         dataset = band = None  # close before the move
@@ -113,6 +146,14 @@ def write_raster(path, array, geotransform, projection, nodata=None,
         for extra in (temporary + ".aux.xml",):
             _remove_quietly(extra)
     return path
+
+
+def _set_nodata(band, nodata):
+    # an Int64 band takes its nodata value as an integer (GDAL >= 3.5)
+    if GDAL_INT64 is not None and band.DataType == GDAL_INT64:
+        band.SetNoDataValue(int(nodata))
+    else:
+        band.SetNoDataValue(float(nodata))
 
 
 def _remove_quietly(path):
@@ -214,14 +255,25 @@ class BandWriter:
     Written under a temporary name beside ``path`` and moved into place by
     :meth:`close`; :meth:`abort` removes it.  BigTIFF is used when the
     uncompressed size could pass 4 GB.
+
+    An int64 raster is stored as :func:`int64_storage_dtype` picks for
+    ``value_range`` (its (min, max), e.g. from a first pass over the
+    data), as :func:`write_raster` stores the same array; without a range
+    it is stored as Float64 and values past 2**53 are refused.
+    :meth:`write` refuses a block outside the range instead of wrapping
+    or rounding it.
     """
 
     def __init__(self, path, shape, dtype, geotransform=None, projection="",
-                 nodata=None, block_size=256):
+                 nodata=None, block_size=256, value_range=None):
         _require_gdal()
         dtype = np.dtype(dtype)
+        self._range = None
         if dtype == np.int64:
-            dtype = np.dtype(np.float64)
+            if value_range is None:
+                value_range = (-FLOAT64_EXACT_LIMIT, FLOAT64_EXACT_LIMIT)
+            self._range = (int(value_range[0]), int(value_range[1]))
+            dtype = int64_storage_dtype(*self._range)
         gdal_type = _GDAL_TYPES.get(dtype)
         if gdal_type is None:
             raise InvalidInputError(f"cannot write rasters of dtype {dtype}")
@@ -249,11 +301,18 @@ class BandWriter:
             self._dataset.SetProjection(projection)
         self._band = self._dataset.GetRasterBand(1)
         if nodata is not None:
-            self._band.SetNoDataValue(float(nodata))
+            _set_nodata(self._band, nodata)
 
     def write(self, row, col, block):
         """Write ``block`` with its top-left cell at (row, col)."""
-        self._band.WriteArray(np.asarray(block, dtype=self.dtype), col, row)
+        block = np.asarray(block)
+        if self._range is not None and block.size and (
+                block.min() < self._range[0] or block.max() > self._range[1]):
+            raise InvalidInputError(
+                f"values from {block.min()} to {block.max()} in the window "
+                f"at row {row}, column {col} lie outside the declared range "
+                f"{self._range} of {self.path!r}; pass the data's true range")
+        self._band.WriteArray(block.astype(self.dtype, copy=False), col, row)
 
     def close(self):
         """Flush and move the file into place; returns its path."""

@@ -578,20 +578,32 @@ def write_geotiff(array, path, geotransform=None, projection="",
     GeoTIFF, a strip of rows at a time (BigTIFF when it could pass 4 GB).
 
     A memmap is read from its file with ``pread``, so the copy's memory is
-    one strip whatever the raster's size.  Int64 arrays are written as
-    Float64 (Int64 GeoTIFFs need GDAL >= 3.5).  Returns ``path``.
+    one strip whatever the raster's size.  An int64 array gets the GeoTIFF
+    type :func:`.io.write_raster` gives the same values in memory (Int32
+    when they fit; see :func:`.io.int64_storage_dtype`), from a first pass
+    over the strips for their range.  Returns ``path``.
     """
     from . import io
     source = open_source(array)
     rows, cols = source.shape
     if strip_rows is None:
         strip_rows = max(1, (64 << 20) // max(1, cols * source.dtype.itemsize))
+    windows = [Window(top, 0, min(strip_rows, rows - top), cols)
+               for top in range(0, rows, strip_rows)]
+    value_range = None
+    if source.dtype == np.int64:
+        low, high = 0, 0  # the in-memory rule's initial=0
+        for window in windows:
+            block = source.read(window)
+            if block.size:
+                low, high = min(low, int(block.min())), max(high,
+                                                            int(block.max()))
+        value_range = (low, high)
     writer = io.BandWriter(path, (rows, cols), source.dtype, geotransform,
-                           projection, nodata)
+                           projection, nodata, value_range=value_range)
     try:
-        for top in range(0, rows, strip_rows):
-            window = Window(top, 0, min(strip_rows, rows - top), cols)
-            writer.write(top, 0, source.read(window))
+        for window in windows:
+            writer.write(window.row, 0, source.read(window))
         return writer.close()
     except BaseException:
         writer.abort()

@@ -209,8 +209,10 @@ def test_cost_distance_tiled_equals_in_memory(run_algorithm, tmp_path,
     for name in ("OUTPUT_DIRECTION", "OUTPUT_ALLOCATION"):
         np.testing.assert_array_equal(read_raster(tiled[name])[0],
                                       read_raster(whole[name])[0])
-    assert set(np.unique(read_raster(tiled["OUTPUT_ALLOCATION"])[0])) <= \
-        {0, 4, 9}
+    allocation = read_raster(tiled["OUTPUT_ALLOCATION"])[0]
+    assert set(np.unique(allocation)) == {0, 4, 9}
+    assert allocation.dtype == np.int32
+    assert read_raster(whole["OUTPUT_ALLOCATION"])[0].dtype == np.int32
     (attributes, geometry), = read_features(tiled["OUTPUT_PATHS"])
     assert attributes["destination"] == 2
     assert attributes["cost"] == pytest.approx(expected[20, 7], abs=1e-9)
@@ -218,14 +220,21 @@ def test_cost_distance_tiled_equals_in_memory(run_algorithm, tmp_path,
     assert_streamed_from_removed_folder(streamed, 3)
 
 
+@pytest.mark.parametrize("ids,data_type,allocation_type", [
+    ((5, 7), "Int16", np.int32),
+    ((-7, 2**31 - 1), "Int32", np.int32),
+    # ids past 32 bits: Float64 on both paths (exact below 2**53)
+    ((-(2**31) - 1, 2**52 + 1), "Float64", np.float64),
+])
 def test_cost_distance_tiled_source_raster(run_algorithm, tmp_path,
-                                           streamed):
+                                           streamed, ids, data_type,
+                                           allocation_type):
     cost = random_costs(21, (33, 27))
     sources = np.zeros(cost.shape)
-    sources[3, 3], sources[30, 26] = 5, 7  # valid cost cells
+    sources[3, 3], sources[30, 26] = ids  # valid cost cells
     path = write_geotiff(tmp_path / "cost.tif", cost)
     source_path = write_geotiff(tmp_path / "src.tif", sources, nodata=0,
-                                data_type="Int16")
+                                data_type=data_type)
     whole, tiled, _ = run_both(
         run_algorithm, CD, {"INPUT": path, "SOURCE_RASTER": source_path},
         tmp_path, ["OUTPUT", "OUTPUT_ALLOCATION"], TILE_SIZE=16)
@@ -233,8 +242,13 @@ def test_cost_distance_tiled_source_raster(run_algorithm, tmp_path,
     expected = read_raster(whole["OUTPUT"])[0]
     np.testing.assert_array_equal(np.isnan(accumulated), np.isnan(expected))
     np.testing.assert_allclose(accumulated, expected, rtol=0, atol=1e-9)
-    np.testing.assert_array_equal(read_raster(tiled["OUTPUT_ALLOCATION"])[0],
-                                  read_raster(whole["OUTPUT_ALLOCATION"])[0])
+    allocation, nodata = read_raster(tiled["OUTPUT_ALLOCATION"])[:2]
+    whole_allocation, whole_nodata = read_raster(
+        whole["OUTPUT_ALLOCATION"])[:2]
+    assert allocation.dtype == whole_allocation.dtype == allocation_type
+    assert nodata == whole_nodata == 0
+    np.testing.assert_array_equal(allocation, whole_allocation)
+    assert set(np.unique(allocation).tolist()) == {0, *ids}
     assert_streamed_from_removed_folder(streamed, 2)
 
 
