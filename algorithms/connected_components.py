@@ -1,5 +1,7 @@
 """gridgraph:connectedcomponents: label the clumps of a raster."""
 
+import os
+
 from qgis.core import (QgsFeature, QgsFeatureSink, QgsField, QgsFields,
                        QgsGeometry, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
@@ -10,6 +12,7 @@ from qgis.PyQt.QtCore import QVariant
 
 from ..core import component_summary, connected_components
 from ..core import io as raster_io
+from ..core.tiled_outputs import component_summary_streamed
 from ..core.components import tiled
 from .base import ENGINE_SHARE, GridGraphAlgorithm, progress_callback
 from .styles import LabelStyle
@@ -60,8 +63,10 @@ class ConnectedComponents(GridGraphAlgorithm):
             "two >= 8), or a raster file larger than the memory limit (0 = "
             "half the available RAM), runs the tiled (out-of-core) engine: "
             "the raster is read and the labels written tile by tile (GeoTIFF "
-            "output only), with the same labels; polygons need the in-memory "
-            "path. The Dask scheduler must stay empty in this version.")
+            "output only), with the same labels; the polygons are then made "
+            "from the labels file scanline by scanline, the same polygons "
+            "in the same order. The Dask scheduler must stay empty in this "
+            "version.")
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Input raster")
@@ -94,9 +99,6 @@ class ConnectedComponents(GridGraphAlgorithm):
                                         required=True)
         want_polygons = self.sinkRequested(parameters, self.OUTPUT_POLYGONS,
                                            context)
-        if want_polygons:
-            self.notTiledYet(raster, self.OUTPUT_POLYGONS,
-                             self.tr("Component polygons"))
         self.checkTiledOutputs(raster, {self.OUTPUT: output})
 
         with self.tiledOutputFolder(raster) as out_dir:
@@ -117,19 +119,31 @@ class ConnectedComponents(GridGraphAlgorithm):
 
             projection = self.outputProjection(layer, raster)
             features = []
-            if want_polygons:
+            streamed = None
+            if want_polygons and raster.tiled:
+                streamed = self.streamedPolygons(result, raster, projection,
+                                                 connectivity, mode, out_dir,
+                                                 feedback)
+            elif want_polygons:
                 features = self.componentPolygons(result, raster, projection,
                                                   connectivity, mode, feedback)
             self.checkCanceled(feedback)
 
+            # publishing: nothing below is cancelled (nor is it in memory)
             outputs = {self.COMPONENTS: result.count}
             if want_polygons:  # created first: it may still fail on its target
                 sink, sink_id = self.createSink(
                     parameters, self.OUTPUT_POLYGONS, context,
                     self.polygonFields(), QgsWkbTypes.MultiPolygon,
                     layer.crs())
-            self.writeRaster(output, result.labels, raster, projection,
-                             nodata=0)
+            if streamed is not None:
+                labels_file, polygons_file, cells, first_values = streamed
+                self.runEngine(raster_io.move_raster, labels_file, output)
+                self.addStreamedPolygons(sink, polygons_file, cells,
+                                         first_values, raster, mode, feedback)
+            else:
+                self.writeRaster(output, result.labels, raster, projection,
+                                 nodata=0)
         self.setStyle(context, output, LabelStyle(result.count))
         outputs[self.OUTPUT] = output
         if want_polygons:
@@ -147,13 +161,31 @@ class ConnectedComponents(GridGraphAlgorithm):
         fields.append(QgsField("value", QVariant.Double))
         return fields
 
+    @staticmethod
+    def cellArea(raster):  # noqa: N802
+        _, dx, rx, _, ry, dy = raster.geotransform
+        return abs(dx * dy - rx * ry)
+
+    @staticmethod
+    def polygonFeature(fields, label, parts, cells, cell_area, value):  # noqa: N802
+        """The multipolygon feature of one component from its WKB parts."""
+        geometry = QgsGeometry()
+        for wkb in parts:
+            part = QgsGeometry()
+            part.fromWkb(wkb)
+            geometry = part if geometry.isEmpty() else geometry.combine(part)
+        geometry.convertToMultiType()
+        feature = QgsFeature(fields)
+        feature.setGeometry(geometry)
+        feature.setAttributes([label, cells, cells * cell_area, value])
+        return feature
+
     def componentPolygons(self, result, raster, projection, connectivity,  # noqa: N802
                           mode, feedback):
         """One multipolygon feature per component, attributes filled in."""
         cells, first_values = component_summary(result.labels, raster.array,
                                                 result.count)
-        _, dx, rx, _, ry, dy = raster.geotransform
-        cell_area = abs(dx * dy - rx * ry)
+        cell_area = self.cellArea(raster)
         parts = {}
         for label, wkb in raster_io.polygonize_labels(
                 result.labels, raster.geotransform, projection, connectivity):
@@ -161,20 +193,57 @@ class ConnectedComponents(GridGraphAlgorithm):
         fields = self.polygonFields()
         features = []
         for done, label in enumerate(sorted(parts)):
-            geometry = QgsGeometry()
-            for wkb in parts[label]:
-                part = QgsGeometry()
-                part.fromWkb(wkb)
-                geometry = part if geometry.isEmpty() else geometry.combine(part)
-            geometry.convertToMultiType()
-            feature = QgsFeature(fields)
-            feature.setGeometry(geometry)
-            count = int(cells[label - 1])
             value = (float(first_values[label - 1]) if mode == "equal"
                      else None)
-            feature.setAttributes([label, count, count * cell_area, value])
-            features.append(feature)
+            features.append(self.polygonFeature(
+                fields, label, parts[label], int(cells[label - 1]),
+                cell_area, value))
             if done % 1000 == 0:
                 self.checkCanceled(feedback)
                 feedback.setProgress(60 + 30 * done / max(len(parts), 1))
         return features
+
+    def streamedPolygons(self, result, raster, projection, connectivity,  # noqa: N802
+                         mode, out_dir, feedback):
+        """Tiled path: the labels GeoTIFF, its polygons and the attributes,
+        made in ``out_dir`` without loading a raster.
+
+        The labels memmap is streamed into a GeoTIFF (moved to the output
+        when everything succeeded), GDAL polygonizes that file scanline by
+        scanline into a GeoPackage indexed by label, and the cell counts and
+        first values are summed strip by strip.  Returns (labels GeoTIFF,
+        polygons GeoPackage, cells, first values or None).
+        """
+        labels_file = os.path.join(out_dir, "labels.tif")
+        self.writeRaster(labels_file, result.labels, raster, projection,
+                         nodata=0)
+        cells, first_values = self.runEngine(
+            component_summary_streamed, result.labels,
+            raster.path if mode == "equal" else None, result.count,
+            band=raster.band, out_dir=out_dir,
+            progress=progress_callback(feedback, 0.6, 0.7))
+        polygons_file = self.runEngine(
+            raster_io.polygonize_label_file, labels_file,
+            os.path.join(out_dir, "polygons.gpkg"), connectivity,
+            progress=progress_callback(feedback, 0.7, ENGINE_SHARE))
+        return labels_file, polygons_file, cells, first_values
+
+    def addStreamedPolygons(self, sink, polygons_file, cells, first_values,  # noqa: N802
+                            raster, mode, feedback):
+        """Features from :meth:`streamedPolygons`' GeoPackage into the sink,
+        a batch at a time, in label order (the in-memory order)."""
+        cell_area = self.cellArea(raster)
+        fields = self.polygonFields()
+        total = max(len(cells), 1)
+        batch = []
+        for label, parts in raster_io.read_label_polygons(polygons_file):
+            value = (float(first_values[label - 1]) if mode == "equal"
+                     else None)
+            batch.append(self.polygonFeature(
+                fields, label, parts, int(cells[label - 1]), cell_area,
+                value))
+            if len(batch) == 1000:
+                sink.addFeatures(batch, QgsFeatureSink.FastInsert)
+                batch = []
+                feedback.setProgress(90 + 10 * label / total)
+        sink.addFeatures(batch, QgsFeatureSink.FastInsert)

@@ -1,6 +1,8 @@
 """Raster and geometry I/O through GDAL/OGR: the only engine module that imports it."""
 
+import errno
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 
@@ -138,13 +140,54 @@ def write_raster(path, array, geotransform, projection, nodata=None,
         band.WriteArray(array)
         band.FlushCache()
         dataset = band = None  # close before the move
-        os.replace(temporary, path)
+        _publish(temporary, path)
     except BaseException:
         _remove_quietly(temporary)
         raise
     finally:
         for extra in (temporary + ".aux.xml",):
             _remove_quietly(extra)
+    return path
+
+
+def _publish(temporary, path):
+    """Move a finished temporary file (made by mkstemp: mode 0600) into
+    place with the mode a newly created file gets (0666 less the umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)
+    os.replace(temporary, path)
+
+
+def move_raster(source, path):
+    """Move the finished raster file ``source`` to ``path``, atomically.
+
+    A rename when both lie on one file system; else a copy under a
+    temporary name beside ``path``, moved into place when complete, and
+    ``source`` removed.  Returns ``path``.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise InvalidInputError(
+            f"cannot write {path!r}: folder {directory!r} does not exist "
+            "or is not writable; choose another output location")
+    try:
+        os.replace(source, path)
+        return path
+    except OSError as error:
+        if error.errno != errno.EXDEV:
+            raise
+    handle, temporary = tempfile.mkstemp(
+        suffix=os.path.splitext(path)[1] or ".tif", prefix=".gridgraph-",
+        dir=directory)
+    os.close(handle)
+    try:
+        shutil.copyfile(source, temporary)
+        _publish(temporary, path)
+    except BaseException:
+        _remove_quietly(temporary)
+        raise
+    _remove_quietly(source)
     return path
 
 
@@ -168,6 +211,8 @@ def polygonize_labels(labels, geotransform, projection="", connectivity=4):
 
     Uses GDAL's polygonize (with 8-connectedness when ``connectivity`` is 8,
     so diagonal links keep a component in one polygon).  Label 0 is skipped.
+    Parts come in GDAL's order; :func:`polygonize_label_file` gives the same
+    polygons from a GeoTIFF without loading it.
     """
     _require_gdal()
     labels = np.asarray(labels)
@@ -187,10 +232,108 @@ def polygonize_labels(labels, geotransform, projection="", connectivity=4):
     vector = ogr.GetDriverByName("Memory").CreateDataSource("")
     layer = vector.CreateLayer("polygons", geom_type=ogr.wkbPolygon)
     layer.CreateField(ogr.FieldDefn("label", ogr.OFTInteger64))
-    options = ["8CONNECTED=8"] if connectivity == 8 else []
-    gdal.Polygonize(band, mask.GetRasterBand(1), layer, 0, options)
+    gdal.Polygonize(band, mask.GetRasterBand(1), layer, 0,
+                    _polygonize_options(connectivity))
     for feature in layer:
         yield int(feature.GetField(0)), bytes(feature.GetGeometryRef().ExportToWkb())
+
+
+def _polygonize_options(connectivity):
+    return ["8CONNECTED=8"] if connectivity == 8 else []
+
+
+LABEL_POLYGONS_LAYER = "polygons"
+
+
+def polygonize_label_file(path, polygons_path, connectivity=4,
+                          progress=None):
+    """Polygonize the label raster at ``path`` without loading it.
+
+    GDAL's polygonize reads the band and its nodata mask a scanline at a
+    time, so memory does not grow with the raster.  The label raster must
+    have nodata 0 (background and nodata, as the labels are written): the
+    mask then keeps exactly the cells :func:`polygonize_labels` keeps, and
+    the polygons are the same.  They go to a new GeoPackage at
+    ``polygons_path`` (layer ``polygons``, field ``label``, in GDAL's
+    order) with an index on the label, read back by
+    :func:`read_label_polygons`.  ``progress(fraction)`` returning False
+    stops it with CancelledError.  Returns ``polygons_path``.
+    """
+    from ._common import as_progress
+    from .errors import CancelledError
+    _require_gdal()
+    progress = as_progress(progress)
+    try:
+        dataset = gdal.Open(os.fspath(path))
+    except RuntimeError as error:
+        raise InvalidInputError(f"cannot open raster {path!r}: {error}") from None
+    band = dataset.GetRasterBand(1)
+    if band.GetNoDataValue() != 0:
+        raise InvalidInputError(
+            f"the label raster {path!r} has nodata {band.GetNoDataValue()}, "
+            "not 0: label 0 (background) would be polygonized; write the "
+            "labels with nodata 0")
+    polygons_path = os.fspath(polygons_path)
+    vector = ogr.GetDriverByName("GPKG").CreateDataSource(polygons_path)
+    layer = vector.CreateLayer(LABEL_POLYGONS_LAYER,
+                               srs=dataset.GetSpatialRef(),
+                               geom_type=ogr.wkbPolygon,
+                               options=["SPATIAL_INDEX=NO"])
+    layer.CreateField(ogr.FieldDefn("label", ogr.OFTInteger64))
+    cancelled = []
+
+    def report(fraction, message, data):
+        try:
+            progress(fraction)
+        except CancelledError as error:
+            cancelled.append(error)
+            return 0
+        return 1
+
+    # one SQLite transaction: a commit per polygon is 100x slower
+    layer.StartTransaction()
+    try:
+        gdal.Polygonize(band, band.GetMaskBand(), layer, 0,
+                        _polygonize_options(connectivity), callback=report)
+    except RuntimeError:
+        layer.RollbackTransaction()
+        if cancelled:
+            raise cancelled[0] from None
+        raise
+    layer.CommitTransaction()
+    vector.ExecuteSQL(f"CREATE INDEX {LABEL_POLYGONS_LAYER}_label "
+                      f"ON {LABEL_POLYGONS_LAYER}(label)")
+    layer = vector = band = dataset = None
+    progress(1.0)
+    return polygons_path
+
+
+def read_label_polygons(polygons_path):
+    """(label, [WKB of each part]) from :func:`polygonize_label_file`'s
+    GeoPackage, in ascending label order; a label's parts in the order
+    GDAL made them (as :func:`polygonize_labels` yields them).  Reads one
+    label at a time through SQLite's index."""
+    _require_gdal()
+    vector = ogr.Open(os.fspath(polygons_path))
+    layer = vector.GetLayerByName(LABEL_POLYGONS_LAYER)
+    geometry = layer.GetGeometryColumn()
+    result = vector.ExecuteSQL(
+        f'SELECT label, "{geometry}" FROM {LABEL_POLYGONS_LAYER} '
+        "ORDER BY label, fid")
+    try:
+        label, parts = None, []
+        for feature in result:
+            current = int(feature.GetField(0))
+            if current != label and parts:
+                yield label, parts
+                parts = []
+            label = current
+            parts.append(bytes(feature.GetGeometryRef().ExportToWkb()))
+        if parts:
+            yield label, parts
+    finally:
+        vector.ReleaseResultSet(result)
+        vector = None
 
 
 def cell_centre(geotransform, row, col):
@@ -318,7 +461,7 @@ class BandWriter:
         """Flush and move the file into place; returns its path."""
         self._band.FlushCache()
         self._band = self._dataset = None
-        os.replace(self._temporary, self.path)
+        _publish(self._temporary, self.path)
         _remove_quietly(self._temporary + ".aux.xml")
         return self.path
 

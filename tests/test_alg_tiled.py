@@ -9,12 +9,13 @@ import os
 
 import numpy as np
 import pytest
-from qgis.core import (QgsProcessingException, QgsProcessingFeedback,
+from qgis.core import (NULL, QgsProcessingException, QgsProcessingFeedback,
                        QgsProcessingUtils)
 
 from conftest import (cell_centre, read_features, read_raster, write_geotiff,
                       write_points)
 from gridgraph.core import tiling
+from rasters import fractal_surface, spiral_mask
 
 pytestmark = pytest.mark.usefixtures("gridgraph_provider")
 CC, CD, MST = ("gridgraph:connectedcomponents", "gridgraph:costdistance",
@@ -129,17 +130,80 @@ def test_small_raster_under_a_memory_limit_stays_in_memory(run_algorithm,
     assert streamed == []
 
 
-def test_components_polygons_refused_on_the_tiled_path(run_algorithm,
-                                                       tmp_path):
-    path = write_geotiff(tmp_path / "v.tif", np.ones((9, 9)))
-    with pytest.raises(QgsProcessingException) as error:
-        run_algorithm(CC, {"INPUT": path, "TILE_SIZE": 8,
-                           "OUTPUT": str(tmp_path / "l.tif"),
-                           "OUTPUT_POLYGONS": str(tmp_path / "p.gpkg")})
-    message = str(error.value)
-    assert "OUTPUT_POLYGONS" in message and "tiled" in message
-    assert "TILE_SIZE to 0" in message
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.tif"]
+def spiral_and_fractal(size=75):
+    """A nonzero-mode raster (one spiral arm across every tile, plus nodata
+    specks) and an equal-mode one (fractal classes, NaN holes), neither a
+    multiple of the tile size."""
+    spiral = spiral_mask(size).astype(np.float32)
+    spiral[np.random.default_rng(2).random(spiral.shape) < 0.03] = -1
+    classes = np.floor(fractal_surface((size - 5, size + 13), seed=4)
+                       / 120).astype(np.float64)
+    classes[np.random.default_rng(6).random(classes.shape) < 0.05] = np.nan
+    return {"nonzero": (spiral, -1), "equal": (classes, None)}
+
+
+def feature_rows(path):
+    """(attributes, WKT) of every feature of a vector output, in order."""
+    return [(attributes, geometry.asWkt(17))
+            for attributes, geometry in read_features(path)]
+
+
+@pytest.mark.parametrize("mode,connectivity,tile_size", [
+    ("nonzero", 0, 16), ("nonzero", 1, 64), ("equal", 0, 16),
+    ("equal", 1, 64)])
+def test_components_tiled_polygons_equal_in_memory(run_algorithm, tmp_path,
+                                                   streamed, mode,
+                                                   connectivity, tile_size):
+    values, nodata = spiral_and_fractal()[mode]
+    path = write_geotiff(tmp_path / "v.tif", values, nodata=nodata,
+                         data_type="Float32" if mode == "nonzero"
+                         else "Float64")
+    whole, tiled, _ = run_both(
+        run_algorithm, CC, {"INPUT": path, "MODE": ("equal", "nonzero").index(
+            mode), "CONNECTIVITY": connectivity,
+            "OUTPUT_POLYGONS": str(tmp_path / "whole-polygons.gpkg")},
+        tmp_path, ["OUTPUT"], TILE_SIZE=tile_size,
+        OUTPUT_POLYGONS=str(tmp_path / "tiled-polygons.gpkg"))
+    assert tiled["COMPONENTS"] == whole["COMPONENTS"]
+    labels, label_nodata = read_raster(tiled["OUTPUT"])[:2]
+    whole_labels = read_raster(whole["OUTPUT"])[0]
+    np.testing.assert_array_equal(labels, whole_labels)
+    assert labels.dtype == whole_labels.dtype == np.int32
+    assert label_nodata == 0
+
+    polygons = feature_rows(tiled["OUTPUT_POLYGONS"])
+    assert polygons == feature_rows(whole["OUTPUT_POLYGONS"])
+    # and they describe the labels: one feature per label in label order,
+    # cell counts from the raster, the cells' value in equal mode
+    assert [a["label"] for a, _ in polygons] == \
+        list(range(1, tiled["COMPONENTS"] + 1))
+    counts = np.bincount(labels.ravel(), minlength=tiled["COMPONENTS"] + 1)
+    assert [a["cells"] for a, _ in polygons] == counts[1:].tolist()
+    assert all(a["area"] == 100.0 * a["cells"] for a, _ in polygons)
+    if mode == "equal":
+        first = {}
+        for label, value in zip(labels.ravel(), values.ravel()):
+            first.setdefault(label, value)
+        assert [a["value"] for a, _ in polygons] == \
+            [first[label] for label in range(1, tiled["COMPONENTS"] + 1)]
+    else:
+        assert all(a["value"] == NULL for a, _ in polygons)
+    assert_streamed_from_removed_folder(streamed, 1)
+
+
+def test_components_tiled_spiral_is_one_polygon(run_algorithm, tmp_path):
+    values = spiral_mask(75).astype(np.uint8)
+    path = write_geotiff(tmp_path / "v.tif", values, data_type="Byte")
+    result = run_algorithm(CC, {
+        "INPUT": path, "MODE": 1, "TILE_SIZE": 8,
+        "OUTPUT": str(tmp_path / "l.tif"),
+        "OUTPUT_POLYGONS": str(tmp_path / "p.gpkg")})
+    (attributes, geometry), = read_features(result["OUTPUT_POLYGONS"])
+    assert attributes["label"] == 1 == result["COMPONENTS"]
+    assert attributes["cells"] == int(values.sum())
+    # cells of 10 m: the polygon's area is the cells' area, holes excluded
+    assert geometry.area() == pytest.approx(100.0 * values.sum())
+    assert geometry.isMultipart() and len(geometry.asMultiPolygon()) == 1
 
 
 def test_tiled_all_nodata_is_an_error(run_algorithm, tmp_path):
@@ -348,5 +412,34 @@ def test_cancel_on_the_tiled_path_leaves_nothing(run_algorithm, tmp_path,
         run_algorithm(algorithm_id, parameters, feedback)
     assert "cancelled" in str(error.value)
     assert reports, "the algorithm never reported progress"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs"]
+    assert set(tiled_folders()) == before
+
+
+@pytest.mark.parametrize("cancel_at", [0, 61, 71])
+def test_cancel_while_making_polygons_leaves_nothing(run_algorithm, tmp_path,
+                                                     cancel_at):
+    # 0: in the engine; 61: summing the attributes; 71: polygonizing
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    values = np.floor(fractal_surface((90, 70), seed=3) / 100)
+    raster = write_geotiff(inputs / "values.tif", values)
+    feedback = QgsProcessingFeedback()
+    reports = []
+
+    def cancel_past_threshold(percent):
+        reports.append(percent)
+        if percent >= cancel_at:
+            feedback.cancel()
+    feedback.progressChanged.connect(cancel_past_threshold)
+    before = set(tiled_folders())
+    with pytest.raises(QgsProcessingException) as error:
+        run_algorithm(CC, {"INPUT": raster, "TILE_SIZE": 16,
+                           "OUTPUT": str(tmp_path / "labels.tif"),
+                           "OUTPUT_POLYGONS": str(tmp_path / "p.gpkg")},
+                      feedback)
+    assert "cancelled" in str(error.value)
+    assert any(cancel_at <= percent < cancel_at + 10 for percent in reports)
+    assert max(reports) < cancel_at + 10, "it went on after the cancel"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs"]
     assert set(tiled_folders()) == before

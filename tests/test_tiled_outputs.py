@@ -1,11 +1,20 @@
-"""Outputs of tiled results written without loading them: the GeoTIFF data
-type of int64 rasters (the same in memory and streamed)."""
+"""Outputs of tiled results made without loading them: the GeoTIFF data
+type of int64 rasters, component attributes and polygons, each equal to
+the in-memory function's on the same rasters."""
+
+import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from osgeo import gdal
 
-from gridgraph.core import InvalidInputError, io, tiling
+from gridgraph.core import (CancelledError, InvalidInputError,
+                            component_summary, connected_components, io,
+                            tiling)
+from gridgraph.core.tiled_outputs import component_summary_streamed
+from rasters import fractal_surface, spiral_mask
 
 GEOTRANSFORM = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0)
 
@@ -84,3 +93,148 @@ def test_band_writer_without_a_range_keeps_int64_exact(tmp_path):
     with pytest.raises(InvalidInputError):
         writer.write(0, 0, np.array([[2**53 + 1, 0]], dtype=np.int64))
     writer.abort()
+
+
+# ------------------------------------------------------ component summary
+
+def test_component_summary_streamed_literal():
+    labels = np.array([[1, 1, 0],
+                       [2, 0, 1],
+                       [2, 3, 3]])
+    values = np.array([[5, 5, 0],
+                       [7, 0, 5],
+                       [7, -0.0, 0.0]])
+    cells, first = component_summary_streamed(labels, values, 3,
+                                              strip_cells=1)
+    assert cells.tolist() == [3, 2, 2]
+    assert first.tolist() == [5, 7, 0]
+    assert str(first[2]) == "-0.0"  # the first cell's, not any cell's
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 30), cols=st.integers(1, 30),
+       seed=st.integers(0, 2**16), strip_cells=st.integers(1, 200),
+       connectivity=st.sampled_from([4, 8]))
+def test_component_summary_streamed_equals_in_memory(rows, cols, seed,
+                                                     strip_cells,
+                                                     connectivity):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 3, size=(rows, cols)).astype(np.float32)
+    values[rng.random(values.shape) < 0.1] = np.nan
+    result = connected_components(values, connectivity, "equal",
+                                  backend="cpu")
+    expected = component_summary(result.labels, values, result.count)
+    cells, first = component_summary_streamed(
+        result.labels, values, result.count, strip_cells=strip_cells)
+    np.testing.assert_array_equal(cells, expected[0])
+    np.testing.assert_array_equal(first, expected[1])
+    assert first.dtype == expected[1].dtype
+
+
+def test_component_summary_streamed_from_files(tmp_path):
+    values = np.floor(fractal_surface((70, 45), seed=2) / 150)
+    result = connected_components(values, 8, "equal", backend="cpu")
+    labels_path = tmp_path / "labels.npy"
+    np.save(labels_path, result.labels)
+    values_path = str(tmp_path / "values.tif")
+    io.write_raster(values_path, values, GEOTRANSFORM, "")
+    cells, first = component_summary_streamed(
+        np.load(labels_path, mmap_mode="r"), values_path, result.count,
+        out_dir=str(tmp_path), strip_cells=100)
+    assert isinstance(cells, np.memmap) and isinstance(first, np.memmap)
+    expected = component_summary(result.labels, values, result.count)
+    np.testing.assert_array_equal(cells, expected[0])
+    np.testing.assert_array_equal(first, expected[1])
+    only_cells, no_values = component_summary_streamed(
+        result.labels, None, result.count, strip_cells=7)
+    np.testing.assert_array_equal(only_cells, expected[0])
+    assert no_values is None
+
+
+def test_component_summary_streamed_cancels():
+    with pytest.raises(CancelledError):
+        component_summary_streamed(np.ones((4, 4), np.int32), None, 1,
+                                   progress=lambda fraction: False)
+
+
+# --------------------------------------------------------------- polygons
+
+def polygons_by_label(pairs):
+    grouped = {}
+    for label, wkb in pairs:
+        grouped.setdefault(label, []).append(wkb)
+    return sorted(grouped.items())
+
+
+@pytest.mark.parametrize("name,connectivity", [
+    ("spiral", 4), ("spiral", 8), ("classes", 4), ("classes", 8)])
+def test_polygonize_label_file_equals_in_memory(tmp_path, name,
+                                                connectivity):
+    if name == "spiral":
+        values, mode = spiral_mask(41).astype(np.float32), "nonzero"
+    else:
+        values = np.floor(fractal_surface((37, 52), seed=9) / 90)
+        values[::7, ::5] = np.nan
+        mode = "equal"
+    labels = connected_components(values, connectivity, mode,
+                                  backend="cpu").labels
+    geotransform = (500000.0, 10.0, 0.0, 5000000.0, 0.0, -10.0)
+    labels_path = str(tmp_path / "labels.tif")
+    tiling.write_geotiff(labels, labels_path, geotransform, "", nodata=0,
+                         strip_rows=3)
+    polygons = io.polygonize_label_file(
+        labels_path, str(tmp_path / "p.gpkg"), connectivity)
+    streamed = list(io.read_label_polygons(polygons))
+    expected = polygons_by_label(io.polygonize_labels(
+        labels, geotransform, "", connectivity))
+    assert [label for label, _ in streamed] == \
+        list(range(1, labels.max() + 1))
+    assert streamed == expected
+
+
+def test_polygonize_label_file_needs_nodata_zero(tmp_path):
+    path = str(tmp_path / "labels.tif")
+    io.write_raster(path, np.ones((3, 3), np.int32), GEOTRANSFORM, "")
+    with pytest.raises(InvalidInputError, match="nodata"):
+        io.polygonize_label_file(path, str(tmp_path / "p.gpkg"))
+
+
+def test_polygonize_label_file_cancels(tmp_path):
+    path = str(tmp_path / "labels.tif")
+    io.write_raster(path, np.arange(1, 10, dtype=np.int32).reshape(3, 3),
+                    GEOTRANSFORM, "", nodata=0)
+    with pytest.raises(CancelledError):
+        io.polygonize_label_file(path, str(tmp_path / "p.gpkg"),
+                                 progress=lambda fraction: fraction < 0.5)
+
+
+def test_move_raster_across_file_systems(tmp_path, monkeypatch):
+    source = tmp_path / "made.tif"
+    io.write_raster(str(source), np.ones((2, 2)), GEOTRANSFORM, "")
+    content = source.read_bytes()
+    real_replace = io.os.replace
+
+    def no_rename_from_source(a, b):
+        if str(a) == str(source):
+            raise OSError(io.errno.EXDEV, "cross-device link")
+        return real_replace(a, b)
+    monkeypatch.setattr(io.os, "replace", no_rename_from_source)
+    target = tmp_path / "out" / "final.tif"
+    target.parent.mkdir()
+    assert io.move_raster(str(source), str(target)) == str(target)
+    assert target.read_bytes() == content
+    assert not source.exists()
+    assert sorted(p.name for p in target.parent.iterdir()) == ["final.tif"]
+
+
+def test_written_rasters_get_the_umask_mode(tmp_path):
+    umask = os.umask(0o027)
+    try:
+        whole = io.write_raster(str(tmp_path / "whole.tif"), np.ones((2, 2)),
+                                GEOTRANSFORM, "")
+        streamed = tiling.write_geotiff(np.ones((2, 2)),
+                                        str(tmp_path / "streamed.tif"))
+    finally:
+        os.umask(umask)
+    for path in (whole, streamed):  # not mkstemp's 0600
+        assert os.stat(path).st_mode & 0o777 == 0o640
