@@ -277,7 +277,8 @@ def _tight_masks(cost, dist, rows, cols, connectivity, offsets, passed,
     cell = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if cell < rows * cols:
         bits = 0
-        cb = cost[cell]
+        # float64 sums, as in the relaxation (the costs may be float32)
+        cb = np.float64(cost[cell])
         own = dist[cell]
         if cb == cb and own < np.inf:
             row = cell // cols
@@ -288,7 +289,7 @@ def _tight_masks(cost, dist, rows, cols, connectivity, offsets, passed,
                 if nr < 0 or nr >= rows or nc < 0 or nc >= cols:
                     continue
                 neighbour = nr * cols + nc
-                ca = cost[neighbour]
+                ca = np.float64(cost[neighbour])
                 if ca != ca:
                     continue
                 da = dist[neighbour]
@@ -432,7 +433,8 @@ def _predecessors(cost, dist, hops, rows, cols, connectivity, offsets, passed,
     cell = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if cell < rows * cols:
         code = PREDECESSOR_UNREACHED
-        cb = cost[cell]
+        # float64 sums, as in the relaxation (the costs may be float32)
+        cb = np.float64(cost[cell])
         own = dist[cell]
         if cb == cb and own < np.inf:
             if hops[cell] == 0:
@@ -448,7 +450,7 @@ def _predecessors(cost, dist, hops, rows, cols, connectivity, offsets, passed,
                     if nr < 0 or nr >= rows or nc < 0 or nc >= cols:
                         continue
                     neighbour = nr * cols + nc
-                    ca = cost[neighbour]
+                    ca = np.float64(cost[neighbour])
                     if ca != ca:
                         continue
                     da = dist[neighbour]
