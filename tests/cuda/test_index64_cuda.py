@@ -53,7 +53,7 @@ def test_mst(int64_indices):
 
 def test_cost_distance_with_pointer_jumping(int64_indices):
     rng = np.random.default_rng(23)
-    cost = rng.uniform(0, 5, (9, 10))
+    cost = rng.integers(0, 3, (9, 10)).astype(np.float64)  # exact ties
     valid = rng.random(cost.shape) > 0.1
     cells = np.argwhere(valid)[[0, -1]]
     ids = np.array([5, 9])  # two ids: allocation by pointer jumping
@@ -62,9 +62,8 @@ def test_cost_distance_with_pointer_jumping(int64_indices):
                               Progress())
     result = cost_cuda.solve(cost, valid, cells, ids, 8, steps, np.inf,
                              Progress())
-    np.testing.assert_allclose(result[0], expected[0], rtol=1e-9)
-    # random real costs: no two paths tie, so directions and allocation are
-    # unique and must match the CPU's exactly
+    np.testing.assert_array_equal(result[0], expected[0])
+    # int64 hops and roots: the canonical trees, ties included
     np.testing.assert_array_equal(result[1], expected[1])
     np.testing.assert_array_equal(result[2], expected[2])
     assert set(np.unique(result[2])) == {0, 5, 9} or set(
