@@ -7,9 +7,12 @@ One run on the GPU machine checks and times every operation:
   against cupyx.scipy.ndimage.label in the same run;
 * minimum spanning tree: fractal float32 surface, 4- and 8-connected, ``max`` weight; edges and
   weights identical to the CPU backend (at --parity-size);
-* cost distance: fractal cost, one source in the centre, 8-connected; accumulated cost within
-  1e-9 relative of the CPU backend, predecessors and allocation path-consistent (at
-  --parity-size); CPU time at --parity-size (and at full size with --cpu-full).
+* cost distance: fractal cost, one source in the centre, 8-connected; accumulated cost,
+  predecessors and allocation identical to the CPU backend (canonical ties), and
+  path-consistent (at --parity-size); CPU time at --parity-size (and at full size with
+  --cpu-full); plus an integer-plateau raster (exact ties everywhere) with three source ids at
+  4/8/16-connectivity, identical to the CPU, and the tiled path's per-tile solve
+  (``solve_seeded``) from the sources, identical to the in-memory distances.
 
 Times: "device" = inputs already on the GPU, outputs left there (median of --repeat runs after a
 warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run);
@@ -298,10 +301,62 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
             entry["max_relative_difference"] = float(relative.max(initial=0.0))
             entry["bit_identical_cells"] = float(np.mean(gpu_out[0][reached] == cpu_out[0][reached]))
             entry["same_predecessor_share"] = float(np.mean(gpu_out[1] == cpu_out[1]))
+            entry["identical_to_cpu"] = identical_cost_outputs(gpu_out, cpu_out)
             del cpu_out
         results.append(entry)
         log(json.dumps(results[-1], default=float))
         del gpu_out, d_cost, d_valid
+    bench_cost_distance_ties(parity_size, results)
+
+
+def identical_cost_outputs(gpu_out, cpu_out):
+    """Accumulated cost (bit for bit, NaN where unreached), predecessors and allocation."""
+    return bool(np.array_equal(gpu_out[0], cpu_out[0], equal_nan=True)
+                and np.array_equal(gpu_out[1], cpu_out[1])
+                and np.array_equal(gpu_out[2], cpu_out[2]))
+
+
+def bench_cost_distance_ties(side, results):
+    """Exact ties everywhere (integer plateaus, zero-cost regions): the canonical predecessors
+    and allocation must be the CPU's; and the tiled path's per-tile solve from the sources must
+    give the in-memory distances."""
+    from gridgraph.core.costdistance import _cpu, _cuda, _step_lengths
+    cost = (fractal_surface((side, side), seed=7) // 250).astype(np.uint8)  # 0..4
+    valid = np.ones(cost.shape, bool)
+    valid[::61, ::53] = False
+    source = np.array([[side // 4, side // 4], [side // 2, 3 * side // 4],
+                       [3 * side // 4, side // 3]])
+    ids = np.array([1, 2, 3])
+    for connectivity in (4, 8, 16):
+        steps = _step_lengths(connectivity, None)
+        stats = {}
+        gpu_time, gpu_out = wall(lambda: _cuda.solve(cost, valid, source, ids, connectivity,
+                                                     steps, np.inf, Progress()))
+        cpu_time, cpu_out = wall(lambda: _cpu.solve(cost, valid, source, ids, connectivity,
+                                                    steps, np.inf, Progress()))
+        entry = dict(operation=f"cost distance {connectivity}-conn, integer plateaus 0-4, "
+                               f"3 source ids, {side}² (parity)",
+                     end_to_end_s=gpu_time, cpu_s=cpu_time,
+                     identical_to_cpu=identical_cost_outputs(gpu_out, cpu_out),
+                     path_consistent=check_cost_paths(*gpu_out, cost, steps, 100000,
+                                                      np.random.default_rng(3)))
+        if connectivity == 8:
+            seeds = source[:, 0] * side + source[:, 1]
+            distance = np.where(valid, np.inf, -np.inf)
+            hops = np.full(cost.shape, np.iinfo(np.int64).max)
+            distance.flat[seeds] = 0.0
+            hops.flat[seeds] = 0
+            seeded_time, (seeded_distance, _) = wall(lambda: _cuda.solve_seeded(
+                cost, valid, distance, hops, seeds, connectivity, steps, np.inf, stats=stats))
+            entry["seeded_s"] = seeded_time
+            entry["seeded_identical_distances"] = bool(np.array_equal(
+                seeded_distance[valid], np.where(np.isnan(gpu_out[0]), np.inf,
+                                                 gpu_out[0])[valid]))
+            entry["seeded_phases"] = stats
+            entry["identical_to_cpu"] &= entry["seeded_identical_distances"]
+        results.append(entry)
+        log(json.dumps(results[-1], default=float))
+        del gpu_out, cpu_out
 
 
 def bench_odd_shapes(results):
@@ -342,7 +397,7 @@ def bench_odd_shapes(results):
         cost[~valid] = np.nan
         cells = np.argwhere(valid)[rng.integers(0, valid.sum(), 3)]
         ids = np.array([1, 2, 3])
-        worst, reached_same, consistent = 0.0, True, True
+        worst, reached_same, consistent, identical = 0.0, True, True, True
         for connectivity in (4, 8, 16):
             steps = _step_lengths(connectivity, None)
             for max_cost in (np.inf, 2000.0):
@@ -356,10 +411,12 @@ def bench_odd_shapes(results):
                     np.abs(a[0][reached]), 1e-300)
                 worst = max(worst, float(relative.max(initial=0.0)))
                 consistent &= check_cost_paths(*b, np.nan_to_num(cost), steps, 100000, rng)
+                identical &= identical_cost_outputs(b, a)
         results.append(dict(operation=f"cost distance {shape[0]}x{shape[1]}, 4/8/16-conn, "
                                       "3 sources, barriers, max_cost (parity)",
                             same_reached=reached_same, max_relative_difference=worst,
-                            bit_identical_cells=float("nan"), path_consistent=consistent))
+                            bit_identical_cells=float("nan"), path_consistent=consistent,
+                            identical_to_cpu=identical))
         log(json.dumps(results[-1]))
 
 
