@@ -352,16 +352,6 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                     "and MEMORY_LIMIT_MB to 0 when the raster fits in "
                     "memory").format(name=name, path=path))
 
-    def notTiledYet(self, raster, name, what):  # noqa: N802
-        """Refuse an output the tiled path cannot give yet (before computing)."""
-        if raster.tiled:
-            raise QgsProcessingException(self.tr(
-                "{what} ({name}) is not available on the tiled (out-of-core) "
-                "path yet: it needs the whole raster in memory. Leave {name} "
-                "unset, or set TILE_SIZE to 0 and MEMORY_LIMIT_MB to 0 (or "
-                "large enough for the raster) to run in memory").format(
-                    what=what, name=name))
-
     @staticmethod
     def outputProjection(layer, raster):  # noqa: N802
         """WKT of the layer's CRS (as QGIS sees it) for the outputs."""

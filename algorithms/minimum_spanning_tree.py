@@ -13,8 +13,12 @@ from qgis.PyQt.QtCore import QVariant
 from ..core import minimum_spanning_tree, segment_by_threshold
 from ..core import io as raster_io
 from ..core.mst import tiled
+from ..core.tiled_outputs import segment_by_threshold_streamed
 from .base import GridGraphAlgorithm, progress_callback
 from .styles import LabelStyle
+
+# Tree edges turned into line features at a time.
+LINE_CHUNK = 10000
 
 
 class MinimumSpanningTree(GridGraphAlgorithm):
@@ -74,9 +78,11 @@ class MinimumSpanningTree(GridGraphAlgorithm):
             "use one). A tile size (a power of two >= 8), or a raster file "
             "larger than the memory limit (0 = half the available RAM), runs "
             "the tiled (out-of-core) engine: the raster is read and the "
-            "parent directions written tile by tile (GeoTIFF output only), "
-            "with the same forest; segments need the in-memory path. The "
-            "Dask scheduler must stay empty in this version.")
+            "parent directions written tile by tile (GeoTIFF outputs only), "
+            "with the same forest; lines are streamed from the edge list on "
+            "disk and segments labelled in strips of rows (the tile size, or "
+            "as many as a quarter of the memory limit holds), with the same "
+            "results. The Dask scheduler must stay empty in this version.")
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Input raster")
@@ -139,25 +145,31 @@ class MinimumSpanningTree(GridGraphAlgorithm):
             parameters, self.OUTPUT_SEGMENTS, context)
         threshold = None
         if segments_path is not None:
-            self.notTiledYet(raster, self.OUTPUT_SEGMENTS, self.tr("Segments"))
             threshold = self.parameterAsDouble(parameters, self.THRESHOLD,
                                                context)
         want_lines = self.sinkRequested(parameters, self.OUTPUT_LINES, context)
-        self.checkTiledOutputs(raster, {self.OUTPUT_DIRECTION: direction_path})
+        self.checkTiledOutputs(raster, {self.OUTPUT_DIRECTION: direction_path,
+                                        self.OUTPUT_SEGMENTS: segments_path})
+        scale = self.scaleOptions(parameters, context)
 
         with self.tiledOutputFolder(raster) as out_dir:
             result = self.runTimed(
                 feedback, minimum_spanning_tree, raster.values,
                 connectivity=connectivity, weight=weight, nodata=raster.nodata,
                 progress=progress_callback(feedback, 0.0, 0.8),
-                **raster.engineKeywords(out_dir),
-                **self.scaleOptions(parameters, context))
+                edges=want_lines or segments_path is not None,
+                **raster.engineKeywords(out_dir), **scale)
             if result.trees == 0 and raster.tiled:  # no valid cell at all
                 raise self.noValidCellError(layer, raster.band, raster.nodata)
-            feedback.pushInfo(self.tr(
-                "{edges} edge(s) in {trees} tree(s), total weight {total}"
-            ).format(edges=len(result.edges), trees=result.trees,
-                     total=result.total_weight))
+            if result.edges is not None:
+                feedback.pushInfo(self.tr(
+                    "{edges} edge(s) in {trees} tree(s), total weight {total}"
+                ).format(edges=len(result.edges), trees=result.trees,
+                         total=result.total_weight))
+            else:
+                feedback.pushInfo(self.tr(
+                    "{trees} tree(s), total weight {total}").format(
+                        trees=result.trees, total=result.total_weight))
             if want_lines and len(result.edges) > max_lines:
                 raise QgsProcessingException(self.tr(
                     "The tree has {edges} edges, so the lines output would "
@@ -168,17 +180,25 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                                                   limit=max_lines))
 
             segments = None
-            if segments_path is not None:
+            if segments_path is not None and raster.tiled:
+                segments, count = self.runEngine(
+                    segment_by_threshold_streamed, result, threshold,
+                    out_dir=out_dir, strip_rows=scale["tile_size"],
+                    memory_limit_mb=scale["memory_limit_mb"],
+                    progress=progress_callback(feedback, 0.8, 0.9))
+            elif segments_path is not None:
                 segments, count = self.runEngine(segment_by_threshold, result,
                                                  threshold)
+            if segments is not None:
                 feedback.pushInfo(self.tr(
                     "{n} segment(s) at threshold {t}").format(
                         n=count, t=threshold))
             lines = []
-            if want_lines:
+            if want_lines and not raster.tiled:
                 lines = self.edgeLines(result, raster, feedback)
             self.checkCanceled(feedback)
 
+            # publishing: nothing below is cancelled (nor is it in memory)
             outputs = {self.TOTAL_WEIGHT: result.total_weight,
                        self.TREES: result.trees}
             if want_lines:
@@ -195,6 +215,10 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                                  0)
                 self.setStyle(context, segments_path, LabelStyle(count))
                 outputs[self.OUTPUT_SEGMENTS] = segments_path
+            if want_lines and raster.tiled:
+                # streamed from the edge memmap, a chunk at a time
+                for chunk in self.edgeLineChunks(result, raster):
+                    sink.addFeatures(chunk, QgsFeatureSink.FastInsert)
         if want_lines:
             sink.addFeatures(lines, QgsFeatureSink.FastInsert)
             outputs[self.OUTPUT_LINES] = sink_id
@@ -209,22 +233,35 @@ class MinimumSpanningTree(GridGraphAlgorithm):
         fields.append(QgsField("to", QVariant.LongLong))
         return fields
 
-    def edgeLines(self, result, raster, feedback):  # noqa: N802
-        """One two-point line per tree edge, between the cells' centres."""
-        rows, cols = np.unravel_index(result.edges, result.shape)
-        xs, ys = raster_io.cell_centre(raster.geotransform, rows, cols)
+    def edgeLineChunks(self, result, raster, chunk_size=LINE_CHUNK):  # noqa: N802
+        """Lists of two-point line features, one per tree edge between the
+        cells' centres, ``chunk_size`` edges at a time in the edge order
+        (never more of the edge list in memory than a chunk)."""
         fields = self.lineFields()
-        lines = []
         total = len(result.edges)
-        for index in range(total):
-            feature = QgsFeature(fields)
-            feature.setGeometry(QgsGeometry(QgsLineString(
-                xs[index].tolist(), ys[index].tolist())))
-            feature.setAttributes([float(result.weights[index]),
-                                   int(result.edges[index, 0]),
-                                   int(result.edges[index, 1])])
-            lines.append(feature)
-            if index % 10000 == 0:
-                self.checkCanceled(feedback)
-                feedback.setProgress(80 + 10 * index / total)
+        for start in range(0, total, chunk_size):
+            edges = np.asarray(result.edges[start:start + chunk_size])
+            weights = np.asarray(result.weights[start:start + chunk_size])
+            rows, cols = np.unravel_index(edges, result.shape)
+            xs, ys = raster_io.cell_centre(raster.geotransform, rows, cols)
+            chunk = []
+            for index in range(len(edges)):
+                feature = QgsFeature(fields)
+                feature.setGeometry(QgsGeometry(QgsLineString(
+                    xs[index].tolist(), ys[index].tolist())))
+                feature.setAttributes([float(weights[index]),
+                                       int(edges[index, 0]),
+                                       int(edges[index, 1])])
+                chunk.append(feature)
+            yield chunk
+
+    def edgeLines(self, result, raster, feedback):  # noqa: N802
+        """All the line features (the in-memory path: made before any
+        output is written, so a cancel leaves nothing)."""
+        lines = []
+        total = max(len(result.edges), 1)
+        for chunk in self.edgeLineChunks(result, raster):
+            lines.extend(chunk)
+            self.checkCanceled(feedback)
+            feedback.setProgress(80 + 10 * len(lines) / total)
         return lines

@@ -369,15 +369,137 @@ def test_mst_memory_limit_forces_the_tiled_path(run_algorithm, tmp_path):
                                   read_raster(whole["OUTPUT_DIRECTION"])[0])
 
 
-def test_mst_segments_refused_on_the_tiled_path(run_algorithm, tmp_path):
-    path = write_geotiff(tmp_path / "v.tif", np.ones((9, 9)))
-    with pytest.raises(QgsProcessingException) as error:
-        run_algorithm(MST, {"INPUT": path, "TILE_SIZE": 8, "THRESHOLD": 1.0,
-                            "OUTPUT_DIRECTION": str(tmp_path / "d.tif"),
-                            "OUTPUT_SEGMENTS": str(tmp_path / "s.tif")})
-    assert "OUTPUT_SEGMENTS" in str(error.value)
-    assert "tiled" in str(error.value)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.tif"]
+def mst_rasters():
+    """A fractal surface (trees and segments cross many tiles) with nodata
+    specks, and a spiral arm of varying values on nodata (one long tree
+    through every tile); neither side a multiple of the tile size."""
+    surface = fractal_surface((70, 83), seed=12)
+    surface[np.random.default_rng(13).random(surface.shape) < 0.04] = -1
+    spiral = np.where(spiral_mask(75), np.random.default_rng(14).uniform(
+        0, 10, size=(75, 75)), -1).astype(np.float32)
+    return {"fractal": surface, "spiral": spiral}
+
+
+@pytest.mark.parametrize("name,weight,connectivity,tile_size,threshold", [
+    ("fractal", 3, 0, 16, 37.0),
+    ("fractal", 0, 1, 64, 640.0),
+    ("spiral", 3, 0, 16, 6.9),
+    ("spiral", 2, 1, 64, 7.8),
+])
+def test_mst_tiled_lines_and_segments_equal_in_memory(
+        run_algorithm, tmp_path, streamed, name, weight, connectivity,
+        tile_size, threshold):
+    values = mst_rasters()[name]
+    path = write_geotiff(tmp_path / "v.tif", values, nodata=-1,
+                         data_type="Float32")
+    whole, tiled, _ = run_both(
+        run_algorithm, MST,
+        {"INPUT": path, "WEIGHT": weight, "CONNECTIVITY": connectivity,
+         "THRESHOLD": threshold,
+         "OUTPUT_LINES": str(tmp_path / "whole-lines.gpkg")},
+        tmp_path, ["OUTPUT_DIRECTION", "OUTPUT_SEGMENTS"],
+        TILE_SIZE=tile_size, OUTPUT_LINES=str(tmp_path / "tiled-lines.gpkg"))
+    assert (tiled["TREES"], tiled["TOTAL_WEIGHT"]) == \
+        (whole["TREES"], whole["TOTAL_WEIGHT"])
+
+    lines = feature_rows(tiled["OUTPUT_LINES"])
+    assert lines == feature_rows(whole["OUTPUT_LINES"])
+    valid = int((values != -1).sum())
+    assert len(lines) == valid - tiled["TREES"]
+    keys = [(a["weight"], a["from"], a["to"]) for a, _ in lines]
+    assert keys == sorted(keys) and all(low < high for _, low, high in keys)
+
+    segments, nodata = read_raster(tiled["OUTPUT_SEGMENTS"])[:2]
+    whole_segments, whole_nodata = read_raster(whole["OUTPUT_SEGMENTS"])[:2]
+    np.testing.assert_array_equal(segments, whole_segments)
+    assert segments.dtype == whole_segments.dtype == np.int32
+    assert nodata == whole_nodata == 0
+    # a forest cut at the threshold: one piece per valid cell less one per
+    # kept edge; labels 1..n in scan order of first cells, 0 on nodata
+    kept = sum(1 for weight_, _, _ in keys if weight_ <= threshold)
+    count = valid - kept
+    assert tiled["TREES"] < count < valid / 3
+    # some segment spans several tiles
+    tile_of = (np.arange(values.shape[0])[:, None] // tile_size
+               * 100 + np.arange(values.shape[1])[None, :] // tile_size)
+    spans = {}
+    for label, tile in zip(segments.ravel(), tile_of.ravel()):
+        spans.setdefault(label, set()).add(tile)
+    assert max(len(tiles) for label, tiles in spans.items() if label) >= 3
+    first_seen = list(dict.fromkeys(segments.ravel()[values.ravel() != -1]))
+    assert first_seen == list(range(1, count + 1))
+    assert not segments[values == -1].any()
+    # lines stream from the edge memmap; direction and segments rasters too
+    assert_streamed_from_removed_folder(streamed, 2)
+
+
+def test_mst_tiled_segments_literal(run_algorithm, tmp_path):
+    # absdiff weights cut at 1: the 2/3 "U" is one segment whose arms meet
+    # only in the last row (another strip and tile than their tops), the
+    # 7s are split by a nodata column into two segments numbered after it
+    values = np.full((10, 10), 7.0)
+    values[:, 0] = values[:, 9] = 2
+    values[9] = [2, 3, 2, 3, 2, 3, 2, 3, 2, 3]
+    values[:9, 5] = -1
+    path = write_geotiff(tmp_path / "v.tif", values, nodata=-1)
+    result = run_algorithm(MST, {
+        "INPUT": path, "WEIGHT": 3, "THRESHOLD": 1.0, "TILE_SIZE": 8,
+        "OUTPUT_SEGMENTS": str(tmp_path / "s.tif")})
+    expected = np.array([[1, 2, 2, 2, 2, 0, 3, 3, 3, 1]] * 9
+                        + [[1] * 10])
+    np.testing.assert_array_equal(read_raster(result["OUTPUT_SEGMENTS"])[0],
+                                  expected)
+
+
+def threshold_pieces(values, valid, connectivity, weight, threshold):
+    """Oracle: a minimum spanning forest cut at a threshold has the pieces
+    of the grid graph restricted to edges of weight <= threshold (whatever
+    the forest), labelled here with scipy in scan order of first cells."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    rows, cols = values.shape
+    index = np.arange(rows * cols).reshape(rows, cols)
+    flat_values = values.astype(np.float32).ravel()
+    flat_valid = valid.ravel()
+    offsets = [(0, 1), (1, 0)] + ([(1, 1), (1, -1)] if connectivity == 8
+                                  else [])
+    ends = []
+    for dr, dc in offsets:
+        a = index[:rows - dr, max(0, -dc):cols - max(0, dc)].ravel()
+        b = a + dr * cols + dc
+        va, vb = flat_values[a], flat_values[b]
+        w = np.abs(va - vb) if weight == "absdiff" else np.maximum(va, vb)
+        ok = flat_valid[a] & flat_valid[b] & (w <= threshold)
+        ends.append((a[ok], b[ok]))
+    a = np.concatenate([e[0] for e in ends])
+    b = np.concatenate([e[1] for e in ends])
+    graph = coo_matrix((np.ones(a.size), (a, b)), shape=(index.size,) * 2)
+    _, piece = connected_components(graph, directed=False)
+    labels = np.zeros(index.size, dtype=np.int64)
+    numbers = {}
+    for cell in np.flatnonzero(flat_valid):
+        labels[cell] = numbers.setdefault(piece[cell], len(numbers) + 1)
+    return labels.reshape(rows, cols)
+
+
+@pytest.mark.parametrize("weight,connectivity,threshold", [
+    (3, 0, 57.0), (3, 1, 40.0), (0, 0, 663.0), (0, 1, 661.0)])
+def test_mst_tiled_segments_equal_the_threshold_graph(
+        run_algorithm, tmp_path, weight, connectivity, threshold):
+    values = fractal_surface((53, 45), seed=31)
+    values[np.random.default_rng(32).random(values.shape) < 0.08] = -1
+    path = write_geotiff(tmp_path / "v.tif", values, nodata=-1,
+                         data_type="Float32")
+    result = run_algorithm(MST, {
+        "INPUT": path, "WEIGHT": weight, "CONNECTIVITY": connectivity,
+        "THRESHOLD": threshold, "TILE_SIZE": 16,
+        "OUTPUT_SEGMENTS": str(tmp_path / "s.tif")})
+    segments = read_raster(result["OUTPUT_SEGMENTS"])[0]
+    expected = threshold_pieces(values, values != -1, (4, 8)[connectivity],
+                                ("max", "min", "mean", "absdiff")[weight],
+                                threshold)
+    assert 20 < expected.max() < (values != -1).sum() / 4
+    np.testing.assert_array_equal(segments, expected)
 
 
 # ------------------------------------------------------------- cancelling

@@ -1,6 +1,7 @@
 """Outputs of tiled results made without loading them: the GeoTIFF data
-type of int64 rasters, component attributes and polygons, each equal to
-the in-memory function's on the same rasters."""
+type of int64 rasters, component attributes and polygons, segments of a
+spanning forest, each equal to the in-memory function's on the same
+rasters."""
 
 import os
 
@@ -12,8 +13,11 @@ from osgeo import gdal
 
 from gridgraph.core import (CancelledError, InvalidInputError,
                             component_summary, connected_components, io,
+                            minimum_spanning_tree, segment_by_threshold,
                             tiling)
-from gridgraph.core.tiled_outputs import component_summary_streamed
+from gridgraph.core.tiled_outputs import (component_summary_streamed,
+                                          default_strip_rows,
+                                          segment_by_threshold_streamed)
 from rasters import fractal_surface, spiral_mask
 
 GEOTRANSFORM = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0)
@@ -238,3 +242,66 @@ def test_written_rasters_get_the_umask_mode(tmp_path):
         os.umask(umask)
     for path in (whole, streamed):  # not mkstemp's 0600
         assert os.stat(path).st_mode & 0o777 == 0o640
+
+
+# --------------------------------------------------------------- segments
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.integers(1, 24), cols=st.integers(1, 24),
+       seed=st.integers(0, 2**16), strip_rows=st.integers(1, 7),
+       connectivity=st.sampled_from([4, 8]),
+       weight=st.sampled_from(["max", "min", "mean", "absdiff"]),
+       threshold=st.sampled_from([0.0, 1.0, 2.5, 4.0]))
+def test_segments_streamed_equal_in_memory(rows, cols, seed, strip_rows,
+                                           connectivity, weight, threshold):
+    # small integer values: many tied weights, and weights equal to the
+    # threshold (kept)
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 6, size=(rows, cols)).astype(np.float32)
+    values[rng.random(values.shape) < 0.2] = np.nan
+    if np.isnan(values).all():
+        values[0, 0] = 1
+    tree = minimum_spanning_tree(values, connectivity, weight, backend="cpu")
+    expected, count = segment_by_threshold(tree, threshold)
+    labels, streamed_count = segment_by_threshold_streamed(
+        tree, threshold, strip_rows=strip_rows)
+    assert streamed_count == count
+    assert labels.dtype == expected.dtype
+    np.testing.assert_array_equal(labels, expected)
+
+
+@pytest.mark.parametrize("tile_size,strip_rows", [(8, 1), (16, 5), (32, None)])
+def test_segments_streamed_from_a_tiled_tree(tmp_path, tile_size,
+                                             strip_rows):
+    values = fractal_surface((61, 70), seed=5)
+    values[::9, 3::11] = np.nan
+    whole = minimum_spanning_tree(values, 8, "absdiff", backend="cpu")
+    tiled_dir = tmp_path / "tiled"
+    tiled_dir.mkdir()
+    tiled = minimum_spanning_tree(values, 8, "absdiff", backend="cpu",
+                                  tile_size=tile_size, out_dir=str(tiled_dir))
+    assert isinstance(tiled.edges, np.memmap)
+    for threshold in (float(np.quantile(whole.weights, 0.9)), 1e9, -1.0):
+        expected, count = segment_by_threshold(whole, threshold)
+        labels, streamed_count = segment_by_threshold_streamed(
+            tiled, threshold, out_dir=str(tiled_dir), strip_rows=strip_rows,
+            memory_limit_mb=1)
+        assert isinstance(labels, np.memmap)
+        assert streamed_count == count
+        np.testing.assert_array_equal(labels, expected)
+        del labels
+    assert sorted(p.name for p in tiled_dir.iterdir()) == [
+        "edges.npy", "parent_direction.npy", "segments.npy", "weights.npy"]
+
+
+def test_segments_streamed_needs_the_edge_list_and_cancels():
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    tree = minimum_spanning_tree(values, backend="cpu", edges=False)
+    with pytest.raises(InvalidInputError, match="edges=True"):
+        segment_by_threshold_streamed(tree, 1.0)
+    tree = minimum_spanning_tree(values, backend="cpu")
+    with pytest.raises(CancelledError):
+        segment_by_threshold_streamed(tree, 1.0, strip_rows=1,
+                                      progress=lambda f: f < 0.5)
+    assert default_strip_rows((10**6, 1000), memory_limit_mb=100) == \
+        100 * 2**20 // 4 // (40 * 1000)
