@@ -9,8 +9,9 @@ first; its predecessor is the allowed neighbour n minimising
 allocation is the id of the source at the root (a cell listed twice as a
 source keeps its first id).
 
-This module computes that by Bellman-Ford iteration on the pairs (slow,
-obviously correct) and shares no code or tables with the engine.
+This module computes that by Bellman-Ford iteration, costs first and then
+steps with the costs final (slow, obviously correct), and shares no code or
+tables with the engine.
 """
 
 import math
@@ -36,6 +37,11 @@ def _passed(dr, dc):
 def reference(cost, valid, sources, connectivity, max_cost=math.inf):
     """(accumulated, predecessor code, allocation) by the rule above.
 
+    The pair is the fixed point of
+    ``(d, h)[c] = min over neighbours n of (d[n] + step(n, c), h[n] + 1)``:
+    d the least accumulated cost, h the least steps over the neighbours
+    that give it exactly.
+
     ``sources`` is a list of (row, col, id); ``cost`` is read as float64.
     Predecessor codes: index into the move list, -2 source, -1 unreached.
     """
@@ -58,6 +64,12 @@ def reference(cost, valid, sources, connectivity, max_cost=math.inf):
             return True
         return all(valid[r + pr, c + pc] for pr, pc in passed)
 
+    def step(r, c, dr, dc, d):
+        """The accumulated cost at (r, c) reached from (r+dr, c+dc)."""
+        return d + (cost[r + dr, c + dc] + cost[r, c]) * 0.5 \
+            * math.hypot(dr, dc)
+
+    # 1. distances (Bellman-Ford on costs alone: their least fixed point)
     changed = True
     while changed:
         changed = False
@@ -65,20 +77,37 @@ def reference(cost, valid, sources, connectivity, max_cost=math.inf):
             for c in range(cols):
                 if not valid[r, c] or (r, c) in source_id:
                     continue
-                best = pair[r][c]
+                best = pair[r][c][0]
+                for dr, dc in moves:
+                    if allowed(r, c, dr, dc) and pair[r + dr][c + dc][0] \
+                            < math.inf:
+                        candidate = step(r, c, dr, dc, pair[r + dr][c + dc][0])
+                        if candidate <= max_cost and candidate < best:
+                            best = candidate
+                if best < pair[r][c][0]:
+                    pair[r][c] = (best, math.inf)
+                    changed = True
+    # 2. steps with the costs final: the least over the neighbours that
+    # give a cell its cost exactly.  (Relaxing pairs in one pass could keep
+    # a step count taken from a neighbour's cost before it was final, when
+    # both round to the same sum.)
+    changed = True
+    while changed:
+        changed = False
+        for r in range(rows):
+            for c in range(cols):
+                d, h = pair[r][c]
+                if d == math.inf or h == 0:
+                    continue
                 for dr, dc in moves:
                     if not allowed(r, c, dr, dc):
                         continue
-                    d, h = pair[r + dr][c + dc]
-                    if d == math.inf:
-                        continue
-                    step = math.hypot(dr, dc)
-                    candidate = d + (cost[r + dr, c + dc] + cost[r, c]) \
-                        * 0.5 * step
-                    if candidate <= max_cost and (candidate, h + 1) < best:
-                        best = (candidate, h + 1)
-                if best < pair[r][c]:
-                    pair[r][c] = best
+                    nd, nh = pair[r + dr][c + dc]
+                    if nd < math.inf and nh + 1 < h and \
+                            step(r, c, dr, dc, nd) == d:
+                        h = nh + 1
+                if h < pair[r][c][1]:
+                    pair[r][c] = (d, h)
                     changed = True
 
     accumulated = np.full((rows, cols), np.nan)
@@ -99,9 +128,7 @@ def reference(cost, valid, sources, connectivity, max_cost=math.inf):
                 nd, nh = pair[r + dr][c + dc]
                 if nd == math.inf:
                     continue
-                candidate = nd + (cost[r + dr, c + dc] + cost[r, c]) \
-                    * 0.5 * math.hypot(dr, dc)
-                key = (candidate, nh, i)
+                key = (step(r, c, dr, dc, nd), nh, i)
                 if best is None or key < best:
                     best = key
             predecessor[r, c] = best[2]

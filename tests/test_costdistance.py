@@ -779,3 +779,40 @@ def test_ties_literal_plateau():
                          [90, 135, 180],
                          [90, 90, 135]], np.float32)
     np.testing.assert_array_equal(result.direction, expected)
+
+
+@st.composite
+def rounding_heavy_case(draw):
+    """Costs mixing 1e15 with small values: past 2**53 accumulated costs
+    round, so many steps add nothing and different paths round to the same
+    sum (ties that exact arithmetic would not have)."""
+    rows = draw(st.integers(2, 8))
+    cols = draw(st.integers(2, 8))
+    cost = draw(hnp.arrays(np.float64, (rows, cols), elements=st.sampled_from(
+        [3e15, 1e15, 0.3, 1.0, 7.0, 0.0])))
+    cells = draw(st.lists(st.tuples(st.integers(0, rows - 1),
+                                    st.integers(0, cols - 1)),
+                          min_size=1, max_size=3, unique=True))
+    return cost, cells
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=rounding_heavy_case(), connectivity=st.sampled_from([4, 8, 16]))
+def test_rounding_ties_follow_the_canonical_rule(case, connectivity):
+    from costdistance_reference import reference
+    cost, cells = case
+    ids = np.arange(1, len(cells) + 1) * 10
+    result = cost_distance(cost, np.array(cells), connectivity=connectivity,
+                           source_ids=ids, backend="cpu")
+    accumulated, predecessor, allocation = reference(
+        cost, np.ones(cost.shape, bool),
+        [(r, c, i) for (r, c), i in zip(cells, ids)], connectivity)
+    np.testing.assert_array_equal(result.accumulated, accumulated)
+    expected_direction = np.full(cost.shape, np.nan, np.float32)
+    reached = predecessor >= 0
+    expected_direction[reached] = costdistance_module.GRASS_DIRECTION_DEGREES[
+        predecessor[reached]]
+    expected_direction[predecessor == -2] = 0.0
+    np.testing.assert_array_equal(result.direction, expected_direction)
+    np.testing.assert_array_equal(result.allocation, allocation)

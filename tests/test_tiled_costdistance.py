@@ -388,3 +388,19 @@ def test_outputs_subset(tile_size, tmp_path):
                                                      for o in outputs)
     with pytest.raises(InvalidInputError, match="outputs must name"):
         cost_distance(cost, [(3, 4)], outputs=("distance",))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(9, 40), st.integers(9, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([4, 8, 16]))
+def test_rounding_ties_across_tiles(rows, cols, seed, connectivity):
+    """Costs mixing 1e15 with small values: accumulated costs round, so
+    paths through tiles solved with costs that are not final yet can round
+    to the same sum as the final ones; steps must still be the in-memory
+    ones (they are counted only once costs are final)."""
+    rng = np.random.default_rng(seed)
+    cost = rng.choice([3e15, 1e15, 0.3, 1.0, 7.0, 0.0], size=(rows, cols))
+    sources = np.column_stack([rng.integers(0, rows, 3),
+                               rng.integers(0, cols, 3)])
+    assert_same(cost, sources, tile_sizes=(8,), connectivity=connectivity,
+                source_ids=np.array([4, 5, 6]))

@@ -189,15 +189,16 @@ def new_state(window):
 def solve_tile(cost_source, window, nodata, state, source_local, seeds,
                margin, offsets, step_lengths, max_cost, passed=None,
                backend="cpu"):
-    """The least (cost, hops) pairs of one tile.  Pure: returns the new
-    state.
+    """The least distances of one tile, from its sources and the distances
+    its band received.  Pure: returns the new state (hops untouched but for
+    the sources' 0).
 
     ``passed`` is ``KNIGHT_PASSED_CELLS[:connectivity]`` (the default): the
     two cells each move passes between, which must be valid.
 
     ``state`` is the (distance, hops) flat arrays of the previous solve, or
     None for the first (then ``source_local`` lists the tile's sources);
-    ``seeds`` is the (distance, hops) of the band cells as received from the
+    ``seeds`` is the distances of the band cells as received from the
     neighbours.  Distances are +inf where unreached, -inf on barriers.
     ``backend`` "cuda" runs the relaxation on the GPU
     (:func:`gridgraph.core.costdistance._cuda.solve_seeded`), with the same
@@ -214,9 +215,8 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
         from . import KNIGHT_PASSED_CELLS
         passed = KNIGHT_PASSED_CELLS[:len(offsets)]
     band_r, band_c = band_cells(window.rows, window.cols, margin)
-    seed_distance, seed_hops = seeds
     seeded = _apply_seeds(distance, hops, window.cols, band_r, band_c,
-                          seed_distance, seed_hops, source_local)
+                          seeds, source_local)
     if seeded.size == 0:
         return distance, hops
     shape = (window.rows, window.cols)
@@ -238,9 +238,9 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
 
 @njit(cache=True, nogil=True)
 def _apply_seeds(distance, hops, cols, band_r, band_c, seed_distance,
-                 seed_hops, source_local):
-    """Give the sources (0, 0) and every band cell whose received pair
-    beats its own that pair; return the cells that changed."""
+                 source_local):
+    """Give the sources (0, 0) and every band cell whose received distance
+    beats its own that distance; return the cells that changed."""
     seeded = np.empty(source_local.size + band_r.size, np.int64)
     count = 0
     for k in range(source_local.size):
@@ -253,10 +253,9 @@ def _apply_seeds(distance, hops, cols, band_r, band_c, seed_distance,
         count += 1
     for b in range(band_r.size):
         cell = band_r[b] * cols + band_c[b]
-        if distance[cell] > -np.inf and _pair_less(
-                seed_distance[b], seed_hops[b], distance[cell], hops[cell]):
+        # barriers hold -inf: never beaten
+        if seed_distance[b] < distance[cell]:
             distance[cell] = seed_distance[b]
-            hops[cell] = seed_hops[b]
             seeded[count] = cell
             count += 1
     return seeded[:count]
@@ -314,12 +313,8 @@ def _pair_less(d1, h1, d2, h2):
 @njit(cache=True, nogil=True)
 def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
                 passed_delta_a, passed_delta_b, step_lengths, max_cost):
-    """Incremental search for the least (cost, hops) pairs of a tile
-    (lazy-deletion binary heap keyed by cost), from the ``seeded`` cells.
-
-    A cell is pushed again whenever its pair drops, also on equal cost with
-    fewer hops, so the tile ends at the fixed point whatever the order.
-    """
+    """Incremental Dijkstra for the least distances of a tile
+    (lazy-deletion binary heap), from the ``seeded`` cells."""
     connectivity = drow.size
     capacity = max(1024, 2 * seeded.size)
     heap_key = np.empty(capacity, dtype=np.float64)
@@ -339,7 +334,6 @@ def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
         row = cell // cols
         col = cell - row * cols
         cell_cost = cost[cell]
-        next_hops = hops[cell] + 1
         for i in range(connectivity):
             next_row = row + drow[i]
             next_col = col + dcol[i]
@@ -354,12 +348,9 @@ def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
             # the in-memory kernel's expression, term for term
             candidate = key + (cell_cost + cost[neighbour]) * 0.5 \
                 * step_lengths[i]
-            if candidate > max_cost or not _pair_less(
-                    candidate, next_hops, distance[neighbour],
-                    hops[neighbour]):
+            if candidate > max_cost or not candidate < distance[neighbour]:
                 continue  # barriers hold -inf: never beaten
             distance[neighbour] = candidate
-            hops[neighbour] = next_hops
             if size == capacity:
                 capacity *= 2
                 heap_key = np.resize(heap_key, capacity)
@@ -374,10 +365,10 @@ def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
 
 @njit(cache=True, nogil=True)
 def _relax_out(row0, col0, rows, cols, band_r, band_c, band_distance,
-               band_hops, changed, raster_rows, raster_cols, tile_size,
-               tile_cols, margin, own, band_offset, all_band_cost,
-               in_distance, in_hops, out_distance, out_hops, drow, dcol,
-               passed, step_lengths, max_cost, dirty_key):
+               changed, raster_rows, raster_cols, tile_size, tile_cols,
+               margin, own, band_offset, all_band_cost, in_distance,
+               out_distance, drow, dcol, passed, step_lengths, max_cost,
+               dirty_key):
     """Relax every edge from a changed band cell of a tile (whose band
     starts at ``own``) into another tile; lower ``dirty_key`` of the tiles
     whose solve it would change.
@@ -392,7 +383,6 @@ def _relax_out(row0, col0, rows, cols, band_r, band_c, band_distance,
         d = band_distance[b]
         if not (d < np.inf and d > -np.inf):
             continue
-        next_hops = band_hops[b] + 1
         row = row0 + band_r[b]
         col = col0 + band_c[b]
         cell_cost = all_band_cost[own + b]
@@ -420,14 +410,10 @@ def _relax_out(row0, col0, rows, cols, band_r, band_c, band_distance,
                         margin, band_offset)] >= 0.0):
                 continue  # a knight's move passing beside a barrier
             candidate = d + (cell_cost + next_cost) * 0.5 * step_lengths[i]
-            if candidate > max_cost or not _pair_less(
-                    candidate, next_hops, in_distance[index],
-                    in_hops[index]):
+            if candidate > max_cost or not candidate < in_distance[index]:
                 continue
             in_distance[index] = candidate
-            in_hops[index] = next_hops
-            if _pair_less(candidate, next_hops, out_distance[index],
-                          out_hops[index]):
+            if candidate < out_distance[index]:
                 other = (next_row // tile_size) * tile_cols \
                     + next_col // tile_size
                 if candidate < dirty_key[other]:
@@ -458,11 +444,11 @@ def _frame_halo(row0, col0, rows, cols, margin, raster_rows, raster_cols,
                 tile_size, tile_cols, band_offset, all_band_cost,
                 band_distance, band_hops, band_label, band_flag,
                 frame_distance, frame_hops, frame_cost, frame_label,
-                frame_flag, frame_known, label_is_index):
+                frame_flag, frame_known, label_mode):
     """Fill the ``margin``-wide halo of a tile's frame from the global band
     arrays: distance (-inf on barriers and outside the raster), hops, cost
-    and, known, the label (the band index itself when ``label_is_index``,
-    with flag 1; otherwise the band's label and flag)."""
+    and, known, the label: none (``label_mode`` 0), the band index itself
+    with flag 1 (1), or the band's label and flag (2)."""
     frame_cols = cols + 2 * margin
     for fr in range(rows + 2 * margin):
         for fc in range(frame_cols):
@@ -484,12 +470,167 @@ def _frame_halo(row0, col0, rows, cols, margin, raster_rows, raster_cols,
             frame_distance[cell] = band_distance[index]
             frame_hops[cell] = band_hops[index]
             frame_cost[cell] = cost
-            if label_is_index:
+            if label_mode == 1:
                 frame_label[cell] = index
                 frame_flag[cell] = 1
-            else:
+            elif label_mode == 2:
                 frame_label[cell] = band_label[index]
                 frame_flag[cell] = band_flag[index]
+
+
+def _tile_frame(cost_source, window, nodata, state, margin, grid,
+                band_offset, all_band_cost, band_distance, band_hops,
+                band_label, band_flag, frame_label, frame_flag, frame_known,
+                label_mode):
+    """A tile's (distance, hops, cost) with a ``margin``-wide halo from the
+    band arrays, flat; the halo's labels as ``_frame_halo`` fills them."""
+    rows, cols = window.rows, window.cols
+    frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
+    inner = (slice(margin, margin + rows), slice(margin, margin + cols))
+    frame_distance = np.empty((frame_rows, frame_cols))
+    frame_hops = np.zeros((frame_rows, frame_cols), np.int64)
+    frame_cost = np.zeros((frame_rows, frame_cols))
+    cost = cost_source.read(window)
+    valid = valid_mask(cost, nodata)
+    frame_cost[inner] = np.where(valid, cost, 0)
+    distance, hops = state
+    frame_distance[inner] = np.where(valid, distance.reshape(rows, cols),
+                                     -np.inf)
+    frame_hops[inner] = hops.reshape(rows, cols)
+    if band_label is None:
+        band_label = np.zeros(0, np.int64)
+        band_flag = np.zeros(0, np.uint8)
+    frame_distance = frame_distance.reshape(-1)
+    frame_hops = frame_hops.reshape(-1)
+    frame_cost = frame_cost.reshape(-1)
+    _frame_halo(window.row, window.col, rows, cols, margin, grid.shape[0],
+                grid.shape[1], grid.tile_size, grid.tile_cols, band_offset,
+                all_band_cost, band_distance, band_hops, band_label,
+                band_flag, frame_distance, frame_hops, frame_cost,
+                frame_label, frame_flag, frame_known, label_mode)
+    return frame_distance, frame_hops, frame_cost
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tight(frame_distance, frame_cost, start, end, base, i, frame_cols,
+           passed, step_lengths):
+    """True when the move from frame cell ``start`` to its neighbour
+    ``end`` gives ``end`` its distance exactly (both reached, the move
+    allowed).  ``i`` is the offset from ``base`` (one of the two) to the
+    other, so the cells a knight's move passes between are ``base +
+    passed[i]``."""
+    d_start = frame_distance[start]
+    d_end = frame_distance[end]
+    if not (d_start > -np.inf and d_start < np.inf
+            and d_end > -np.inf and d_end < np.inf and d_start <= d_end):
+        return False
+    if i >= 8 and (
+            frame_distance[base + passed[i, 0, 0] * frame_cols
+                           + passed[i, 0, 1]] == -np.inf
+            or frame_distance[base + passed[i, 1, 0] * frame_cols
+                              + passed[i, 1, 1]] == -np.inf):
+        return False
+    # the search's expression, term for term
+    return d_start + (frame_cost[start] + frame_cost[end]) * 0.5 \
+        * step_lengths[i] == d_end
+
+
+@njit(cache=True, nogil=True)
+def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
+                band_r, band_c, source_local, drow, dcol, passed,
+                step_lengths):
+    """Least hops of a tile's cells over *tight* moves (those that give the
+    end its final distance exactly), from its sources and the hops of the
+    halo: a breadth-first distance on the tight graph, so the same in any
+    order.  Works on the frame in place; the halo is read only."""
+    frame_cols = cols + 2 * margin
+    connectivity = drow.size
+    capacity = max(1024, 2 * (band_r.size + source_local.size))
+    heap_key = np.empty(capacity, dtype=np.float64)
+    heap_cell = np.empty(capacity, dtype=np.int64)
+    size = 0
+    for k in range(source_local.size):
+        local_row = source_local[k] // cols
+        cell = (local_row + margin) * frame_cols \
+            + source_local[k] - local_row * cols + margin
+        frame_hops[cell] = 0
+        _heap_push(heap_key, heap_cell, size, 0.0, cell)
+        size += 1
+    for b in range(band_r.size):
+        row = band_r[b] + margin
+        col = band_c[b] + margin
+        cell = row * frame_cols + col
+        best = frame_hops[cell]
+        for i in range(connectivity):
+            from_row = row + drow[i]
+            from_col = col + dcol[i]
+            if margin <= from_row < rows + margin and \
+                    margin <= from_col < cols + margin:
+                continue  # inside: the search below covers it
+            start = from_row * frame_cols + from_col
+            if frame_hops[start] < best - 1 and _tight(
+                    frame_distance, frame_cost, start, cell, cell, i,
+                    frame_cols, passed, step_lengths):
+                best = frame_hops[start] + 1
+        if best < frame_hops[cell]:
+            frame_hops[cell] = best
+            if size == capacity:
+                capacity *= 2
+                heap_key = np.resize(heap_key, capacity)
+                heap_cell = np.resize(heap_cell, capacity)
+            _heap_push(heap_key, heap_cell, size, float(best), cell)
+            size += 1
+    while size > 0:
+        key = heap_key[0]
+        cell = heap_cell[0]
+        _heap_pop(heap_key, heap_cell, size)
+        size -= 1
+        if key > frame_hops[cell]:
+            continue
+        row = cell // frame_cols
+        col = cell - row * frame_cols
+        next_hops = frame_hops[cell] + 1
+        for i in range(connectivity):
+            to_row = row + drow[i]
+            to_col = col + dcol[i]
+            if not (margin <= to_row < rows + margin
+                    and margin <= to_col < cols + margin):
+                continue
+            end = to_row * frame_cols + to_col
+            if next_hops < frame_hops[end] and _tight(
+                    frame_distance, frame_cost, cell, end, cell, i,
+                    frame_cols, passed, step_lengths):
+                frame_hops[end] = next_hops
+                if size == capacity:
+                    capacity *= 2
+                    heap_key = np.resize(heap_key, capacity)
+                    heap_cell = np.resize(heap_cell, capacity)
+                _heap_push(heap_key, heap_cell, size, float(next_hops), end)
+                size += 1
+
+
+def hops_tile(cost_source, window, nodata, state, margin, source_local,
+              grid, band_offset, all_band_cost, band_distance, band_hops,
+              offsets, passed, step_lengths):
+    """Phase 2 for one tile, with the distances final: lower its hops from
+    ``source_local`` (its sources, on its first visit) and from the hops of
+    its halo.  Pure: returns the new state."""
+    rows, cols = window.rows, window.cols
+    frame_cols = cols + 2 * margin
+    n = (rows + 2 * margin) * frame_cols
+    frame_distance, frame_hops, frame_cost = _tile_frame(
+        cost_source, window, nodata, state, margin, grid, band_offset,
+        all_band_cost, band_distance, band_hops, None, None,
+        np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(n, np.bool_),
+        0)
+    band_r, band_c = band_cells(rows, cols, margin)
+    _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
+                band_r, band_c, source_local,
+                np.ascontiguousarray(offsets[:, 0]),
+                np.ascontiguousarray(offsets[:, 1]), passed, step_lengths)
+    hops = frame_hops.reshape(rows + 2 * margin, frame_cols)[
+        margin:margin + rows, margin:margin + cols]
+    return state[0], np.ascontiguousarray(hops).reshape(-1)
 
 
 def tile_trees(cost_source, window, nodata, state, margin, source_local,
@@ -508,31 +649,14 @@ def tile_trees(cost_source, window, nodata, state, margin, source_local,
     frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
     n = frame_rows * frame_cols
     inner = (slice(margin, margin + rows), slice(margin, margin + cols))
-    frame_distance = np.empty((frame_rows, frame_cols))
-    frame_hops = np.zeros((frame_rows, frame_cols), np.int64)
-    frame_cost = np.zeros((frame_rows, frame_cols))
-    cost = cost_source.read(window)
-    valid = valid_mask(cost, nodata)
-    frame_cost[inner] = np.where(valid, cost, 0)
-    distance, hops = state
-    frame_distance[inner] = np.where(valid, distance.reshape(rows, cols),
-                                     -np.inf)
-    frame_hops[inner] = hops.reshape(rows, cols)
     frame_label = np.zeros(n, np.int64)
     frame_flag = np.zeros(n, np.uint8)
     frame_known = np.zeros(n, np.bool_)
     resolved = band_label is not None
-    if not resolved:
-        band_label = np.zeros(0, np.int64)
-        band_flag = np.zeros(0, np.uint8)
-    frame_distance = frame_distance.reshape(-1)
-    frame_hops = frame_hops.reshape(-1)
-    frame_cost = frame_cost.reshape(-1)
-    _frame_halo(window.row, window.col, rows, cols, margin, grid.shape[0],
-                grid.shape[1], grid.tile_size, grid.tile_cols, band_offset,
-                all_band_cost, band_distance, band_hops, band_label,
-                band_flag, frame_distance, frame_hops, frame_cost,
-                frame_label, frame_flag, frame_known, not resolved)
+    frame_distance, frame_hops, frame_cost = _tile_frame(
+        cost_source, window, nodata, state, margin, grid, band_offset,
+        all_band_cost, band_distance, band_hops, band_label, band_flag,
+        frame_label, frame_flag, frame_known, 2 if resolved else 1)
     predecessor = np.full(n, -1, np.int8)
     drow = np.ascontiguousarray(offsets[:, 0])
     dcol = np.ascontiguousarray(offsets[:, 1])
@@ -715,9 +839,7 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
     del surveys, survey
     total_band = int(band_offset[-1])
     in_distance = np.full(total_band, np.inf)
-    in_hops = np.full(total_band, HOPS_UNREACHED, np.int64)
     out_distance = np.full(total_band, np.inf)
-    out_hops = np.full(total_band, HOPS_UNREACHED, np.int64)
     dirty_key = np.full(n_tiles, np.inf)
 
     size = grid.tile_size
@@ -744,7 +866,7 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
         queue = [(0.0, t) for t in tile_sources]
         heapq.heapify(queue)
         solved = np.zeros(n_tiles, dtype=bool)
-        propagate = progress.span(0.1, 0.8)
+        propagate = progress.span(0.1, 0.7)
         solves = 0
         while queue:
             key, t = heapq.heappop(queue)
@@ -758,7 +880,7 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
             local = tile_sources.get(t, no_sources)[0] if state is None \
                 else no_sources[0]
             state = solve_tile(source, window, nodata, state, local,
-                               (in_distance[band], in_hops[band]), margin,
+                               in_distance[band], margin,
                                offsets, step_lengths, max_cost, passed,
                                backend)
             cache.put(t, state)
@@ -766,25 +888,30 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
             band_r, band_c = band_cells(window.rows, window.cols, margin)
             flat = band_r * window.cols + band_c
             new_distance = state[0][flat]
-            new_hops = state[1][flat]
-            changed = (new_distance != out_distance[band]) | (
-                new_hops != out_hops[band])
+            changed = new_distance != out_distance[band]
             out_distance[band] = new_distance
-            out_hops[band] = new_hops
             before = dirty_key.copy()
             _relax_out(window.row, window.col, window.rows, window.cols,
-                       band_r, band_c, new_distance, new_hops, changed,
-                       rows, cols, size, grid.tile_cols, margin,
-                       band_offset[t], band_offset, all_band_cost,
-                       in_distance, in_hops, out_distance, out_hops, drow,
-                       dcol, passed, step_lengths, max_cost, dirty_key)
+                       band_r, band_c, new_distance, changed, rows, cols,
+                       size, grid.tile_cols, margin, band_offset[t],
+                       band_offset, all_band_cost, in_distance,
+                       out_distance, drow, dcol, passed, step_lengths,
+                       max_cost, dirty_key)
             for other in np.flatnonzero(dirty_key < before):
                 heapq.heappush(queue, (float(dirty_key[other]), int(other)))
             solved[t] = True
             propagate(min(0.99, solved.sum() / n_tiles))
+        del in_distance
 
         # barriers: -inf in the band distances, as inside the tiles
         out_distance[np.isnan(all_band_cost)] = -np.inf
+        need_trees = "direction" in outputs or "allocation" in outputs
+        out_hops = np.full(total_band, HOPS_UNREACHED, np.int64)
+        if need_trees:
+            _propagate_hops(source, grid, tiles, index_of, cache,
+                            tile_sources, nodata, margin, band_offset,
+                            all_band_cost, out_distance, out_hops, offsets,
+                            passed, step_lengths, progress.span(0.7, 0.8))
 
         def trees(tile, band_label=None, band_flag=None):
             t = index_of[tile]
@@ -797,7 +924,6 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
                               step_lengths)
 
         band_label = band_flag = None
-        need_trees = "direction" in outputs or "allocation" in outputs
         if len(distinct_ids) > 1 and "allocation" in outputs:
             # where each band cell's tree leaves its tile (or its source
             # id), then those chains followed across tiles to an id
@@ -862,6 +988,72 @@ def cost_distance_tiled(plan, sources, source_ids, source_nodata,
         "accumulated", "direction", "allocation")))
     result.tile_solves = solves
     return result
+
+
+def _propagate_hops(source, grid, tiles, index_of, cache, tile_sources,
+                    nodata, margin, band_offset, all_band_cost, out_distance,
+                    out_hops, offsets, passed, step_lengths, progress):
+    """Phase 2: the hops of every tile, with the distances final.
+
+    Tiles are taken by the least hops their halo received (sources' tiles
+    first); a tile whose band hops dropped wakes the neighbours whose halo
+    holds them.  Hops only drop, so this stops, at the least fixed point:
+    the hops of a breadth-first search of the tight moves, as in memory.
+    """
+    tile_cols = grid.tile_cols
+    hop_key = np.full(grid.count, np.inf)
+    visited = np.zeros(grid.count, dtype=bool)
+    for t in tile_sources:
+        hop_key[t] = 0.0
+    queue = [(0.0, t) for t in tile_sources]
+    heapq.heapify(queue)
+    no_sources = np.empty(0, np.int64)
+    done = 0
+    while queue:
+        key, t = heapq.heappop(queue)
+        if key != hop_key[t]:
+            continue
+        hop_key[t] = np.inf
+        state = cache.get(t)
+        if state is None:
+            continue  # never reached
+        tr, tc = divmod(t, tile_cols)
+        window = grid.window(tr, tc)
+        local = tile_sources[t][0] if t in tile_sources and not visited[t] \
+            else no_sources
+        if not visited[t]:
+            visited[t] = True
+            done += 1
+        state = hops_tile(source, window, nodata, state, margin, local, grid,
+                          band_offset, all_band_cost, out_distance, out_hops,
+                          offsets, passed, step_lengths)
+        cache.put(t, state)
+        band_r, band_c = band_cells(window.rows, window.cols, margin)
+        band = slice(band_offset[t], band_offset[t + 1])
+        new_hops = state[1][band_r * window.cols + band_c]
+        changed = new_hops != out_hops[band]
+        out_hops[band] = new_hops
+        if changed.any():
+            least = float(new_hops[changed].min() + 1)
+            rows_changed = band_r[changed]
+            cols_changed = band_c[changed]
+            up = (rows_changed < margin).any()
+            down = (rows_changed >= window.rows - margin).any()
+            left = (cols_changed < margin).any()
+            right = (cols_changed >= window.cols - margin).any()
+            for dr in (-1, 0, 1):
+                for dc in (-1, 0, 1):
+                    if (dr, dc) == (0, 0) or (dr == -1 and not up) or (
+                            dr == 1 and not down) or (
+                            dc == -1 and not left) or (dc == 1 and not right):
+                        continue
+                    nr, nc = tr + dr, tc + dc
+                    if 0 <= nr < grid.tile_rows and 0 <= nc < tile_cols:
+                        other = nr * tile_cols + nc
+                        if least < hop_key[other]:
+                            hop_key[other] = least
+                            heapq.heappush(queue, (least, other))
+        progress(min(0.99, done / grid.count))
 
 
 def _cell_valid(source, nodata, row, col):
