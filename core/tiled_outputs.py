@@ -136,8 +136,11 @@ def component_summary_streamed(labels, values, count, band=1, out_dir=None,
 # bytes per cell of a strip in memory: union-find parents and labels
 # (8 + 8), the valid mask (1), about one kept edge (16), the output block
 STRIP_BYTES_PER_CELL = 40
-# kept edges sorted into strip files per chunk of the edge list
-EDGE_CHUNK = 1 << 20
+# Edges read per chunk of the edge list: a chunk's arrays take about 64
+# bytes an edge, a sixteenth of the budget, within these bounds.
+MIN_EDGE_CHUNK, MAX_EDGE_CHUNK = 1 << 16, 1 << 24
+# Strip files kept open at once while the edges are sorted into them.
+OPEN_STRIP_FILES = 128
 
 
 @njit(cache=True, nogil=True)
@@ -316,6 +319,7 @@ def segment_by_threshold_streamed(result, threshold, out_dir=None,
     with tiling.scratch_folder(out_dir) as folder:
         edge_files = _sort_edges_into_strips(
             result, threshold, cols, strip_rows, len(strips), folder,
+            tiling.memory_limit_bytes(memory_limit_mb),
             progress.span(0.0, 0.4))
         nodes, borders = _label_strips(
             result, strips, cols, edge_files, folder, progress.span(0.4, 0.75))
@@ -329,32 +333,61 @@ def segment_by_threshold_streamed(result, threshold, out_dir=None,
     return labels, count
 
 
+class _StripFiles:
+    """Append-only files, one per strip; the most recently used
+    ``OPEN_STRIP_FILES`` stay open (the edges of every chunk go to every
+    strip, and the open-file limit is often 1024)."""
+
+    def __init__(self, folder, count):
+        from collections import OrderedDict
+        self.paths = [os.path.join(folder, f"strip-{s}.edges")
+                      for s in range(count)]
+        self._open = OrderedDict()
+
+    def append(self, strip, pairs):
+        handle = self._open.pop(strip, None)
+        if handle is None:
+            if len(self._open) >= OPEN_STRIP_FILES:
+                self._open.popitem(last=False)[1].close()
+            handle = open(self.paths[strip], "ab")
+        self._open[strip] = handle
+        np.ascontiguousarray(pairs, dtype=np.int64).tofile(handle)
+
+    def close(self):
+        while self._open:
+            self._open.popitem()[1].close()
+
+
 def _sort_edges_into_strips(result, threshold, cols, strip_rows, n_strips,
-                            folder, progress):
+                            folder, budget_bytes, progress):
     """Pass 1: the kept edges, (low, high) int64 pairs, appended to one
-    file per strip (the strip of the higher cell)."""
+    file per strip (the strip of the higher cell).  Returns the paths."""
     edges = _rows_source(result.edges)
     weights = _rows_source(result.weights)
     total = edges.shape[0]
-    paths = [os.path.join(folder, f"strip-{s}.edges") for s in range(n_strips)]
-    for start in range(0, total, EDGE_CHUNK):
-        stop = min(total, start + EDGE_CHUNK)
-        chunk = _read_rows(edges, start, stop)
-        keep = _read_rows(weights, start, stop).ravel() <= threshold
-        chunk = chunk[keep]
-        strip_of = chunk[:, 1] // cols // strip_rows
-        order = np.argsort(strip_of, kind="stable")
-        chunk, strip_of = chunk[order], strip_of[order]
-        bounds = np.flatnonzero(np.diff(strip_of)) + 1
-        for part in np.split(np.arange(chunk.shape[0]), bounds):
-            if part.size:
-                with open(paths[int(strip_of[part[0]])], "ab") as handle:
-                    np.ascontiguousarray(chunk[part],
-                                         dtype=np.int64).tofile(handle)
-        progress(stop / total)
-    edges.close()
-    weights.close()
-    return paths
+    chunk_edges = int(min(MAX_EDGE_CHUNK,
+                          max(MIN_EDGE_CHUNK, budget_bytes // 16 // 64)))
+    files = _StripFiles(folder, n_strips)
+    try:
+        for start in range(0, total, chunk_edges):
+            stop = min(total, start + chunk_edges)
+            chunk = _read_rows(edges, start, stop)
+            keep = _read_rows(weights, start, stop).ravel() <= threshold
+            chunk = chunk[keep]
+            strip_of = chunk[:, 1] // cols // strip_rows
+            order = np.argsort(strip_of, kind="stable")
+            chunk, strip_of = chunk[order], strip_of[order]
+            bounds = np.flatnonzero(np.diff(strip_of)) + 1
+            for first, last in zip(np.concatenate(([0], bounds)),
+                                   np.concatenate((bounds, [chunk.shape[0]]))):
+                if last > first:
+                    files.append(int(strip_of[first]), chunk[first:last])
+            progress(stop / total)
+    finally:
+        files.close()
+        edges.close()
+        weights.close()
+    return files.paths
 
 
 def _label_strips(result, strips, cols, edge_files, folder, progress):

@@ -565,3 +565,34 @@ def test_cancel_while_making_polygons_leaves_nothing(run_algorithm, tmp_path,
     assert max(reports) < cancel_at + 10, "it went on after the cancel"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs"]
     assert set(tiled_folders()) == before
+
+
+@pytest.mark.parametrize("cancel_at", [0, 81])
+def test_cancel_while_making_segments_leaves_nothing(run_algorithm, tmp_path,
+                                                     cancel_at):
+    # 0: in the engine; 81: labelling the segments
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    raster = write_geotiff(inputs / "values.tif",
+                           fractal_surface((90, 70), seed=3))
+    feedback = QgsProcessingFeedback()
+    reports = []
+
+    def cancel_past_threshold(percent):
+        reports.append(percent)
+        if percent >= cancel_at:
+            feedback.cancel()
+    feedback.progressChanged.connect(cancel_past_threshold)
+    before = set(tiled_folders())
+    with pytest.raises(QgsProcessingException) as error:
+        run_algorithm(MST, {"INPUT": raster, "TILE_SIZE": 16,
+                            "THRESHOLD": 20.0,
+                            "OUTPUT_DIRECTION": str(tmp_path / "d.tif"),
+                            "OUTPUT_SEGMENTS": str(tmp_path / "s.tif"),
+                            "OUTPUT_LINES": str(tmp_path / "l.gpkg")},
+                      feedback)
+    assert "cancelled" in str(error.value)
+    assert any(cancel_at <= percent < cancel_at + 9 for percent in reports)
+    assert max(reports) < cancel_at + 9, "it went on after the cancel"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs"]
+    assert set(tiled_folders()) == before

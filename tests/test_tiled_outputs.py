@@ -305,3 +305,21 @@ def test_segments_streamed_needs_the_edge_list_and_cancels():
                                       progress=lambda f: f < 0.5)
     assert default_strip_rows((10**6, 1000), memory_limit_mb=100) == \
         100 * 2**20 // 4 // (40 * 1000)
+
+
+def test_segments_streamed_with_few_open_files_and_small_chunks(
+        monkeypatch):
+    # every chunk of the edge list reaches every strip, and strip files are
+    # closed and reopened for appending: the result must not change
+    from gridgraph.core import tiled_outputs
+    monkeypatch.setattr(tiled_outputs, "OPEN_STRIP_FILES", 2)
+    monkeypatch.setattr(tiled_outputs, "MIN_EDGE_CHUNK", 7)
+    monkeypatch.setattr(tiled_outputs, "MAX_EDGE_CHUNK", 7)
+    values = fractal_surface((23, 17), seed=8)
+    tree = minimum_spanning_tree(values, 8, "max", backend="cpu")
+    threshold = float(np.quantile(tree.weights, 0.8))
+    expected, count = segment_by_threshold(tree, threshold)
+    labels, streamed_count = segment_by_threshold_streamed(
+        tree, threshold, strip_rows=2)
+    assert streamed_count == count > 5
+    np.testing.assert_array_equal(labels, expected)
