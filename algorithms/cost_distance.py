@@ -197,9 +197,17 @@ class CostDistance(GridGraphAlgorithm):
         if map_units:
             _, xres, _, _, _, yres = raster.geotransform
             cell_size = (xres, yres)
+        # the paths follow the directions; otherwise the engine computes
+        # (and on the tiled path writes) only the requested rasters
+        engine_names = {self.OUTPUT: "accumulated",
+                        self.OUTPUT_DIRECTION: "direction",
+                        self.OUTPUT_ALLOCATION: "allocation"}
+        wanted = [engine_names[name] for name, path in destinations.items()
+                  if path is not None]
         with self.tiledOutputFolder(raster) as out_dir:
             result = self.runTimed(
                 feedback, cost_distance, raster.values,
+                outputs=None if want_paths or not wanted else wanted,
                 connectivity=connectivity, max_cost=max_cost or None,
                 nodata=raster.nodata, cell_size=cell_size,
                 progress=progress_callback(feedback, 0.0,
