@@ -15,15 +15,35 @@ Jobs (the issue's targets):
            cost distance.
   big      32768 x 32768 Float32 (4 GiB), MEMORY_LIMIT_MB=2048: all three.
   small    2048 x 2048 with small limits, for a smoke test.
+  neuse10  70520 x 50220 = 3.5G cells Float32 (the 10-ft Neuse size, a
+           14 GB .npy): MST only (weight max, 8-connected, no edge list),
+           tiles in a thread pool (--workers), CUDA kernels per tile with
+           --backend cuda, --memory-limit-mb (default 65536).  Run in this
+           process; prints the wall time, peak RSS, total weight, trees,
+           the phase times and the disk used.  --scale shrinks both sides
+           (--scale 0.05: 3526 x 2511, a check on a small machine);
+           --phase generate / run splits building the raster (kept in
+           --workdir) from the run.
+
+    python3 bench/scale.py --jobs neuse10 --workdir /var/tmp/gg --phase generate
+    python3 bench/scale.py --jobs neuse10 --workdir /var/tmp/gg --phase run \
+        --backend cuda --workers 12 --memory-limit-mb 65536
+
+Plain ``python3 bench/scale.py`` works without QGIS or GDAL: when
+``gridgraph`` is not importable, the repository root is made importable
+under that name (a symbolic link in a temporary folder).
 """
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -31,6 +51,26 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+def _import_gridgraph():
+    """Make ``import gridgraph`` work from a bare checkout (the GPU machine
+    has no venv link): a link named gridgraph to the repository root."""
+    try:
+        import gridgraph  # noqa: F401
+        return
+    except ImportError:
+        pass
+    folder = tempfile.mkdtemp(prefix="gridgraph-import-")
+    os.symlink(ROOT, os.path.join(folder, "gridgraph"))
+    sys.path.insert(0, folder)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [folder] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+
+
+_import_gridgraph()
+
+from numba import njit, prange  # noqa: E402
 
 from rasters import fractal_surface  # noqa: E402
 
@@ -42,6 +82,30 @@ JOBS = {
     "small": ((2048, 2048), [("mst", 64), ("components", 12),
                              ("costdistance", 40)]),
 }
+NEUSE10_SHAPE = (70520, 50220)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _dem_strip(coarse, detail, top, strip):
+    """Rows top.. of the DEM: the coarse surface bilinearly upsampled 8x
+    plus 0.05 x the periodic detail patch, clipped at 1, in float32.  The
+    float64 operations are numpy's in the same order (no fused
+    multiply-add), so the cells are those of the array version."""
+    rows, cols = strip.shape
+    period = detail.shape[0]
+    for i in prange(rows):
+        row_pos = (top + i) / 8.0
+        r0 = np.int64(row_pos)
+        rf = row_pos - r0
+        for c in range(cols):
+            col_pos = c / 8.0
+            c0 = np.int64(col_pos)
+            cf = col_pos - c0
+            upper = coarse[r0, c0] * (1 - cf) + coarse[r0, c0 + 1] * cf
+            lower = coarse[r0 + 1, c0] * (1 - cf) + coarse[r0 + 1, c0 + 1] * cf
+            value = upper * (1 - rf) + lower * rf
+            value += 0.05 * detail[(top + i) % period, c % period]
+            strip[i, c] = np.float32(max(value, 1.0))
 
 
 def synthetic_dem(path, shape, seed=0, strip_rows=1024):
@@ -50,7 +114,9 @@ def synthetic_dem(path, shape, seed=0, strip_rows=1024):
     Two octaves of spectral synthesis: a coarse surface at 1/8 resolution,
     bilinearly upsampled, plus a 2048 x 2048 periodic detail patch (FFT
     synthesis is periodic, so tiling it leaves no seams), scaled to about
-    [1, 1000] metres in float32 (clipped at 1).
+    [1, 1000] metres in float32 (clipped at 1: costs must be >= 0 and the
+    detail can dip a coarse low below zero).  The strips are computed on
+    all cores (numba) while the previous strip is written.
     """
     from gridgraph.core.tiling import NpySink, Window
     rows, cols = shape
@@ -60,22 +126,20 @@ def synthetic_dem(path, shape, seed=0, strip_rows=1024):
     detail = fractal_surface((2048, 2048), seed=seed + 1, beta=2.4,
                              dtype=np.float64) - 500.0
     sink = NpySink(path, shape, np.float32)
-    col_pos = np.arange(cols) / 8.0
-    c0 = col_pos.astype(np.int64)
-    cf = col_pos - c0
-    detail_cols = np.arange(cols) % 2048
-    for top in range(0, rows, strip_rows):
-        n = min(strip_rows, rows - top)
-        row_pos = np.arange(top, top + n) / 8.0
-        r0 = row_pos.astype(np.int64)
-        rf = (row_pos - r0)[:, None]
-        upper = coarse[r0][:, c0] * (1 - cf) + coarse[r0][:, c0 + 1] * cf
-        lower = coarse[r0 + 1][:, c0] * (1 - cf) + coarse[r0 + 1][:, c0 + 1] * cf
-        strip = upper * (1 - rf) + lower * rf
-        strip += 0.05 * detail[(np.arange(top, top + n) % 2048)][:, detail_cols]
-        # costs must be >= 0: the detail can dip a coarse low below zero
-        np.maximum(strip, 1.0, out=strip)
-        sink.write(Window(top, 0, n, cols), strip.astype(np.float32))
+    buffers = [np.empty((min(strip_rows, rows), cols), np.float32)
+               for _ in range(2)]
+    with concurrent.futures.ThreadPoolExecutor(1) as writer:
+        pending = None
+        for k, top in enumerate(range(0, rows, strip_rows)):
+            n = min(strip_rows, rows - top)
+            strip = buffers[k % 2][:n]
+            _dem_strip(coarse, detail, top, strip)
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(sink.write, Window(top, 0, n, cols),
+                                    strip)
+        if pending is not None:
+            pending.result()
     sink.finish()
     return path
 
@@ -95,6 +159,179 @@ def run_probe(raster_path, out_dir, operation, limit_mb, backend="cpu"):
     return summary
 
 
+# --------------------------------------------------------------------------
+# neuse10: the 3.5G-cell MST in this process, tiles in threads
+
+
+def _status_kb(field):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak_rss():
+    # "5" resets the peak resident set size (Linux >= 4.0)
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+def _folder_bytes(folder):
+    """Bytes the files under ``folder`` occupy on disk (sparse files count
+    what is allocated)."""
+    total = 0
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+class PhaseClock:
+    """A progress callback that times the tiled MST's phases (the spans
+    its driver gives each phase with ``edges=False``), prints a line every
+    5 % and tracks the least free space on the working folder's disk."""
+
+    PHASES = ((0.5, "leaf tiles (MSF, compression)"),
+              (0.6, "separators and merge hierarchy"),
+              (0.7, "tile pieces and their rooting"),
+              (1.0, "finish tiles (directions, sums)"))
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.start = time.perf_counter()
+        self.reached = {}
+        self.next_print = 0.05
+        self.least_free = shutil.disk_usage(folder).free
+
+    def __call__(self, fraction):
+        now = time.perf_counter() - self.start
+        for boundary, name in self.PHASES:
+            if fraction >= boundary - 1e-9 and name not in self.reached:
+                self.reached[name] = now
+        if fraction >= self.next_print:
+            self.least_free = min(self.least_free,
+                                  shutil.disk_usage(self.folder).free)
+            print(f"  {fraction:6.1%} at {now:7.1f} s, RSS "
+                  f"{_status_kb('VmRSS') / 2**20:.1f} GB", file=sys.stderr,
+                  flush=True)
+            while self.next_print <= fraction:
+                self.next_print += 0.05
+        return True
+
+    def phase_seconds(self):
+        times, last = {}, 0.0
+        for _, name in self.PHASES:
+            if name in self.reached:
+                times[name] = round(self.reached[name] - last, 2)
+                last = self.reached[name]
+        return times
+
+
+def neuse10_shape(scale):
+    """The 10-ft Neuse raster's shape, both sides times ``scale``."""
+    return tuple(max(64, int(round(side * scale))) for side in NEUSE10_SHAPE)
+
+
+def generate_neuse10(workdir, shape):
+    raster = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
+    if os.path.exists(raster):
+        print(f"kept {raster} (delete it to build it again)", file=sys.stderr)
+        return raster
+    need = shape[0] * shape[1] * 4 + 2**20
+    free = shutil.disk_usage(workdir).free
+    if free < need:
+        raise SystemExit(f"{workdir} has {free / 1e9:.1f} GB free; the raster "
+                         f"needs {need / 1e9:.1f} GB")
+    start = time.perf_counter()
+    synthetic_dem(raster, shape)
+    print(f"built {raster} ({shape[0] * shape[1] * 4 / 1e9:.2f} GB) in "
+          f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    return raster
+
+
+def run_neuse10(raster_path, workdir, backend, workers, limit_mb,
+                tile_size=None, check=False, keep=False):
+    """MST (weight max, 8-connected, no edge list) of the raster in
+    ``raster_path``: tiles in a pool of ``workers`` threads.  Returns the
+    summary (also printed as JSON)."""
+    from gridgraph.core import minimum_spanning_tree
+    from gridgraph.core.mst import tiled
+    from gridgraph.core.tiling import release_free_memory
+    raster = np.load(raster_path, mmap_mode="r")
+    rows, cols = raster.shape
+    out_dir = os.path.join(workdir, "out-neuse10")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    options = dict(connectivity=8, weight="max", backend=backend,
+                   edges=False)
+
+    # compile (or load from numba's cache) every kernel of the run, in
+    # threads as the run uses them, on a crop
+    start = time.perf_counter()
+    crop = np.ascontiguousarray(raster[:128, :128])
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        minimum_spanning_tree(crop, tile_size=32, executor=pool, **options)
+    warm_seconds = time.perf_counter() - start
+    del crop
+    print(f"warm-up (kernels compiled or loaded) {warm_seconds:.1f} s",
+          file=sys.stderr, flush=True)
+
+    release_free_memory()
+    baseline_kb = _status_kb("VmRSS")
+    _reset_peak_rss()
+    clock = PhaseClock(workdir)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        plan = tiled.plan(raster, 1, tile_size, limit_mb, pool)
+        if plan is None:
+            raise SystemExit(
+                f"{rows} x {cols} at {limit_mb} MB runs in memory, not "
+                "tiled: give --tile-size (or a smaller --memory-limit-mb)")
+        print(f"tiled: {plan.grid}, {workers} threads, limit {limit_mb} MB, "
+              f"backend {backend}", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        clock.start = start
+        result = minimum_spanning_tree(
+            raster, memory_limit_mb=limit_mb, tile_size=tile_size,
+            executor=pool, out_dir=out_dir, progress=clock, **options)
+        seconds = time.perf_counter() - start
+    peak_kb = _status_kb("VmHWM")
+    summary = {
+        "operation": "mst", "job": "neuse10", "shape": [rows, cols],
+        "backend": backend, "workers": workers, "limit_mb": limit_mb,
+        "tile_size": plan.grid.tile_size, "tiles": plan.grid.count,
+        "seconds": round(seconds, 2), "warm_up_seconds": round(warm_seconds, 2),
+        "phase_seconds": clock.phase_seconds(),
+        "baseline_mb": baseline_kb / 1024, "peak_mb": peak_kb / 1024,
+        "increase_mb": (peak_kb - baseline_kb) / 1024,
+        "total_weight": result.total_weight, "trees": result.trees,
+        "tiled": isinstance(result.parent_direction, np.memmap),
+        "output_gb": _folder_bytes(out_dir) / 1e9,
+        "workdir_gb": _folder_bytes(workdir) / 1e9,
+        "least_free_disk_gb": clock.least_free / 1e9,
+    }
+    if check:
+        # the in-memory CPU run on the same raster: a check for small scales
+        expected = minimum_spanning_tree(np.array(raster), connectivity=8,
+                                         weight="max", backend="cpu")
+        summary["check"] = bool(
+            expected.total_weight == result.total_weight
+            and expected.trees == result.trees
+            and np.array_equal(expected.parent_direction,
+                               result.parent_direction))
+        if not summary["check"]:
+            print(json.dumps(summary), flush=True)
+            raise SystemExit("the tiled run differs from the in-memory run")
+    del result
+    if not keep:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
 def table(results):
     lines = ["| raster | operation | backend | limit MB | wall s "
              "| peak RSS MB (above start) "
@@ -110,8 +347,17 @@ def table(results):
         notes = [f"tiles of {r.get('tile_size')}"]
         if r.get("tile_solves"):
             notes.append(f"{r['tile_solves']} tile solves")
-        if r["operation"] == "mst":
+        if r.get("workers"):
+            notes.append(f"{r['workers']} threads")
+        if r["operation"] == "mst" and "edges" in r:
             notes.append(f"{r['edges']} edges, {r['trees']} tree(s)")
+        elif r["operation"] == "mst":
+            notes.append(f"no edge list, {r['trees']} tree(s), total weight "
+                         f"{r['total_weight']!r}")
+        if r.get("phase_seconds"):
+            notes.append("phases " + ", ".join(
+                f"{name} {value:.1f} s"
+                for name, value in r["phase_seconds"].items()))
         if r["operation"] == "components":
             notes.append(f"{r['count']} components")
         notes.append(f"process total {r['baseline_mb']:.0f}->{r['peak_mb']:.0f} MB")
@@ -128,7 +374,7 @@ def main():
                         help="folder for the rasters and outputs (needs room: "
                         "the big job writes ~30 GB)")
     parser.add_argument("--jobs", nargs="+", default=["small"],
-                        choices=sorted(JOBS))
+                        choices=sorted(JOBS) + ["neuse10"])
     parser.add_argument("--operations", nargs="+",
                         default=["mst", "components", "costdistance"])
     parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"],
@@ -137,10 +383,39 @@ def main():
                         help="keep the rasters and outputs")
     parser.add_argument("--write", action="store_true",
                         help="append the table to docs/benchmarks.md")
+    neuse10 = parser.add_argument_group(
+        "neuse10", "the 3.5G-cell MST (the raster is kept in --workdir)")
+    neuse10.add_argument("--phase", default="all",
+                         choices=["all", "generate", "run"],
+                         help="build the raster, run the MST, or both")
+    neuse10.add_argument("--scale", type=float, default=1.0,
+                         help="multiply both sides (0.05: 3526 x 2511)")
+    neuse10.add_argument("--workers", type=int, default=12,
+                         help="threads running the tile tasks")
+    neuse10.add_argument("--memory-limit-mb", type=float, default=65536)
+    neuse10.add_argument("--tile-size", type=int, default=None,
+                         help="force the tile size (default automatic)")
+    neuse10.add_argument("--check", action="store_true",
+                         help="compare with the in-memory CPU run (small "
+                         "scales only)")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     results = []
     for job in args.jobs:
+        if job == "neuse10":
+            shape = neuse10_shape(args.scale)
+            raster = generate_neuse10(args.workdir, shape) \
+                if args.phase != "run" else os.path.join(
+                    args.workdir, f"dem-{shape[0]}x{shape[1]}.npy")
+            if args.phase == "generate":
+                continue
+            if not os.path.exists(raster):
+                raise SystemExit(f"no {raster}: run --phase generate first")
+            summary = run_neuse10(raster, args.workdir, args.backend,
+                                  args.workers, args.memory_limit_mb,
+                                  args.tile_size, args.check, args.keep)
+            results.append((shape, summary))
+            continue
         shape, runs = JOBS[job]
         raster = os.path.join(args.workdir, f"dem-{shape[0]}x{shape[1]}.npy")
         if not os.path.exists(raster):
@@ -160,6 +435,8 @@ def main():
                 subprocess.run(["rm", "-rf", out_dir])
         if not args.keep:
             os.remove(raster)
+    if not results:
+        return
     text = table(results)
     print(text)
     if args.write:
