@@ -8,6 +8,7 @@ forest."""
 
 import concurrent.futures
 import math
+import multiprocessing
 import os
 import threading
 import time
@@ -313,6 +314,17 @@ def test_without_edges_out_dir_holds_only_the_directions(tmp_path):
     assert isinstance(lean.parent_direction, np.memmap)
     assert_same_without_edges(lean, expected)
     assert os.listdir(out) == ["parent_direction.npy"]
+    # threads write their own direction blocks; processes hand them back
+    # to this process, which writes them
+    spawn = multiprocessing.get_context("spawn")
+    for pool in (concurrent.futures.ThreadPoolExecutor(3),
+                 concurrent.futures.ProcessPoolExecutor(2, mp_context=spawn)):
+        with pool:
+            lean = minimum_spanning_tree(
+                np.load(tmp_path / "values.npy", mmap_mode="r"),
+                connectivity=8, tile_size=16, out_dir=out, backend="cpu",
+                executor=pool, edges=False)
+        assert_same_without_edges(lean, expected)
 
 
 @pytest.mark.parametrize("workers", [2, 3])

@@ -41,6 +41,8 @@ Edge keys: ``edge_id = low * 4 + rank`` (rank 0 right, 1 down-left, 2 down,
 (weight, low, high), NaN weights last.
 """
 
+import concurrent.futures
+import functools
 import threading
 
 import numpy as np
@@ -1240,15 +1242,21 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
             def keep_run(index, result):
                 block, run_ids, run_weights, tile_parts, count = result
                 tile = tiles[index]
-                direction_sink.write(windows[tile], block)
+                if block is not None:
+                    direction_sink.write(windows[tile], block)
                 store.discard(("msf", tile))
                 if keep_edges:
                     store.put(("run", tile), (run_ids, run_weights))
                 run_sizes[tile] = count
                 parts[:] += tile_parts  # integers: exact in any order
 
+            # threads write their own blocks (pwrite at distinct offsets):
+            # one thread writing every block would hold up the others
+            in_thread = executor is None or isinstance(
+                executor, concurrent.futures.ThreadPoolExecutor)
             tiling.run_tasks(
-                tile_finish,
+                functools.partial(_finish_and_write, direction_sink)
+                if in_thread else tile_finish,
                 ((source, windows[t], (rows, cols), nodata,
                   store.get(("msf", t)), local_removed(t), roots[t],
                   owned.get(t, empty_sep), weight_index, weight_dtype)
@@ -1268,6 +1276,14 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
                      total_weight=total_from_parts(parts),
                      trees=n_valid - total, parent_direction=parent_direction,
                      shape=(rows, cols))
+
+
+def _finish_and_write(sink, source, window, *arguments):
+    """:func:`tile_finish`, writing the direction block to ``sink`` here
+    (None in its place in the result)."""
+    block, *rest = tile_finish(source, window, *arguments)
+    sink.write(window, block)
+    return (None, *rest)
 
 
 def _group_by_tile(edge_ids, grid, cols):
