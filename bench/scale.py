@@ -35,6 +35,7 @@ under that name (a symbolic link in a temporary folder).
 """
 
 import argparse
+import atexit
 import concurrent.futures
 import datetime
 import json
@@ -63,6 +64,7 @@ def _import_gridgraph():
         pass
     folder = tempfile.mkdtemp(prefix="gridgraph-import-")
     os.symlink(ROOT, os.path.join(folder, "gridgraph"))
+    atexit.register(shutil.rmtree, folder, True)  # the link, not ROOT
     sys.path.insert(0, folder)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [folder] + [p for p in [os.environ.get("PYTHONPATH")] if p])
