@@ -73,7 +73,11 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
     nodata, backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.  The tiled path
         follows Haverkort's block hierarchy (DESIGN.md) and gives the same
-        forest, edge order, weights and parent directions.
+        forest, edge order, weights and parent directions.  With a
+        ``concurrent.futures.ThreadPoolExecutor`` the tiles run in its
+        threads (the automatic tile size shrinks so that every worker's
+        tile fits the memory limit); with ``backend="cuda"`` one tile is
+        on the GPU at a time while the other threads do the CPU work.
     out_dir : str, optional
         Tiled path only: a folder for ``edges.npy`` (k x 2),
         ``weights.npy`` (k x 1, returned flattened) and
