@@ -202,7 +202,15 @@ class PhaseClock:
               (0.7, "tile pieces and their rooting"),
               (1.0, "finish tiles (directions, sums)"))
 
-    def __init__(self, folder):
+    # the tiled cost distance's spans (accumulated cost only: no hops or
+    # trees passes)
+    COST_DISTANCE_PHASES = ((0.1, "survey (costs, band)"),
+                            (0.7, "tile solves (propagation)"),
+                            (1.0, "output tiles"))
+
+    def __init__(self, folder, phases=None):
+        if phases is not None:
+            self.PHASES = phases
         self.folder = folder
         self.start = time.perf_counter()
         self.reached = {}
@@ -256,27 +264,41 @@ def generate_neuse10(workdir, shape):
 
 
 def run_neuse10(raster_path, workdir, backend, workers, limit_mb,
-                tile_size=None, check=False, keep=False):
-    """MST (weight max, 8-connected, no edge list) of the raster in
-    ``raster_path``: tiles in a pool of ``workers`` threads.  Returns the
-    summary (also printed as JSON)."""
-    from gridgraph.core import minimum_spanning_tree
-    from gridgraph.core.mst import tiled
+                tile_size=None, check=False, keep=False, operation="mst"):
+    """MST (weight max, 8-connected, no edge list) or cost distance (the
+    DEM as friction, one source at the centre, 8-connected, accumulated
+    cost only) of the raster in ``raster_path``: tiled, with a pool of
+    ``workers`` threads for the per-tile tasks.  Returns the summary (also
+    printed as JSON)."""
+    from gridgraph.core import cost_distance, minimum_spanning_tree
     from gridgraph.core.tiling import release_free_memory
     raster = np.load(raster_path, mmap_mode="r")
     rows, cols = raster.shape
     out_dir = os.path.join(workdir, "out-neuse10")
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
-    options = dict(connectivity=8, weight="max", backend=backend,
-                   edges=False)
+    if operation == "mst":
+        from gridgraph.core.mst import tiled
+        options = dict(connectivity=8, weight="max", backend=backend,
+                       edges=False)
+
+        def solve(values, **more):
+            return minimum_spanning_tree(values, **options, **more)
+    else:
+        from gridgraph.core.costdistance import tiled
+
+        def solve(values, **more):
+            centre = [(values.shape[0] // 2, values.shape[1] // 2)]
+            return cost_distance(values, centre, connectivity=8,
+                                 backend=backend, outputs=("accumulated",),
+                                 **more)
 
     # compile (or load from numba's cache) every kernel of the run, in
     # threads as the run uses them, on a crop
     start = time.perf_counter()
     crop = np.ascontiguousarray(raster[:128, :128])
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        minimum_spanning_tree(crop, tile_size=32, executor=pool, **options)
+        solve(crop, tile_size=32, executor=pool)
     warm_seconds = time.perf_counter() - start
     del crop
     print(f"warm-up (kernels compiled or loaded) {warm_seconds:.1f} s",
@@ -285,7 +307,8 @@ def run_neuse10(raster_path, workdir, backend, workers, limit_mb,
     release_free_memory()
     baseline_kb = _status_kb("VmRSS")
     _reset_peak_rss()
-    clock = PhaseClock(workdir)
+    clock = PhaseClock(workdir, None if operation == "mst"
+                       else PhaseClock.COST_DISTANCE_PHASES)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         plan = tiled.plan(raster, 1, tile_size, limit_mb, pool)
         if plan is None:
@@ -296,34 +319,52 @@ def run_neuse10(raster_path, workdir, backend, workers, limit_mb,
               f"backend {backend}", file=sys.stderr, flush=True)
         start = time.perf_counter()
         clock.start = start
-        result = minimum_spanning_tree(
-            raster, memory_limit_mb=limit_mb, tile_size=tile_size,
-            executor=pool, out_dir=out_dir, progress=clock, **options)
+        result = solve(raster, memory_limit_mb=limit_mb, tile_size=tile_size,
+                       executor=pool, out_dir=out_dir, progress=clock)
         seconds = time.perf_counter() - start
     peak_kb = _status_kb("VmHWM")
     summary = {
-        "operation": "mst", "job": "neuse10", "shape": [rows, cols],
+        "operation": operation, "job": "neuse10", "shape": [rows, cols],
         "backend": backend, "workers": workers, "limit_mb": limit_mb,
         "tile_size": plan.grid.tile_size, "tiles": plan.grid.count,
         "seconds": round(seconds, 2), "warm_up_seconds": round(warm_seconds, 2),
         "phase_seconds": clock.phase_seconds(),
         "baseline_mb": baseline_kb / 1024, "peak_mb": peak_kb / 1024,
         "increase_mb": (peak_kb - baseline_kb) / 1024,
-        "total_weight": result.total_weight, "trees": result.trees,
-        "tiled": isinstance(result.parent_direction, np.memmap),
+        "tiled": isinstance(getattr(result, "parent_direction", None)
+                            if operation == "mst" else result.accumulated,
+                            np.memmap),
         "output_gb": _folder_bytes(out_dir) / 1e9,
         "workdir_gb": _folder_bytes(workdir) / 1e9,
         "least_free_disk_gb": clock.least_free / 1e9,
     }
+    if operation == "mst":
+        summary.update(total_weight=result.total_weight, trees=result.trees)
+    else:
+        summary["tile_solves"] = result.tile_solves
+        # a sample of rows: reading all 28 GB back would double the I/O
+        sample = np.asarray(result.accumulated[::97])
+        summary["accumulated_sample_max"] = float(np.nanmax(sample))
+        summary["accumulated_sample_reached"] = float(
+            np.mean(np.isfinite(sample)))
     if check:
         # the in-memory CPU run on the same raster: a check for small scales
-        expected = minimum_spanning_tree(np.array(raster), connectivity=8,
-                                         weight="max", backend="cpu")
-        summary["check"] = bool(
-            expected.total_weight == result.total_weight
-            and expected.trees == result.trees
-            and np.array_equal(expected.parent_direction,
-                               result.parent_direction))
+        if operation == "mst":
+            expected = minimum_spanning_tree(
+                np.array(raster), connectivity=8, weight="max",
+                backend="cpu")
+            same = (expected.total_weight == result.total_weight
+                    and expected.trees == result.trees
+                    and np.array_equal(expected.parent_direction,
+                                       result.parent_direction))
+        else:
+            centre = [(rows // 2, cols // 2)]
+            expected = cost_distance(np.array(raster), centre,
+                                     connectivity=8, backend="cpu",
+                                     outputs=("accumulated",))
+            same = np.array_equal(expected.accumulated, result.accumulated,
+                                  equal_nan=True)
+        summary["check"] = bool(same)
         if not summary["check"]:
             print(json.dumps(summary), flush=True)
             raise SystemExit("the tiled run differs from the in-memory run")
@@ -413,10 +454,14 @@ def main():
                 continue
             if not os.path.exists(raster):
                 raise SystemExit(f"no {raster}: run --phase generate first")
-            summary = run_neuse10(raster, args.workdir, args.backend,
-                                  args.workers, args.memory_limit_mb,
-                                  args.tile_size, args.check, args.keep)
-            results.append((shape, summary))
+            for operation in args.operations:
+                if operation not in ("mst", "costdistance"):
+                    continue
+                summary = run_neuse10(raster, args.workdir, args.backend,
+                                      args.workers, args.memory_limit_mb,
+                                      args.tile_size, args.check, args.keep,
+                                      operation)
+                results.append((shape, summary))
             continue
         shape, runs = JOBS[job]
         raster = os.path.join(args.workdir, f"dem-{shape[0]}x{shape[1]}.npy")
