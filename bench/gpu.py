@@ -10,9 +10,10 @@ One run on the GPU machine checks and times every operation:
 * cost distance: fractal cost, one source in the centre, 8-connected; accumulated cost,
   predecessors and allocation identical to the CPU backend (canonical ties), and
   path-consistent (at --parity-size); CPU time at --parity-size (and at full size with
-  --cpu-full); plus an integer-plateau raster (exact ties everywhere) with three source ids at
-  4/8/16-connectivity, identical to the CPU, and the tiled path's per-tile solve
-  (``solve_seeded``) from the sources, identical to the in-memory distances.
+  --cpu-full); plus integer-plateau rasters (exact ties everywhere; zero-cost regions on a
+  small one) with three source ids at 4/8/16-connectivity, identical to the CPU, and the tiled
+  path's per-tile solve (``solve_seeded``) from the sources, identical to the in-memory
+  distances.
 
 Times: "device" = inputs already on the GPU, outputs left there (median of --repeat runs after a
 warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run);
@@ -316,47 +317,50 @@ def identical_cost_outputs(gpu_out, cpu_out):
                 and np.array_equal(gpu_out[2], cpu_out[2]))
 
 
-def bench_cost_distance_ties(side, results):
-    """Exact ties everywhere (integer plateaus, zero-cost regions): the canonical predecessors
-    and allocation must be the CPU's; and the tiled path's per-tile solve from the sources must
-    give the in-memory distances."""
+def bench_cost_distance_ties(side, results, zero_side=192):
+    """Exact ties everywhere: integer plateaus (costs 1..5) at ``side``², and zero-cost regions
+    (costs 0..4) at ``zero_side``² (small: a CPU Dijkstra keyed by cost alone can re-settle
+    zero-cost plateaus many times).  The canonical predecessors and allocation must be the
+    CPU's; and the tiled path's per-tile solve from the sources must give the in-memory
+    distances."""
     from gridgraph.core.costdistance import _cpu, _cuda, _step_lengths
-    cost = (fractal_surface((side, side), seed=7) // 250).astype(np.uint8)  # 0..4
-    valid = np.ones(cost.shape, bool)
-    valid[::61, ::53] = False
-    source = np.array([[side // 4, side // 4], [side // 2, 3 * side // 4],
-                       [3 * side // 4, side // 3]])
-    ids = np.array([1, 2, 3])
-    for connectivity in (4, 8, 16):
-        steps = _step_lengths(connectivity, None)
-        stats = {}
-        gpu_time, gpu_out = wall(lambda: _cuda.solve(cost, valid, source, ids, connectivity,
-                                                     steps, np.inf, Progress()))
-        cpu_time, cpu_out = wall(lambda: _cpu.solve(cost, valid, source, ids, connectivity,
-                                                    steps, np.inf, Progress()))
-        entry = dict(operation=f"cost distance {connectivity}-conn, integer plateaus 0-4, "
-                               f"3 source ids, {side}² (parity)",
-                     end_to_end_s=gpu_time, cpu_s=cpu_time,
-                     identical_to_cpu=identical_cost_outputs(gpu_out, cpu_out),
-                     path_consistent=check_cost_paths(*gpu_out, cost, steps, 100000,
-                                                      np.random.default_rng(3)))
-        if connectivity == 8:
-            seeds = source[:, 0] * side + source[:, 1]
-            distance = np.where(valid, np.inf, -np.inf)
-            hops = np.full(cost.shape, np.iinfo(np.int64).max)
-            distance.flat[seeds] = 0.0
-            hops.flat[seeds] = 0
-            seeded_time, (seeded_distance, _) = wall(lambda: _cuda.solve_seeded(
-                cost, valid, distance, hops, seeds, connectivity, steps, np.inf, stats=stats))
-            entry["seeded_s"] = seeded_time
-            entry["seeded_identical_distances"] = bool(np.array_equal(
-                seeded_distance[valid], np.where(np.isnan(gpu_out[0]), np.inf,
-                                                 gpu_out[0])[valid]))
-            entry["seeded_phases"] = stats
-            entry["identical_to_cpu"] &= entry["seeded_identical_distances"]
-        results.append(entry)
-        log(json.dumps(results[-1], default=float))
-        del gpu_out, cpu_out
+    for n, offset in ((side, 1), (zero_side, 0)):
+        cost = (fractal_surface((n, n), seed=7) // 250 + offset).astype(np.uint8)
+        valid = np.ones(cost.shape, bool)
+        valid[::61, ::53] = False
+        source = np.array([[n // 4, n // 4], [n // 2, 3 * n // 4], [3 * n // 4, n // 3]])
+        ids = np.array([1, 2, 3])
+        for connectivity in (4, 8, 16):
+            steps = _step_lengths(connectivity, None)
+            stats = {}
+            gpu_time, gpu_out = wall(lambda: _cuda.solve(cost, valid, source, ids, connectivity,
+                                                         steps, np.inf, Progress()))
+            cpu_time, cpu_out = wall(lambda: _cpu.solve(cost, valid, source, ids, connectivity,
+                                                        steps, np.inf, Progress()))
+            entry = dict(operation=f"cost distance {connectivity}-conn, integer plateaus "
+                                   f"{offset}-{offset + 4}, 3 source ids, {n}² (parity)",
+                         end_to_end_s=gpu_time, cpu_s=cpu_time,
+                         identical_to_cpu=identical_cost_outputs(gpu_out, cpu_out),
+                         path_consistent=check_cost_paths(*gpu_out, cost, steps, 100000,
+                                                          np.random.default_rng(3)))
+            if connectivity == 8:
+                seeds = source[:, 0] * n + source[:, 1]
+                distance = np.where(valid, np.inf, -np.inf)
+                hops = np.full(cost.shape, np.iinfo(np.int64).max)
+                distance.flat[seeds] = 0.0
+                hops.flat[seeds] = 0
+                seeded_time, (seeded_distance, _) = wall(lambda: _cuda.solve_seeded(
+                    cost, valid, distance, hops, seeds, connectivity, steps, np.inf,
+                    stats=stats))
+                entry["seeded_s"] = seeded_time
+                entry["seeded_identical_distances"] = bool(np.array_equal(
+                    seeded_distance[valid], np.where(np.isnan(gpu_out[0]), np.inf,
+                                                     gpu_out[0])[valid]))
+                entry["seeded_phases"] = stats
+                entry["identical_to_cpu"] &= entry["seeded_identical_distances"]
+            results.append(entry)
+            log(json.dumps(results[-1], default=float))
+            del gpu_out, cpu_out
 
 
 def bench_odd_shapes(results):

@@ -80,6 +80,11 @@ PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
 # Fraction of the progress bar given to the distance phase.
 DISTANCE_SHARE = 0.7
+# Bucket width of the hops phase, as a multiple of the distance phase's:
+# with the distances final, plain rounds over every woken tile beat
+# buckets (16384² fractal, one source, H100: hops phase 0.42 s in 534
+# rounds; 0.82 s in 1064 rounds with the distance phase's buckets).
+HOPS_DELTA_SCALE = np.inf
 
 
 @cuda.jit(cache=True)
@@ -760,7 +765,7 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
     timer.mark("relax")
     wake, tile_key = (cuda.to_device(a) for a in grid.tiles_around(cells, zero))
     rounds += _relax_hops(grid, cost, dist, hops, unset, wake, tile_key,
-                          delta, hops_progress, stats)
+                          delta * HOPS_DELTA_SCALE, hops_progress, stats)
     timer.mark("hops")
     pred = cuda.device_array(n, dtype=np.int8)
     _predecessors[grid.flat, FLAT_THREADS](
@@ -914,6 +919,6 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
             key_host = np.minimum(key_host, touched_key)
         _relax_hops(grid, d_cost, d_dist, d_hops, unset,
                     cuda.to_device(wake_host), cuda.to_device(key_host),
-                    delta, hops_progress, stats)
+                    delta * HOPS_DELTA_SCALE, hops_progress, stats)
     return (d_dist.copy_to_host().reshape(shape),
             d_hops.copy_to_host().reshape(shape))
