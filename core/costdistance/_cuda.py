@@ -825,7 +825,7 @@ SEEDED_PHASES = ("both", "distance", "hops")
 
 
 def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
-                 step_lengths, max_cost, progress=None, phase="both",
+                 step_lengths, max_cost, progress=None, phase="distance",
                  delta=None, stats=None):
     """Relax a tile's (distance, hops) state on the GPU after some of its
     cells were lowered; the per-tile solve of the tiled path.
@@ -843,20 +843,21 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
     hops : 2-D int64 ndarray
         The tile's current hops (ignored where the distance is +inf).
     seeds : 1-D int64 ndarray
-        Flat cells whose (distance, hops) the caller has just lowered:
-        sources at (0, 0), or cells that received a better pair from outside
-        the tile.  Their tiles on the GPU (and the neighbouring ones) are
-        woken with the seed's distance as key.
+        Flat cells the caller has just lowered: sources at (0, 0), or cells
+        that received a better value from outside the tile.  Their tiles on
+        the GPU (and the neighbouring ones) are woken with the seed's
+        distance as key.
     connectivity, step_lengths, max_cost
         As in :func:`solve`.
     progress : callable, optional
         As in :func:`gridgraph.core.cost_distance`.
-    phase : {"both", "distance", "hops"}
-        "both": distances, then hops over the cells each distance is
-        reached from, with the hops of every cell whose distance dropped
-        computed afresh.  "distance": distances only (hops returned as
-        given).  "hops": the distances are final (not changed); the seeds'
-        hops were lowered and hops are relaxed from them.
+    phase : {"distance", "hops", "both"}
+        "distance" (the default; the tiled path's first phase): distances
+        only, hops returned as given.  "hops" (its second phase): the
+        distances are final and not changed; hops are relaxed over the
+        moves that give a cell its distance exactly, from the seeds, whose
+        hops were lowered.  "both": distances, then hops, with the hops of
+        every cell whose distance dropped computed afresh.
     delta, stats
         As in :func:`solve_device`.
 
@@ -866,12 +867,16 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
         New arrays shaped like ``cost``.
 
     The state is assumed consistent away from the seeds: as left by an
-    earlier call (or +inf everywhere).  Then the result is what a Dijkstra
-    search of the tile started from the seeds gives, relaxing pairs
-    ``(d[n] + w, h[n] + 1)`` from cells whose distance is final (the tiled
-    CPU solve): every distance is the least over paths from the seeds and
-    the old state, and the hops of a cell are the least over the neighbours
-    that give it its distance.
+    earlier call (or +inf everywhere).  Then "both" gives what a Dijkstra
+    search of the tile from the seeds gives, relaxing pairs
+    ``(d[n] + w, h[n] + 1)`` only from cells whose distance is final:
+    every distance is the least over paths from the seeds and the old
+    state, and the hops of a cell the least over the neighbours that give
+    it its distance.  Across tiles this is not enough for canonical hops:
+    a tile solved while a neighbour's distances are not final yet keeps
+    hops that rounding made depend on them (the module docstring says how),
+    so a tiled driver settles every distance first ("distance"), then the
+    hops ("hops").
     """
     if phase not in SEEDED_PHASES:
         raise ValueError(f"phase must be one of {SEEDED_PHASES}, got {phase!r}")

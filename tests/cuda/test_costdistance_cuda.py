@@ -328,7 +328,7 @@ def test_hops_ignore_values_that_are_not_final():
     hops[0, 0] = hops[5, 6] = 0
     out_distance, out_hops = _cuda.solve_seeded(
         cost, valid, distance, hops, np.array([0, 5 * 8 + 6]), 4, steps,
-        np.inf)
+        np.inf, phase="both")
     # literal pairs along the detour, at N, C, and along T's path to E
     detour = [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (5, 1), (5, 2),
               (4, 2), (3, 2), (2, 2)]
@@ -592,7 +592,7 @@ def test_fresh_seeded_state_holds_the_canonical_pairs(problem, connectivity):
     distance.flat[seeds] = 0.0
     hops.flat[seeds] = 0
     out = _cuda.solve_seeded(cost, valid, distance, hops, seeds,
-                             connectivity, steps, np.inf)
+                             connectivity, steps, np.inf, phase="both")
     assert_same_state(out, (np.array(d), np.array(h)), valid)
 
 
@@ -620,7 +620,7 @@ def test_seeded_literal_call_keeps_hops_of_unchanged_distances():
     distance = np.array([[1.0, 2.0]])
     hops = np.array([[12, 3]])
     out = _cuda.solve_seeded(cost, valid, distance, hops, np.array([0]), 4,
-                             steps, np.inf)
+                             steps, np.inf, phase="both")
     np.testing.assert_array_equal(out[0], [[1.0, 2.0]])
     np.testing.assert_array_equal(out[1], [[12, 3]])
     hops = np.array([[12, UNREACHED_HOPS]])
@@ -685,7 +685,7 @@ def test_seeded_tile_from_its_sources_then_from_outside(problem, connectivity,
     expected = seeded_reference(ref, distance, hops, own)
     state = _cuda.solve_seeded(tile_cost, tile_valid, distance, hops,
                                np.array(own, dtype=np.int64), connectivity,
-                               steps, max_cost)
+                               steps, max_cost, phase="both")
     assert_same_state(state, expected, tile_valid)
     np.testing.assert_array_equal(state[0][~tile_valid], -np.inf)
 
@@ -711,7 +711,7 @@ def test_seeded_tile_from_its_sources_then_from_outside(problem, connectivity,
     expected = seeded_reference(ref, distance, hops, seeds)
     state = _cuda.solve_seeded(tile_cost, tile_valid, distance, hops,
                                np.array(seeds, dtype=np.int64), connectivity,
-                               steps, max_cost)
+                               steps, max_cost, phase="both")
     assert_same_state(state, expected, tile_valid)
     if exact and connectivity == 4:
         # no rounding: the tile now holds the whole raster's pairs
@@ -723,8 +723,9 @@ def test_seeded_tile_from_its_sources_then_from_outside(problem, connectivity,
 @given(tie_problems(max_side=8), st.sampled_from([4, 8, 16]))
 def test_seeded_distance_then_hops_phases(problem, connectivity):
     # the two phases as separate calls (a tiled driver that settles all
-    # distances first): distances from "distance" (hops returned as given),
-    # then hops from the sources with the distances fixed
+    # distances first): distances from "distance", the default (hops
+    # returned as given), then hops from the sources with the distances
+    # fixed
     cost, valid, cells, _ = problem
     steps = _step_lengths(connectivity, None)
     ref = Reference(cost, valid, connectivity, steps)
@@ -736,8 +737,7 @@ def test_seeded_distance_then_hops_phases(problem, connectivity):
     distance.flat[seeds] = 0.0
     hops.flat[seeds] = 0
     out_distance, out_hops = _cuda.solve_seeded(
-        cost, valid, distance, hops, seeds, connectivity, steps, np.inf,
-        phase="distance")
+        cost, valid, distance, hops, seeds, connectivity, steps, np.inf)
     np.testing.assert_array_equal(out_distance[valid], np.array(d)[valid])
     np.testing.assert_array_equal(out_hops, hops)
     hops = np.where(out_hops == 0, 0, UNREACHED_HOPS)
@@ -753,3 +753,56 @@ def test_seeded_rejects_an_unknown_phase():
                            np.zeros((2, 2)), np.zeros((2, 2), np.int64),
                            np.array([0]), 4, _step_lengths(4, None), np.inf,
                            phase="pairs")
+
+
+# --------------------------------------------------------------------------
+# The tiled path with its tiles solved on the GPU.
+
+def interim_raster_in_tiles_of_8():
+    """The not-yet-final case of INTERIM_PICTURE across tiles of 8: S, P, N,
+    C in the first tile, the zero-cost detour back to Q through the tile
+    below, E and T's path to F in the tiles to the right.  A tile solved
+    while N still holds 1 + 2**-52 must not fix the hops of C."""
+    cost = np.full((16, 16), np.nan)
+    cost[0, 4:9] = [0.0, 1.0 + 2.0 ** -52, 0.0, 2.0, 0.0]   # S P N C E
+    cost[1:10, 4] = 0.0          # the detour down from S ...
+    cost[9, 4:7] = 0.0           # ... across the next tile row ...
+    cost[2:10, 6] = 0.0          # ... and back up to Q
+    cost[1, 6] = 1.0             # Q
+    cost[2:10, 8] = 0.0          # T's path up to F
+    cost[9, 8:11] = 0.0          # T at (9, 10)
+    cost[1, 8] = 3.0             # F
+    return cost, [(0, 4), (9, 10)], [1, 2]
+
+
+def check_tiled_on_gpu(cost, sources, ids, connectivity):
+    in_memory = cost_distance(cost, sources, connectivity=connectivity,
+                              source_ids=ids, backend="cpu")
+    tiled = cost_distance(cost, sources, connectivity=connectivity,
+                          source_ids=ids, backend="cuda", tile_size=8)
+    for name in ("accumulated", "direction", "allocation"):
+        np.testing.assert_array_equal(getattr(tiled, name),
+                                      getattr(in_memory, name), err_msg=name)
+    return tiled
+
+
+def test_tiled_gpu_tiles_keep_hops_off_values_not_final():
+    cost, sources, ids = interim_raster_in_tiles_of_8()
+    tiled = check_tiled_on_gpu(cost, sources, ids, 4)
+    # E ties between C (22 hops) and F (11 hops): south to F, source T
+    assert (tiled.accumulated[0, 8], tiled.direction[0, 8],
+            tiled.allocation[0, 8]) == (3.0, 270.0, 2)
+
+
+@settings(max_examples=5, deadline=None)
+@given(tie_problems(max_side=9), st.sampled_from([4, 8, 16]),
+       st.integers(1, 3))
+def test_tiled_gpu_tiles_match_in_memory(problem, connectivity, scale):
+    # 8 x 8 tiles over rasters up to 18 x 27 (each cell of the drawn
+    # raster repeated over a block), exact ties everywhere
+    cost, valid, cells, ids = problem
+    block = np.ones((scale, 2 * scale))
+    cost = np.kron(np.where(valid, cost.astype(np.float64), np.nan), block)
+    cells = cells * [scale, 2 * scale]
+    check_tiled_on_gpu(cost, [tuple(c) for c in cells], list(ids),
+                       connectivity)
