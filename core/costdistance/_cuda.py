@@ -65,6 +65,7 @@ import numpy as np
 from numba import cuda
 
 from .._common import as_progress, index_dtype
+from ..errors import InvalidInputError
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer, add_rn,
                             block_reserve, blocks_for, check_device_memory,
                             device_scalar, mul_rn)
@@ -765,13 +766,15 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
     zero = np.zeros(m)
     distance_progress, hops_progress = _spans(progress)
     timer.mark("initialise")
-    wake, tile_key = (cuda.to_device(a) for a in grid.tiles_around(cells, zero))
+    wake, tile_key = (cuda.to_device(a)
+                      for a in grid.tiles_around(cells, zero))
     # every hop is unset until phase 2: nothing to reset
     _, rounds = _relax_distances(grid, cost, dist, hops, False, unset,
                                  float(max_cost), wake, tile_key, delta,
                                  distance_progress, stats)
     timer.mark("relax")
-    wake, tile_key = (cuda.to_device(a) for a in grid.tiles_around(cells, zero))
+    wake, tile_key = (cuda.to_device(a)
+                      for a in grid.tiles_around(cells, zero))
     rounds += _relax_hops(grid, cost, dist, hops, unset, wake, tile_key,
                           delta * HOPS_DELTA_SCALE, hops_progress, stats)
     timer.mark("hops")
@@ -887,7 +890,8 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
     hops ("hops").
     """
     if phase not in SEEDED_PHASES:
-        raise ValueError(f"phase must be one of {SEEDED_PHASES}, got {phase!r}")
+        raise InvalidInputError(
+            f"phase must be one of {SEEDED_PHASES}, got {phase!r}")
     shape = np.shape(cost)
     rows, cols = shape
     n = rows * cols

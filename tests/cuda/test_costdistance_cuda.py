@@ -39,6 +39,7 @@ from gridgraph.core import cost_distance
 from gridgraph.core._common import Progress
 from gridgraph.core.costdistance import NEIGHBOUR_OFFSETS, _cpu, _cuda, \
     _step_lengths
+from gridgraph.core.errors import InvalidInputError
 from gridgraph.tests.rasters import maze_cost
 
 SIM_SETTINGS = settings(max_examples=12, deadline=None)
@@ -748,7 +749,7 @@ def test_seeded_distance_then_hops_phases(problem, connectivity):
 
 
 def test_seeded_rejects_an_unknown_phase():
-    with pytest.raises(ValueError, match="phase"):
+    with pytest.raises(InvalidInputError, match="phase"):
         _cuda.solve_seeded(np.ones((2, 2)), np.ones((2, 2), bool),
                            np.zeros((2, 2)), np.zeros((2, 2), np.int64),
                            np.array([0]), 4, _step_lengths(4, None), np.inf,
