@@ -32,7 +32,9 @@ neighbours that give it.
    ``d[n] + w(n, c) == d[c]`` (one bit per neighbour, computed once), and
    h is relaxed by ``h[c] = min(h[c], h[n] + 1)`` over tight neighbours
    from h = 0 at the sources: a breadth-first distance on the tight graph,
-   again the same in any order.
+   again the same in any order.  Hops only break ties between tight
+   neighbours, so :func:`solve_device` skips this phase when no cell has
+   two (costs without exact ties: most real-valued rasters).
 
 Why not relax the pairs in one pass, accepting ``d' < d or (d' == d and
 h' < h)``?  Rounding can make a cell's value depend on a neighbour's value
@@ -320,6 +322,17 @@ def _tight_masks(cost, dist, rows, cols, connectivity, offsets, passed,
                 if add_rn(da, mul_rn(ca + cb, half_step[i])) == own:
                     bits |= 1 << i
         mask[cell] = bits
+
+
+@cuda.jit(cache=True)
+def _find_ties(mask, hops, n, found):
+    """found[0] = 1 when a non-source cell has two tight neighbours or
+    more (unreached cells have none)."""
+    cell = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if cell < n:
+        bits = np.int32(mask[cell])
+        if bits & (bits - 1) != 0 and hops[cell] != 0:
+            found[0] = 1
 
 
 @cuda.jit(cache=True)
@@ -697,13 +710,27 @@ def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
     return changed_key, rounds
 
 
-def _relax_hops(grid, cost, dist, hops, unset, wake, tile_key, delta,
-                progress, stats):
-    """Phase 2 to the fixed point (distances final)."""
+def _tight(grid, cost, dist):
+    """The tight-neighbour masks of every cell (device array)."""
     mask = cuda.device_array(grid.n, dtype=np.uint16)
     _tight_masks[grid.flat, FLAT_THREADS](
         cost, dist, grid.rows, grid.cols, grid.connectivity, grid.offsets,
         grid.passed, grid.half_step, mask)
+    return mask
+
+
+def _any_tie(grid, mask, hops):
+    """Whether some reached non-source cell has two tight neighbours or
+    more (only then can hops change a predecessor)."""
+    found = cuda.to_device(np.zeros(1, dtype=np.int32))
+    _find_ties[grid.flat, FLAT_THREADS](mask, hops, grid.n, found)
+    return bool(device_scalar(found, 0))
+
+
+def _relax_hops(grid, mask, dist, hops, unset, wake, tile_key, delta,
+                progress, stats):
+    """Phase 2 to the fixed point (distances final, ``mask`` from
+    :func:`_tight`)."""
     work = cuda.to_device(np.zeros(2, dtype=np.int64))
 
     def launch(worklist, count):
@@ -773,10 +800,18 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
                                  float(max_cost), wake, tile_key, delta,
                                  distance_progress, stats)
     timer.mark("relax")
-    wake, tile_key = (cuda.to_device(a)
-                      for a in grid.tiles_around(cells, zero))
-    rounds += _relax_hops(grid, cost, dist, hops, unset, wake, tile_key,
-                          delta * HOPS_DELTA_SCALE, hops_progress, stats)
+    mask = _tight(grid, cost, dist)
+    # Hops only break ties between tight neighbours: without a tie every
+    # predecessor is the one tight neighbour, whatever the hops.
+    needs_hops = _any_tie(grid, mask, hops)
+    if needs_hops:
+        wake, tile_key = (cuda.to_device(a)
+                          for a in grid.tiles_around(cells, zero))
+        rounds += _relax_hops(grid, mask, dist, hops, unset, wake, tile_key,
+                              delta * HOPS_DELTA_SCALE, hops_progress, stats)
+    del mask
+    if stats is not None:
+        stats["hops_phase"] = "run" if needs_hops else "skipped: no tie"
     timer.mark("hops")
     pred = cuda.device_array(n, dtype=np.int8)
     _predecessors[grid.flat, FLAT_THREADS](
@@ -934,7 +969,7 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
             touched = touched_key < np.inf
             wake_host[touched] = 1
             key_host = np.minimum(key_host, touched_key)
-        _relax_hops(grid, d_cost, d_dist, d_hops, unset,
+        _relax_hops(grid, _tight(grid, d_cost, d_dist), d_dist, d_hops, unset,
                     cuda.to_device(wake_host), cuda.to_device(key_host),
                     delta * HOPS_DELTA_SCALE, hops_progress, stats)
     return (d_dist.copy_to_host().reshape(shape),

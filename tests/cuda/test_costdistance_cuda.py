@@ -34,6 +34,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from numba import cuda
 
 from gridgraph.core import cost_distance
 from gridgraph.core._common import Progress
@@ -474,6 +475,31 @@ def test_tile_schedule_does_not_change_the_result():
     for delta in (0.5, None, np.inf):
         check_solve(cost, valid, cells, ids, 8, delta=delta,
                     with_cpu=delta is None)
+
+
+def test_hops_phase_runs_only_where_a_tie_needs_it():
+    # random real costs: no cell has two tight neighbours, the hops phase
+    # is skipped; unit costs: ties everywhere, it runs.  Same outputs as
+    # the reference either way.
+    rng = np.random.default_rng(4)
+    for cost, phase in ((rng.uniform(1, 2, (9, 10)), "skipped: no tie"),
+                        (np.ones((9, 10)), "run")):
+        valid = np.ones(cost.shape, bool)
+        cells, ids = np.array([[1, 2], [7, 7]]), np.array([1, 2])
+        steps = _step_lengths(8, None)
+        stats = {}
+        dist, pred, alloc, _ = _cuda.solve_device(
+            cuda.to_device(cost.reshape(-1)),
+            cuda.to_device(valid.reshape(-1).view(np.uint8)), 9, 10,
+            np.array([12, 77]), ids, 8, steps, np.inf, stats=stats)
+        assert stats["hops_phase"] == phase
+        expected = reference_outputs(cost, valid, cells, ids, 8, steps)
+        np.testing.assert_array_equal(dist.copy_to_host().reshape(9, 10),
+                                      expected[0])
+        np.testing.assert_array_equal(pred.copy_to_host().reshape(9, 10),
+                                      expected[1])
+        np.testing.assert_array_equal(alloc.copy_to_host().reshape(9, 10),
+                                      expected[2])
 
 
 def test_public_api_dispatches_to_cuda():
