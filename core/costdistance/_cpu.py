@@ -19,14 +19,13 @@ Python, which reports progress (and so honours a cancel) and grows the heap
 when the frontier needs more room.  All search state lives in arrays, so a
 chunk resumes exactly where the previous one stopped.
 
-Ties.  Each cell gets the least pair (accumulated cost, hops) over all
-paths, compared cost first (hops: the number of steps).  Keys are costs
-only; a path of equal cost and fewer hops lowers a cell's hops and puts it
-back in the heap, which happens only on exact ties.  Because hops grow by
-one per step, that pair is the unique fixed point of
-``(d, h)[c] = min over neighbours n of (d[n] + step(n, c), h[n] + 1)``,
-whatever the order of the search; so the CUDA and tiled backends, which
-reach it in other orders, agree with this one.  The predecessor of a cell
+Ties.  Each cell gets the pair (accumulated cost, hops), the fixed point
+of ``(d, h)[c] = min over neighbours n of (d[n] + step(n, c), h[n] + 1)``
+compared cost first: d from the search above, then h by a breadth-first
+search over the moves that give a cell its final cost exactly
+(:func:`_tight_steps`).  Both are the same whatever the order, so the
+CUDA and tiled backends, which reach them in other orders, agree with this
+one.  The predecessor of a cell
 is then read off the final pairs (:func:`canonical_predecessors`: the
 neighbour minimising (d[n] + step, h[n], neighbour index)), never from the
 order in which cells were settled, and the allocation is the id of the
@@ -49,8 +48,6 @@ from .._common import index_dtype
 # Predecessor codes besides neighbour indices.
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
-# heap_position of a cell that is not in the heap (unreached or settled)
-NOT_IN_HEAP = -1
 
 HEAP_ARITY = 4  # _pop_min compares exactly four children per level
 # +inf slots kept past the last heap entry, so every node has HEAP_ARITY
@@ -70,8 +67,8 @@ POPS_PER_CHUNK = 1 << 17
 def _state_dtype(index):
     # accumulated: +inf not reached yet, -inf barrier (no candidate is ever
     # smaller, so barriers need no test of their own); cost: the friction as
-    # float64; heap_position: the cell's heap slot, NOT_IN_HEAP otherwise;
-    # hops: the steps of the least (cost, steps) path found so far.
+    # float64; heap_position: valid only while the cell is in the heap
+    # (then the queue of the steps search); hops: the cell's steps.
     return np.dtype([("accumulated", np.float64), ("cost", np.float64),
                      ("heap_position", index), ("hops", index)])
 
@@ -129,7 +126,6 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     # field assignment converts any dtype, byte order or stride without a
     # float64 copy of the whole raster
     state["cost"] = array
-    state["heap_position"] = NOT_IN_HEAP
     accumulated_field = state["accumulated"]
     accumulated_field[...] = np.inf
     accumulated_field[~valid] = -np.inf
@@ -162,15 +158,26 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     distance = state["accumulated"]
     hops = state["hops"]
     cost = state["cost"]
-    del state
+    # sources: hops 0 (the only hops read when no cell has two tight
+    # neighbours; then the predecessor is the tight one, hops or not)
+    hops[...] = 1
+    hops[source_index] = 0
     predecessor = np.empty(n_cells, dtype=np.int8)
-    canonical_predecessors(distance, hops, cost, rows, cols, 0, rows, 0, cols,
-                           neighbour_drow, neighbour_dcol,
-                           np.ascontiguousarray(passed[:, 0, 0]),
-                           np.ascontiguousarray(passed[:, 0, 1]),
-                           np.ascontiguousarray(passed[:, 1, 0]),
-                           np.ascontiguousarray(passed[:, 1, 1]),
-                           step_lengths, predecessor)
+    passed_cells = tuple(np.ascontiguousarray(passed[:, a, b])
+                         for a in (0, 1) for b in (0, 1))
+    ties = canonical_predecessors(
+        distance, hops, cost, rows, cols, 0, rows, 0, cols, neighbour_drow,
+        neighbour_dcol, *passed_cells, step_lengths, predecessor, False)
+    if ties:
+        # steps, with the costs final; the heap positions hold its queue
+        _tight_steps(state, rows, cols, source_index, neighbour_delta,
+                     neighbour_drow, neighbour_dcol, passed_delta_a,
+                     passed_delta_b, step_lengths, margin)
+        canonical_predecessors(
+            distance, hops, cost, rows, cols, 0, rows, 0, cols,
+            neighbour_drow, neighbour_dcol, *passed_cells, step_lengths,
+            predecessor)
+    del state
     ids = np.asarray(ids, dtype=np.int64)
     if len(np.unique(ids)) == 1:
         allocation = np.where(predecessor == PREDECESSOR_UNREACHED, 0, ids[0])
@@ -184,11 +191,73 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
             allocation.reshape(shape))
 
 
+@njit(cache=True, nogil=True)
+def _tight_steps(state, rows, cols, source_index, neighbour_delta,
+                 neighbour_drow, neighbour_dcol, passed_delta_a,
+                 passed_delta_b, step_lengths, margin):
+    """Steps of every reached cell, with the costs final: a breadth-first
+    search from the sources over *tight* moves (those giving the end its
+    cost exactly, by the search's expression), so the least steps among
+    the neighbours that give a cell its cost.  -1 where unreached.
+
+    Counting steps in the cost search itself (relaxing pairs) would
+    re-settle cells again and again on zero-cost plateaus, where every pop
+    has the same cost; a breadth-first search is linear.
+    """
+    n = rows * cols
+    for cell in range(n):
+        state[cell].hops = -1
+    tail = 0
+    for k in range(source_index.shape[0]):
+        cell = source_index[k]
+        if state[cell].hops == 0:
+            continue  # listed twice
+        state[cell].hops = 0
+        state[tail].heap_position = cell
+        tail += 1
+    head = 0
+    connectivity = neighbour_delta.shape[0]
+    while head < tail:
+        cell = np.int64(state[head].heap_position)
+        head += 1
+        cell_distance = state[cell].accumulated
+        cell_cost = state[cell].cost
+        next_hops = state[cell].hops + 1
+        row = cell // cols
+        col = cell - row * cols
+        interior = (margin <= row < rows - margin
+                    and margin <= col < cols - margin)
+        for i in range(connectivity):
+            if interior:
+                neighbour = cell + neighbour_delta[i]
+            else:
+                neighbour_row = row + neighbour_drow[i]
+                neighbour_col = col + neighbour_dcol[i]
+                if not (0 <= neighbour_row < rows and 0 <= neighbour_col < cols):
+                    continue
+                neighbour = neighbour_row * cols + neighbour_col
+            record = state[neighbour]
+            there = record.accumulated
+            if record.hops != -1 or not (there < np.inf and there > -np.inf):
+                continue
+            if i >= 8 and (
+                    state[cell + passed_delta_a[i]].accumulated == -np.inf
+                    or state[cell + passed_delta_b[i]].accumulated == -np.inf):
+                continue
+            # the search's expression, term for term
+            if cell_distance + (cell_cost + record.cost) * 0.5 \
+                    * step_lengths[i] == there:
+                record.hops = next_hops
+                state[tail].heap_position = neighbour
+                tail += 1
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def canonical_predecessors(distance, hops, cost, rows, cols, row_start,
                            row_stop, col_start, col_stop, drow, dcol,
                            passed_a_row, passed_a_col, passed_b_row,
-                           passed_b_col, step_lengths, predecessor):
+                           passed_b_col, step_lengths, predecessor,
+                           use_hops=True):
     """Predecessor codes from the final (distance, hops) of every cell.
 
     The arrays are flat over a ``rows`` x ``cols`` frame (the raster, or a
@@ -199,7 +268,14 @@ def canonical_predecessors(distance, hops, cost, rows, cols, row_start,
     step, its hops, its index in NEIGHBOUR_OFFSETS): the same cell for any
     search order, so every backend and tile size gives the same trees.
     Sources have hops 0 (code -2), unreached cells -1.
+
+    With ``use_hops`` False only ``hops == 0`` (the sources) is read, and
+    the result is canonical only where a cell has one tight neighbour (one
+    whose distance plus the step is exactly the cell's).  Returns the
+    number of cells with two or more; when it is not 0 the caller computes
+    the hops and calls again with ``use_hops`` True.
     """
+    ties = 0
     for row in prange(row_start, row_stop):
         for col in range(col_start, col_stop):
             cell = row * cols + col
@@ -214,6 +290,7 @@ def canonical_predecessors(distance, hops, cost, rows, cols, row_start,
             best = np.inf
             best_hops = own_hops
             best_i = -1
+            tight = 0
             for i in range(drow.shape[0]):
                 next_row = row + drow[i]
                 next_col = col + dcol[i]
@@ -221,8 +298,8 @@ def canonical_predecessors(distance, hops, cost, rows, cols, row_start,
                     continue
                 neighbour = next_row * cols + next_col
                 there = distance[neighbour]
-                if not (there <= own and there > -np.inf) \
-                        or hops[neighbour] >= own_hops:
+                if not (there <= own and there > -np.inf) or (
+                        use_hops and hops[neighbour] >= own_hops):
                     continue
                 if i >= 8 and (
                         distance[(row + passed_a_row[i]) * cols + col
@@ -233,12 +310,21 @@ def canonical_predecessors(distance, hops, cost, rows, cols, row_start,
                 # the search's expression, term for term
                 candidate = there + (cost[neighbour] + cost[cell]) \
                     * 0.5 * step_lengths[i]
-                if candidate < best or (candidate == best
-                                        and hops[neighbour] < best_hops):
+                if candidate == own:
+                    tight += 1
+                if not use_hops:
+                    if candidate < best:
+                        best = candidate
+                        best_i = i
+                elif candidate < best or (candidate == best
+                                          and hops[neighbour] < best_hops):
                     best = candidate
                     best_hops = hops[neighbour]
                     best_i = i
             predecessor[cell] = best_i
+            if tight > 1:
+                ties += 1
+    return ties
 
 
 def root_allocation(predecessor, rows, cols, drow, dcol, source_index, ids):
@@ -335,10 +421,9 @@ def _seed_sources(source_index, state, heap_key, heap_cell):
     for k in range(source_index.shape[0]):
         cell = source_index[k]
         record = state[cell]
-        if record.accumulated == 0.0 and record.hops == 0:
+        if record.accumulated == 0.0:
             continue  # listed twice
         record.accumulated = 0.0
-        record.hops = 0
         record.heap_position = heap_size
         # every key is 0, so appending keeps the heap order
         heap_key[heap_size] = 0.0
@@ -415,10 +500,6 @@ def _dijkstra_chunk(state, rows, cols, heap_key, heap_cell, heap_size,
     move i (i >= 8) passes between; the move is skipped when either is a
     barrier.
 
-    Keys are distances; a path of equal cost and fewer hops lowers a cell's
-    hops and puts it back in the heap if it had left it (only on exact ties,
-    so rare), which makes the final (distance, hops) the least pair.
-
     Stops early when the heap might not hold the pushes of one more pop
     (the caller grows it and calls again).
     """
@@ -446,10 +527,7 @@ def _dijkstra_chunk(state, rows, cols, heap_key, heap_cell, heap_size,
                 _prefetch(state, upcoming + 2 * cols - 2)
                 _prefetch(state, upcoming + 2 * cols + 2)
 
-        popped = state[cell]
-        popped.heap_position = NOT_IN_HEAP
-        cell_cost = popped.cost
-        next_hops = popped.hops + 1
+        cell_cost = state[cell].cost
         row = cell // cols
         col = cell - row * cols
         interior = (margin <= row < rows - margin
@@ -481,7 +559,6 @@ def _dijkstra_chunk(state, rows, cols, heap_key, heap_cell, heap_size,
             if candidate < previous:
                 if candidate <= max_cost:
                     record.accumulated = candidate
-                    record.hops = next_hops
                     if previous == np.inf:
                         slot = heap_size
                         heap_size += 1
@@ -490,12 +567,4 @@ def _dijkstra_chunk(state, rows, cols, heap_key, heap_cell, heap_size,
                         slot = np.int64(record.heap_position)
                     _sift_up(heap_key, heap_cell, state, slot, candidate,
                              neighbour)
-            elif candidate == previous and next_hops < record.hops \
-                    and previous < np.inf:
-                record.hops = next_hops
-                if record.heap_position == NOT_IN_HEAP:
-                    heap_size += 1
-                    heap_key[heap_size + HEAP_PADDING - 1] = np.inf
-                    _sift_up(heap_key, heap_cell, state, heap_size - 1,
-                             candidate, neighbour)
     return heap_size, pops

@@ -224,7 +224,7 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
         from . import _cuda
         new_distance, new_hops = _cuda.solve_seeded(
             cost, valid, distance.reshape(shape), hops.reshape(shape), seeded,
-            len(offsets), step_lengths, max_cost)
+            len(offsets), step_lengths, max_cost, phase="distance")
         return (np.ascontiguousarray(new_distance).reshape(-1),
                 np.ascontiguousarray(new_hops, dtype=np.int64).reshape(-1))
     cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
