@@ -17,6 +17,7 @@ from numba import njit
 
 from . import tiling
 from ._common import as_progress, index_dtype
+from ._unionfind import find_root as _find
 from .errors import InvalidInputError
 
 # Cells per strip: a strip's sort (np.unique) and its arrays stay in the
@@ -141,18 +142,6 @@ STRIP_BYTES_PER_CELL = 40
 MIN_EDGE_CHUNK, MAX_EDGE_CHUNK = 1 << 16, 1 << 24
 # Strip files kept open at once while the edges are sorted into them.
 OPEN_STRIP_FILES = 128
-
-
-@njit(cache=True, nogil=True)
-def _find(parent, node):
-    root = node
-    while parent[root] != root:
-        root = parent[root]
-    while parent[node] != root:
-        following = parent[node]
-        parent[node] = root
-        node = following
-    return root
 
 
 @njit(cache=True, nogil=True)

@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from .._common import index_dtype
+from .._unionfind import find_root as _find
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
 # honoured well within a second (256 rows of a 4096-column raster).
@@ -175,19 +176,6 @@ def _kernel_ready(array):
     elif not values.dtype.isnative:
         values = values.astype(values.dtype.newbyteorder("="))
     return np.ascontiguousarray(values)
-
-
-@njit(cache=True, nogil=True)
-def _find(parent, node):
-    root = node
-    while parent[root] != root:
-        root = parent[root]
-    # path compression: point every node on the way straight at the root
-    while parent[node] != root:
-        following = parent[node]
-        parent[node] = root
-        node = following
-    return root
 
 
 @njit(cache=True, nogil=True)

@@ -28,6 +28,7 @@ from numba import njit
 
 from .. import tiling
 from .._common import Progress, index_dtype, valid_mask
+from .._unionfind import find_root as _find
 
 # Bytes per cell of one tile's working set: the values (up to 8), the valid
 # mask, the labels (8 for large tiles), the kernel's union-find array (8) and
@@ -251,18 +252,6 @@ def merge(grid, summaries, eight, compare_values):
             "starts_before": before[window.row:window.row + window.rows, tc],
         }
     return answers, count
-
-
-@njit(cache=True, nogil=True)
-def _find(parent, node):
-    root = node
-    while parent[root] != root:
-        root = parent[root]
-    while parent[node] != root:
-        following = parent[node]
-        parent[node] = root
-        node = following
-    return root
 
 
 @njit(cache=True, nogil=True)

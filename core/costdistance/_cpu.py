@@ -191,6 +191,21 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
             allocation.reshape(shape))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _neighbour_at(cell, row, col, i, interior, rows, cols, neighbour_delta,
+                  neighbour_drow, neighbour_dcol):
+    """The cell at offset i of ``cell`` (at row, col), -1 outside the
+    raster; ``interior`` cells (at least the move's reach from every
+    border) skip the bounds test."""
+    if interior:
+        return cell + neighbour_delta[i]
+    neighbour_row = row + neighbour_drow[i]
+    neighbour_col = col + neighbour_dcol[i]
+    if not (0 <= neighbour_row < rows and 0 <= neighbour_col < cols):
+        return -1
+    return neighbour_row * cols + neighbour_col
+
+
 @njit(cache=True, nogil=True)
 def _tight_steps(state, rows, cols, source_index, neighbour_delta,
                  neighbour_drow, neighbour_dcol, passed_delta_a,
@@ -228,14 +243,11 @@ def _tight_steps(state, rows, cols, source_index, neighbour_delta,
         interior = (margin <= row < rows - margin
                     and margin <= col < cols - margin)
         for i in range(connectivity):
-            if interior:
-                neighbour = cell + neighbour_delta[i]
-            else:
-                neighbour_row = row + neighbour_drow[i]
-                neighbour_col = col + neighbour_dcol[i]
-                if not (0 <= neighbour_row < rows and 0 <= neighbour_col < cols):
-                    continue
-                neighbour = neighbour_row * cols + neighbour_col
+            neighbour = _neighbour_at(cell, row, col, i, interior, rows, cols,
+                                      neighbour_delta, neighbour_drow,
+                                      neighbour_dcol)
+            if neighbour < 0:
+                continue
             record = state[neighbour]
             there = record.accumulated
             if record.hops != -1 or not (there < np.inf and there > -np.inf):
@@ -533,14 +545,11 @@ def _dijkstra_chunk(state, rows, cols, heap_key, heap_cell, heap_size,
         interior = (margin <= row < rows - margin
                     and margin <= col < cols - margin)
         for i in range(connectivity):
-            if interior:
-                neighbour = cell + neighbour_delta[i]
-            else:
-                neighbour_row = row + neighbour_drow[i]
-                neighbour_col = col + neighbour_dcol[i]
-                if not (0 <= neighbour_row < rows and 0 <= neighbour_col < cols):
-                    continue
-                neighbour = neighbour_row * cols + neighbour_col
+            neighbour = _neighbour_at(cell, row, col, i, interior, rows, cols,
+                                      neighbour_delta, neighbour_drow,
+                                      neighbour_dcol)
+            if neighbour < 0:
+                continue
             # a knight's move may not pass beside a barrier; its two passed
             # cells lie in the raster whenever its target does
             if i >= 8 and (

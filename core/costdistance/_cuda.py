@@ -285,6 +285,32 @@ def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
         cuda.atomic.add(work, 1, sweeps)
 
 
+@cuda.jit(device=True, inline=True)
+def _step_from(cost, dist, rows, cols, row, col, i, offsets, passed,
+               half_step, cb, own):
+    """(neighbour, d[n] + w(n, c)) for the neighbour n at offset i of cell
+    (row, col), whose cost is ``cb`` and distance ``own``; neighbour -1 when
+    n is outside, a barrier, farther than ``own`` or a knight's move passes
+    beside a barrier.  Float64 sums, as in the relaxation (the costs may be
+    float32)."""
+    nr = row + offsets[i, 0]
+    nc = col + offsets[i, 1]
+    if nr < 0 or nr >= rows or nc < 0 or nc >= cols:
+        return -1, np.inf
+    neighbour = nr * cols + nc
+    ca = np.float64(cost[neighbour])
+    da = dist[neighbour]
+    if ca != ca or not da <= own:
+        return -1, np.inf
+    # a knight's passed cells lie in the raster with its target
+    if i >= 8:
+        pa = cost[(row + passed[i, 0, 0]) * cols + col + passed[i, 0, 1]]
+        pb = cost[(row + passed[i, 1, 0]) * cols + col + passed[i, 1, 1]]
+        if pa != pa or pb != pb:
+            return -1, np.inf
+    return neighbour, add_rn(da, mul_rn(ca + cb, half_step[i]))
+
+
 @cuda.jit(cache=True)
 def _tight_masks(cost, dist, rows, cols, connectivity, offsets, passed,
                  half_step, mask):
@@ -300,26 +326,10 @@ def _tight_masks(cost, dist, rows, cols, connectivity, offsets, passed,
             row = cell // cols
             col = cell - row * cols
             for i in range(connectivity):
-                nr = row + offsets[i, 0]
-                nc = col + offsets[i, 1]
-                if nr < 0 or nr >= rows or nc < 0 or nc >= cols:
-                    continue
-                neighbour = nr * cols + nc
-                ca = np.float64(cost[neighbour])
-                if ca != ca:
-                    continue
-                da = dist[neighbour]
-                if not da <= own:
-                    continue
-                # a knight's passed cells lie in the raster with its target
-                if i >= 8:
-                    pa = cost[(row + passed[i, 0, 0]) * cols + col
-                              + passed[i, 0, 1]]
-                    pb = cost[(row + passed[i, 1, 0]) * cols + col
-                              + passed[i, 1, 1]]
-                    if pa != pa or pb != pb:
-                        continue
-                if add_rn(da, mul_rn(ca + cb, half_step[i])) == own:
+                neighbour, candidate = _step_from(cost, dist, rows, cols, row,
+                                                  col, i, offsets, passed,
+                                                  half_step, cb, own)
+                if neighbour >= 0 and candidate == own:
                     bits |= 1 << i
         mask[cell] = bits
 
@@ -472,25 +482,11 @@ def _predecessors(cost, dist, hops, rows, cols, connectivity, offsets, passed,
                 best = np.inf
                 best_hops = hops[cell]
                 for i in range(connectivity):
-                    nr = row + offsets[i, 0]
-                    nc = col + offsets[i, 1]
-                    if nr < 0 or nr >= rows or nc < 0 or nc >= cols:
+                    neighbour, candidate = _step_from(
+                        cost, dist, rows, cols, row, col, i, offsets, passed,
+                        half_step, cb, own)
+                    if neighbour < 0:
                         continue
-                    neighbour = nr * cols + nc
-                    ca = np.float64(cost[neighbour])
-                    if ca != ca:
-                        continue
-                    da = dist[neighbour]
-                    if not da <= own:
-                        continue
-                    if i >= 8:
-                        pa = cost[(row + passed[i, 0, 0]) * cols + col
-                                  + passed[i, 0, 1]]
-                        pb = cost[(row + passed[i, 1, 0]) * cols + col
-                                  + passed[i, 1, 1]]
-                        if pa != pa or pb != pb:
-                            continue
-                    candidate = add_rn(da, mul_rn(ca + cb, half_step[i]))
                     there = hops[neighbour]
                     # i ascends: a full tie keeps the lower index
                     if candidate < best or (candidate == best

@@ -51,6 +51,7 @@ from numba import njit
 from .. import tiling
 from .._common import Progress, valid_mask
 from . import PARENT_DEGREES, PARENT_OFFSETS
+from .._unionfind import find_root as _find
 from ._cpu import _edge_weight, _lighter, sum_parts, sum_parts_size, \
     total_from_parts
 
@@ -174,18 +175,6 @@ def _compress(n_vertices, end_a, end_b, weight, edge_id, boundary):
             out_e[count] = heavy_e
             count += 1
     return out_a[:count], out_b[:count], out_w[:count], out_e[:count]
-
-
-@njit(cache=True, nogil=True)
-def _find(parent, node):
-    root = node
-    while parent[root] != root:
-        root = parent[root]
-    while parent[node] != root:
-        following = parent[node]
-        parent[node] = root
-        node = following
-    return root
 
 
 @njit(cache=True, nogil=True)
