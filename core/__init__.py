@@ -7,8 +7,8 @@ Plain Python: never imports qgis, and imports GDAL only to read raster paths
 from .components import (ComponentsResult, component_summary,
                          connected_components)
 from .costdistance import CostDistanceResult, cost_distance, least_cost_path
-from .errors import (BackendUnavailableError, CancelledError, GridGraphError,
-                     InvalidInputError)
+from .errors import (BackendUnavailableError, CancelledError, DiskFullError,
+                     GridGraphError, InvalidInputError, RasterReadError)
 from .mst import MSTResult, minimum_spanning_tree, segment_by_threshold
 
 __all__ = [
@@ -16,5 +16,5 @@ __all__ = [
     "cost_distance", "CostDistanceResult", "least_cost_path",
     "minimum_spanning_tree", "MSTResult", "segment_by_threshold",
     "GridGraphError", "InvalidInputError", "BackendUnavailableError",
-    "CancelledError",
+    "CancelledError", "DiskFullError", "RasterReadError",
 ]
