@@ -224,6 +224,10 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         return checks.label(self, name)
 
     def checkParameterValues(self, parameters, context):  # noqa: N802
+        # numbers first: QGIS's own check refuses NaN without saying why
+        ok, message = checks.check_numbers(self, parameters, context)
+        if not ok:
+            return ok, message
         ok, message = super().checkParameterValues(parameters, context)
         if not ok:
             return ok, message
@@ -231,10 +235,7 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                                      self.BAND)
         if not ok:
             return ok, message
-        ok, message = checks.check_files(self, parameters, context)
-        if not ok:
-            return ok, message
-        return checks.check_numbers(self, parameters, context)
+        return checks.check_files(self, parameters, context)
 
     def checkBand(self, parameters, context, layer_name, band_name):  # noqa: N802
         """(ok, message): the band exists in the raster layer."""

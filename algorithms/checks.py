@@ -82,7 +82,8 @@ def output_files(algorithm, parameters, context):
         path = file_target(parameters.get(name), context)
         if path is None:
             continue
-        if not os.path.splitext(path)[1] and isinstance(
+        if not os.path.splitext(path)[1] and not os.path.isdir(path) and \
+                isinstance(
                 definition, QgsProcessingDestinationParameter):
             path = f"{path}.{definition.defaultFileExtension()}"
         files[name] = path

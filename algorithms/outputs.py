@@ -177,13 +177,20 @@ class OutputSet:
                 raise QgsProcessingException(
                     f"{final} was not written (internal error): nothing "
                     "was published")
-        for temporary, final in self._rasters:
-            scratch.publish(temporary, final)
-        for checked, temporary, final, dest_id, final_id in self._sinks:
-            if temporary is None:
-                continue
-            scratch.publish(temporary, final)
-            self._renameLayerToLoad(dest_id, final_id)
+        moves = [(temporary, final) for temporary, final in self._rasters]
+        moves += [(temporary, final) for _, temporary, final, *_ in
+                  self._sinks if temporary is not None]
+        for temporary, final in moves:
+            try:
+                scratch.publish(temporary, final)
+            except OSError as error:
+                raise QgsProcessingException(
+                    f"cannot move the finished output into place at {final}: "
+                    f"{error.strerror or error}; check that it is not a "
+                    "folder or a file open elsewhere, and run again") from None
+        for _, temporary, _, dest_id, final_id in self._sinks:
+            if temporary is not None:
+                self._renameLayerToLoad(dest_id, final_id)
         self.committed = True
 
     def _checkFeatureCount(self, checked, temporary):  # noqa: N802
