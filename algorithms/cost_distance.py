@@ -114,7 +114,9 @@ class CostDistance(GridGraphAlgorithm):
             "empty in this version.")
 
     def outputStyle(self, name):  # noqa: N802
-        return GraduatedLineStyle("cost") if name == self.OUTPUT_PATHS else None
+        if name == self.OUTPUT_PATHS:
+            return GraduatedLineStyle("cost", casing=True)
+        return None
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Cost raster")

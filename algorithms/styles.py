@@ -18,7 +18,8 @@ from qgis.core import (QgsClassificationJenks, QgsColorRampShader,
                        QgsProcessingLayerPostProcessorInterface, QgsProperty,
                        QgsRasterBandStats, QgsRasterLayer, QgsRasterShader,
                        QgsSingleBandPseudoColorRenderer,
-                       QgsSingleSymbolRenderer, QgsStyle, QgsSymbolLayer,
+                       QgsSimpleLineSymbolLayer, QgsSingleSymbolRenderer,
+                       QgsStyle, QgsSymbolLayer,
                        QgsVectorLayer)
 from qgis.PyQt.QtGui import QColor
 
@@ -189,16 +190,22 @@ class DirectionStyle(QgsProcessingLayerPostProcessorInterface):
 class GraduatedLineStyle(QgsProcessingLayerPostProcessorInterface):
     """Lines coloured (and widened) in natural-breaks classes of ``field``."""
 
-    def __init__(self, field, ramp_name="Viridis", classes=5):
+    def __init__(self, field, ramp_name="Viridis", classes=5, casing=False):
         super().__init__()
         self.field = field
         self.ramp_name = ramp_name
         self.classes = classes
+        self.casing = casing  # a white halo: lines drawn over a raster
 
     def postProcessLayer(self, layer, context, feedback):  # noqa: N802
         if not isinstance(layer, QgsVectorLayer) or layer.featureCount() == 0:
             return
         symbol = QgsLineSymbol.createSimple({"width": "0.5"})
+        if self.casing:
+            symbol.setWidth(0.8)
+            halo = QgsSimpleLineSymbolLayer(QColor("white"), 1.4)
+            halo.setLocked(True)  # keeps white when the ramp colours
+            symbol.insertSymbolLayer(0, halo)
         renderer = QgsGraduatedSymbolRenderer(self.field)
         renderer.setSourceSymbol(symbol)
         renderer.setSourceColorRamp(_ramp(self.ramp_name))
