@@ -5,6 +5,7 @@ translation of engine errors, output checks, and atomic raster writing.
 No numerics here: arrays go from GDAL to ``gridgraph.core`` and back.
 """
 
+import functools
 import os
 import re
 import shutil
@@ -31,7 +32,7 @@ from qgis.PyQt.QtGui import QIcon
 from ..core import GridGraphError
 from ..core import io as raster_io
 from ..core import tiling
-from ..core._common import valid_mask
+from ..core._common import cuda_available, valid_mask
 from . import styles
 
 ICON_FOLDER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "icons")
@@ -43,11 +44,42 @@ _PROVIDER_PREFIX = re.compile(r"^[A-Za-z_]{2,}:")
 ENGINE_SHARE = 0.9
 
 
+@functools.lru_cache(maxsize=None)
+def gpu_usable():
+    """True when numba reaches a CUDA device (asked once per session)."""
+    return cuda_available()
+
+
 def progress_callback(feedback, start=0.0, stop=ENGINE_SHARE):
     """The engine's ``progress(fraction) -> keep going`` built from a feedback."""
     width = 100.0 * (stop - start)
     return lambda fraction: (feedback.setProgress(100.0 * start + width * fraction)
                              or not feedback.isCanceled())
+
+
+class BandParameter(QgsProcessingParameterBand):
+    """A band number that is not optional, yet may be left out (band 1).
+
+    Flagged optional, the dialog labels it "[optional]" and offers "not
+    set"; not flagged, QGIS 3.22's band parameter refuses a missing value
+    instead of taking its default (qgis_process: "mandatory parameters were
+    not specified").  A missing value is checked as the default here, and
+    parameterAsInt gives the default too.
+    """
+
+    def checkValueIsAcceptable(self, value, context=None):  # noqa: N802
+        if value is None:
+            value = self.defaultValue()
+        return super().checkValueIsAcceptable(value, context)
+
+    def clone(self):
+        copy = BandParameter(self.name(), self.description(),
+                             self.defaultValue(),
+                             self.parentLayerParameterName(),
+                             allowMultiple=self.allowMultiple())
+        copy.setFlags(self.flags())
+        copy.setHelp(self.help())
+        return copy
 
 
 @dataclass
@@ -162,11 +194,8 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         """INPUT raster layer and its BAND (default 1)."""
         self.addParameter(QgsProcessingParameterRasterLayer(
             self.INPUT, self.tr(description)))
-        # Flagged optional so that callers may leave it out: QGIS 3.22's band
-        # parameter rejects a missing value instead of taking its default;
-        # parameterAsInt still gives the default, 1.
-        self.addParameter(QgsProcessingParameterBand(
-            self.BAND, self.tr("Band number"), 1, self.INPUT, optional=True))
+        self.addParameter(BandParameter(
+            self.BAND, self.tr("Band number"), 1, self.INPUT))
 
     def addScaleParameters(self):  # noqa: N802
         """BACKEND, TILE_SIZE, MEMORY_LIMIT_MB, DASK_SCHEDULER (advanced)."""
@@ -174,7 +203,9 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
             QgsProcessingParameterEnum(
                 self.BACKEND, self.tr("Backend"),
                 options=[self.tr("auto (CUDA when available, else CPU)"),
-                         self.tr("cpu"), self.tr("cuda")],
+                         self.tr("cpu"),
+                         self.tr("cuda") if gpu_usable()
+                         else self.tr("cuda (no usable GPU found)")],
                 defaultValue=0),
             QgsProcessingParameterNumber(
                 self.TILE_SIZE, self.tr("Tile size in cells (0 = automatic)"),
@@ -191,8 +222,12 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                 defaultValue="", optional=True),
         ]
         for parameter in parameters:
+            # Optional with a default: a model saved before a parameter
+            # existed, or written by a script, leaves it unset, which means
+            # the default (the modeler refuses a missing mandatory value).
             parameter.setFlags(parameter.flags()
-                               | QgsProcessingParameterDefinition.FlagAdvanced)
+                               | QgsProcessingParameterDefinition.FlagAdvanced
+                               | QgsProcessingParameterDefinition.FlagOptional)
             self.addParameter(parameter)
 
     def scaleOptions(self, parameters, context):  # noqa: N802
