@@ -482,12 +482,17 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                                              geometry_type, crs)
         if sink is None:
             raise QgsProcessingException(self.invalidSinkError(parameters, name))
+        self.setStyle(context, dest_id, self.outputStyle(name))
         return sink, dest_id
+
+    def outputStyle(self, name):  # noqa: N802
+        """The styles.* post-processor of an output (None: QGIS's default)."""
+        return None
 
     @staticmethod
     def setStyle(context, dest_id, styler):  # noqa: N802
         """Style an output when QGIS loads it on completion."""
-        if context.willLoadLayerOnCompletion(dest_id):
+        if styler is not None and context.willLoadLayerOnCompletion(dest_id):
             context.layerToLoadOnCompletionDetails(dest_id).setPostProcessor(
                 styles.keep(dest_id, styler))
 

@@ -15,7 +15,7 @@ from ..core import io as raster_io
 from ..core.tiled_outputs import component_summary_streamed
 from ..core.components import tiled
 from .base import ENGINE_SHARE, GridGraphAlgorithm, progress_callback
-from .styles import LabelStyle
+from .styles import LabelStyle, PolygonStyle
 
 
 class ConnectedComponents(GridGraphAlgorithm):
@@ -67,6 +67,9 @@ class ConnectedComponents(GridGraphAlgorithm):
             "from the labels file scanline by scanline, the same polygons "
             "in the same order. The Dask scheduler must stay empty in this "
             "version.")
+
+    def outputStyle(self, name):  # noqa: N802
+        return PolygonStyle() if name == self.OUTPUT_POLYGONS else None
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Input raster")

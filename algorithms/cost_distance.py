@@ -19,7 +19,8 @@ from ..core import io as raster_io
 from ..core._common import valid_mask
 from ..core.costdistance import tiled
 from .base import GridGraphAlgorithm, progress_callback
-from .styles import LabelStyle, RampStyle
+from .styles import (DirectionStyle, GraduatedLineStyle, LabelStyle,
+                     RampStyle)
 
 # Feature ids listed in an error message before "and N more".
 MAX_LISTED = 10
@@ -111,6 +112,11 @@ class CostDistance(GridGraphAlgorithm):
             "by tile (GeoTIFF outputs only), with the same rasters (same "
             "values and data types). The Dask scheduler must stay "
             "empty in this version.")
+
+    def outputStyle(self, name):  # noqa: N802
+        if name == self.OUTPUT_PATHS:
+            return GraduatedLineStyle("cost", casing=True)
+        return None
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Cost raster")
@@ -228,9 +234,9 @@ class CostDistance(GridGraphAlgorithm):
                     QgsWkbTypes.LineString, layer.crs())
             projection = self.outputProjection(layer, raster)
             arrays = {self.OUTPUT: (result.accumulated, float("nan"),
-                                    RampStyle("Viridis")),
+                                    RampStyle()),
                       self.OUTPUT_DIRECTION: (result.direction, float("nan"),
-                                              None),
+                                              DirectionStyle()),
                       self.OUTPUT_ALLOCATION: (result.allocation, 0,
                                                LabelStyle())}
             for name, path in destinations.items():

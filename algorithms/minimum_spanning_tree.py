@@ -15,7 +15,7 @@ from ..core import io as raster_io
 from ..core.mst import tiled
 from ..core.tiled_outputs import segment_by_threshold_streamed
 from .base import GridGraphAlgorithm, progress_callback
-from .styles import LabelStyle
+from .styles import DirectionStyle, GraduatedLineStyle, LabelStyle
 
 # Tree edges turned into line features at a time.
 LINE_CHUNK = 10000
@@ -83,6 +83,9 @@ class MinimumSpanningTree(GridGraphAlgorithm):
             "disk and segments labelled in strips of rows (the tile size, or "
             "as many as a quarter of the memory limit holds), with the same "
             "results. The Dask scheduler must stay empty in this version.")
+
+    def outputStyle(self, name):  # noqa: N802
+        return GraduatedLineStyle("weight") if name == self.OUTPUT_LINES else None
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Input raster")
@@ -209,6 +212,7 @@ class MinimumSpanningTree(GridGraphAlgorithm):
             if direction_path is not None:
                 self.writeRaster(direction_path, result.parent_direction,
                                  raster, projection, float("nan"))
+                self.setStyle(context, direction_path, DirectionStyle())
                 outputs[self.OUTPUT_DIRECTION] = direction_path
             if segments_path is not None:
                 self.writeRaster(segments_path, segments, raster, projection,
