@@ -10,7 +10,7 @@ from qgis.core import (QgsFeature, QgsFeatureSink, QgsField, QgsFields,
                        QgsProcessingParameterRasterDestination, QgsWkbTypes)
 from qgis.PyQt.QtCore import QVariant
 
-from ..core import minimum_spanning_tree, segment_by_threshold
+from ..core import minimum_spanning_tree, segments_by_threshold
 from ..core import io as raster_io
 from ..core.mst import tiled
 from ..core.tiled_outputs import segment_by_threshold_streamed
@@ -182,7 +182,8 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 feedback, minimum_spanning_tree, raster.values,
                 connectivity=connectivity, weight=weight, nodata=raster.nodata,
                 progress=progress_callback(feedback, 0.0, 0.8),
-                edges=want_lines or segments_path is not None,
+                edges=want_lines or (segments_path is not None
+                                     and raster.tiled),
                 **raster.engineKeywords(out_dir), **scale)
             if result.trees == 0 and raster.tiled:  # no valid cell at all
                 raise self.noValidCellError(layer, raster.band, raster.nodata)
@@ -211,9 +212,11 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                     out_dir=out_dir, strip_rows=scale["tile_size"],
                     memory_limit_mb=scale["memory_limit_mb"],
                     progress=progress_callback(feedback, 0.8, 0.9))
-            elif segments_path is not None:
-                segments, count = self.runEngine(segment_by_threshold, result,
-                                                 threshold)
+            elif segments_path is not None:  # from the raster: no edge list
+                segments, count = self.runEngine(
+                    segments_by_threshold, raster.values, threshold,
+                    connectivity=connectivity, weight=weight,
+                    nodata=raster.nodata)
             if segments is not None:
                 feedback.pushInfo(self.tr(
                     "{n} segment(s) at threshold {t}").format(
