@@ -5,6 +5,7 @@ translation of engine errors, output checks, and atomic raster writing.
 No numerics here: arrays go from GDAL to ``gridgraph.core`` and back.
 """
 
+import functools
 import os
 import re
 import shutil
@@ -31,12 +32,13 @@ from qgis.PyQt.QtGui import QIcon
 from ..core import GridGraphError, scratch
 from ..core import io as raster_io
 from ..core import tiling
-from ..core._common import valid_mask
+from ..core._common import cuda_available, valid_mask
 from . import checks, styles
 from .outputs import OutputSet
 
 ICON_FOLDER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "icons")
-HELP_URL = "https://github.com/gridgraph/gridgraph#readme"
+# The repository site (metadata.txt's homepage); one page per algorithm.
+HELP_URL = "https://github.com/gridgraph/gridgraph/blob/main/docs/{name}.md"
 
 _PROVIDER_PREFIX = re.compile(r"^[A-Za-z_]{2,}:")
 
@@ -44,11 +46,42 @@ _PROVIDER_PREFIX = re.compile(r"^[A-Za-z_]{2,}:")
 ENGINE_SHARE = 0.9
 
 
+@functools.lru_cache(maxsize=None)
+def gpu_usable():
+    """True when numba reaches a CUDA device (asked once per session)."""
+    return cuda_available()
+
+
 def progress_callback(feedback, start=0.0, stop=ENGINE_SHARE):
     """The engine's ``progress(fraction) -> keep going`` built from a feedback."""
     width = 100.0 * (stop - start)
     return lambda fraction: (feedback.setProgress(100.0 * start + width * fraction)
                              or not feedback.isCanceled())
+
+
+class BandParameter(QgsProcessingParameterBand):
+    """A band number that is not optional, yet may be left out (band 1).
+
+    Flagged optional, the dialog labels it "[optional]" and offers "not
+    set"; not flagged, QGIS 3.22's band parameter refuses a missing value
+    instead of taking its default (qgis_process: "mandatory parameters were
+    not specified").  A missing value is checked as the default here, and
+    parameterAsInt gives the default too.
+    """
+
+    def checkValueIsAcceptable(self, value, context=None):  # noqa: N802
+        if value is None:
+            value = self.defaultValue()
+        return super().checkValueIsAcceptable(value, context)
+
+    def clone(self):
+        copy = BandParameter(self.name(), self.description(),
+                             self.defaultValue(),
+                             self.parentLayerParameterName(),
+                             allowMultiple=self.allowMultiple())
+        copy.setFlags(self.flags())
+        copy.setHelp(self.help())
+        return copy
 
 
 @dataclass
@@ -151,8 +184,30 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
     def svgIconPath(self):  # noqa: N802 - QGIS API
         return os.path.join(ICON_FOLDER, self.ICON)
 
+    def advancedHelp(self):  # noqa: N802
+        """The help on the advanced parameters, the same for every algorithm."""
+        return self.tr(
+            "<p><b>Advanced parameters</b> (leave them unset for the "
+            "defaults):<br>"
+            "<b>Backend</b>: <i>auto</i> uses an NVIDIA GPU when one is "
+            "usable (through numba's CUDA support), else the processor; "
+            "<i>cpu</i> or <i>cuda</i> force one. Results are the same "
+            "either way.<br>"
+            "<b>Tile size</b> and <b>Memory limit</b>: a raster file larger "
+            "than the memory limit (0 = about half of the free memory), or "
+            "any raster when a tile size is given (a power of two, 8 or "
+            "more), is processed in tiles read from and written to disk, so "
+            "rasters larger than memory work; raster outputs are then "
+            "GeoTIFF only. Results are the same as in one piece.<br>"
+            "<b>Dask scheduler address</b>: leave empty to work within "
+            "QGIS; an address such as tcp://host:8786 sends the tiles to a "
+            "Dask cluster (see the help page).</p>"
+            "<p>The first run after installing prepares (compiles) the "
+            "computing code once (the log says so); later runs start at "
+            "once.</p>")
+
     def helpUrl(self):  # noqa: N802 - QGIS API
-        return HELP_URL
+        return HELP_URL.format(name=self.name())
 
     def flags(self):
         return super().flags() | QgsProcessingAlgorithm.FlagCanCancel
@@ -163,11 +218,8 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         """INPUT raster layer and its BAND (default 1)."""
         self.addParameter(QgsProcessingParameterRasterLayer(
             self.INPUT, self.tr(description)))
-        # Flagged optional so that callers may leave it out: QGIS 3.22's band
-        # parameter rejects a missing value instead of taking its default;
-        # parameterAsInt still gives the default, 1.
-        self.addParameter(QgsProcessingParameterBand(
-            self.BAND, self.tr("Band number"), 1, self.INPUT, optional=True))
+        self.addParameter(BandParameter(
+            self.BAND, self.tr("Band number"), 1, self.INPUT))
 
     def addScaleParameters(self):  # noqa: N802
         """BACKEND, TILE_SIZE, MEMORY_LIMIT_MB, DASK_SCHEDULER (advanced)."""
@@ -175,7 +227,9 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
             QgsProcessingParameterEnum(
                 self.BACKEND, self.tr("Backend"),
                 options=[self.tr("auto (CUDA when available, else CPU)"),
-                         self.tr("cpu"), self.tr("cuda")],
+                         self.tr("cpu"),
+                         self.tr("cuda") if gpu_usable()
+                         else self.tr("cuda (no usable GPU found)")],
                 defaultValue=0),
             QgsProcessingParameterNumber(
                 self.TILE_SIZE, self.tr("Tile size in cells (0 = automatic)"),
@@ -192,8 +246,12 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                 defaultValue="", optional=True),
         ]
         for parameter in parameters:
+            # Optional with a default: a model saved before a parameter
+            # existed, or written by a script, leaves it unset, which means
+            # the default (the modeler refuses a missing mandatory value).
             parameter.setFlags(parameter.flags()
-                               | QgsProcessingParameterDefinition.FlagAdvanced)
+                               | QgsProcessingParameterDefinition.FlagAdvanced
+                               | QgsProcessingParameterDefinition.FlagOptional)
             self.addParameter(parameter)
 
     def scaleOptions(self, parameters, context):  # noqa: N802
@@ -479,23 +537,32 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         return QgsRasterFileWriter.driverForExtension(
             os.path.splitext(path)[1]) or "GTiff"
 
-    def writeRaster(self, outputs, path, array, raster, projection, nodata):  # noqa: N802
+    def writeRaster(self, outputs, path, array, raster, projection,  # noqa: N802
+                    nodata=None):
         """Write ``array`` on the input's grid in the path's format, under
         a temporary name of ``outputs`` (an :class:`OutputSet`) that its
         commit moves to ``path``.
 
         A memmap (a tiled result in ``out_dir``) is streamed into a tiled
-        GeoTIFF a strip at a time.
+        GeoTIFF a strip at a time.  Called the old way, without an
+        OutputSet (``writeRaster(path, array, raster, projection,
+        nodata)``), the one file is written atomically on its own.
         """
-        self.checkCanceled(outputs.feedback)
-        temporary = outputs.rasterPath(path)
+        if not isinstance(outputs, OutputSet):  # the old signature
+            path, array, raster, projection, nodata = (
+                outputs, path, array, raster, projection)
+            target = path
+        else:
+            self.checkCanceled(outputs.feedback)
+            target = outputs.rasterPath(path)
         if isinstance(array, np.memmap):
-            return self.runEngine(tiling.write_geotiff, array, temporary,
+            return self.runEngine(tiling.write_geotiff, array, target,
                                   raster.geotransform, projection, nodata)
         driver = self.rasterDriver(path)
-        return self.runEngine(raster_io.write_raster, temporary, array,
+        return self.runEngine(raster_io.write_raster, target, array,
                               raster.geotransform, projection, nodata=nodata,
-                              driver_name=driver, atomic=False)
+                              driver_name=driver,
+                              atomic=not isinstance(outputs, OutputSet))
 
     def moveRaster(self, outputs, source, path):  # noqa: N802
         """Move a finished raster file (e.g. in ``out_dir``) to ``path``
@@ -525,6 +592,16 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         feedback.setProgress(100)
         return results
 
+    def createSink(self, parameters, name, context, fields, geometry_type, crs):  # noqa: N802
+        """A feature sink outside an OutputSet (for adapters not yet on
+        :meth:`runAlgorithm`); prefer ``outputs.sink``, checked and atomic."""
+        sink, dest_id = self.parameterAsSink(parameters, name, context, fields,
+                                             geometry_type, crs)
+        if sink is None:
+            raise QgsProcessingException(self.invalidSinkError(parameters, name))
+        self.setStyle(context, dest_id, self.outputStyle(name))
+        return sink, dest_id
+
     def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
         """The algorithm proper: returns the results dict (subclasses)."""
         raise NotImplementedError
@@ -544,10 +621,14 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                 "removed leftovers of killed runs: " + ", ".join(removed),
                 "GridGraph")
 
+    def outputStyle(self, name):  # noqa: N802
+        """The styles.* post-processor of an output (None: QGIS's default)."""
+        return None
+
     @staticmethod
     def setStyle(context, dest_id, styler):  # noqa: N802
         """Style an output when QGIS loads it on completion."""
-        if context.willLoadLayerOnCompletion(dest_id):
+        if styler is not None and context.willLoadLayerOnCompletion(dest_id):
             context.layerToLoadOnCompletionDetails(dest_id).setPostProcessor(
                 styles.keep(dest_id, styler))
 

@@ -151,6 +151,10 @@ class OutputSet:
         final_id = dest_id
         if temporary is not None:
             final_id = dest_id.replace(temporary, final)
+            # QGIS loads (and styles) the output under its final name
+            self._renameLayerToLoad(dest_id, final_id)
+        self.algorithm.setStyle(self.context, final_id,
+                                self.algorithm.outputStyle(name))
         checked = CheckedSink(sink, self.label(name), self.feedback,
                               os.path.dirname(os.path.abspath(final))
                               if final else None)
@@ -188,9 +192,6 @@ class OutputSet:
                     f"cannot move the finished output into place at {final}: "
                     f"{error.strerror or error}; check that it is not a "
                     "folder or a file open elsewhere, and run again") from None
-        for _, temporary, _, dest_id, final_id in self._sinks:
-            if temporary is not None:
-                self._renameLayerToLoad(dest_id, final_id)
         self.committed = True
 
     def _checkFeatureCount(self, checked, temporary):  # noqa: N802
