@@ -72,7 +72,7 @@ def test_paths_output_equal_to_a_point_layer_is_refused(
                   "OUTPUT_PATHS": watched.point + "|layername=points"}
     watched.mark()
     message = fails(run_algorithm, CD, parameters)
-    assert "Least-cost paths [OUTPUT_PATHS] is the same file as" in message
+    assert "[OUTPUT_PATHS] is the same file as" in message
     assert "[SOURCES]" in message or "[DESTINATIONS]" in message
     watched.assert_untouched()
 
@@ -82,7 +82,7 @@ def test_output_equal_to_input_through_qgis_process(watched):
     code, text = run_qgis_process(CC, {"INPUT": watched.cost,
                                        "OUTPUT": watched.cost})
     assert code != 0
-    assert "Component labels [OUTPUT] is the same file as" in text
+    assert "[OUTPUT] is the same file as" in text and "[INPUT]" in text
     assert "Traceback" not in text
     watched.assert_untouched()
 
@@ -93,8 +93,9 @@ def test_two_outputs_on_one_file_are_refused(run_algorithm, watched):
     message = fails(run_algorithm, CD, {
         "INPUT": watched.cost, "SOURCES": watched.point, "OUTPUT": same,
         "OUTPUT_ALLOCATION": same})
-    assert "[OUTPUT] and Allocation (source id) [OUTPUT_ALLOCATION] are the " \
-        "same file" in message and "its own file" in message
+    assert "[OUTPUT] and " in message
+    assert "[OUTPUT_ALLOCATION] are the same file" in message
+    assert "its own file" in message
     watched.assert_untouched()
 
 
@@ -104,7 +105,7 @@ def test_a_folder_as_output_is_refused(run_algorithm, watched):
     watched.mark()
     message = fails(run_algorithm, MST, {"INPUT": watched.cost,
                                          "OUTPUT_DIRECTION": str(folder)})
-    assert "Parent direction [OUTPUT_DIRECTION]" in message
+    assert "[OUTPUT_DIRECTION]: " in message
     assert "is a folder" in message and "output.tif" in message
     watched.assert_untouched()
 
@@ -117,7 +118,7 @@ def test_a_format_that_cannot_hold_float64_is_refused(
     watched.mark()
     ok, message = check_parameters(CD, parameters)
     assert not ok
-    assert "Accumulated cost [OUTPUT]" in message
+    assert "[OUTPUT]: " in message
     assert "cannot hold Float64" in message and ".tif" in message
     fails(run_algorithm, CD, parameters)
     watched.assert_untouched()
@@ -251,7 +252,7 @@ def test_a_refused_sink_write_fails_naming_the_output(run_algorithm,
                                           "OUTPUT_LINES": "lines.gpkg"})}
     watched.mark()
     message = fails(run_algorithm, MST, parameters)
-    assert "Tree edges [OUTPUT_LINES]" in message
+    assert "[OUTPUT_LINES]" in message
     assert "simulated provider failure" in message
     watched.assert_untouched()
 
