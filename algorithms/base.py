@@ -36,7 +36,8 @@ from ..core._common import cuda_available, valid_mask
 from . import styles
 
 ICON_FOLDER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "icons")
-HELP_URL = "https://github.com/gridgraph/gridgraph#readme"
+# The repository site (metadata.txt's homepage); one page per algorithm.
+HELP_URL = "https://github.com/gridgraph/gridgraph/blob/main/docs/{name}.md"
 
 _PROVIDER_PREFIX = re.compile(r"^[A-Za-z_]{2,}:")
 
@@ -182,8 +183,30 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
     def svgIconPath(self):  # noqa: N802 - QGIS API
         return os.path.join(ICON_FOLDER, self.ICON)
 
+    def advancedHelp(self):  # noqa: N802
+        """The help on the advanced parameters, the same for every algorithm."""
+        return self.tr(
+            "<p><b>Advanced parameters</b> (leave them unset for the "
+            "defaults):<br>"
+            "<b>Backend</b>: <i>auto</i> uses an NVIDIA GPU when one is "
+            "usable (through numba's CUDA support), else the processor; "
+            "<i>cpu</i> or <i>cuda</i> force one. Results are the same "
+            "either way.<br>"
+            "<b>Tile size</b> and <b>Memory limit</b>: a raster file larger "
+            "than the memory limit (0 = about half of the free memory), or "
+            "any raster when a tile size is given (a power of two, 8 or "
+            "more), is processed in tiles read from and written to disk, so "
+            "rasters larger than memory work; raster outputs are then "
+            "GeoTIFF only. Results are the same as in one piece.<br>"
+            "<b>Dask scheduler address</b>: leave empty to work within "
+            "QGIS; an address such as tcp://host:8786 sends the tiles to a "
+            "Dask cluster (see the help page).</p>"
+            "<p>The first run after installing prepares (compiles) the "
+            "computing code once (the log says so); later runs start at "
+            "once.</p>")
+
     def helpUrl(self):  # noqa: N802 - QGIS API
-        return HELP_URL
+        return HELP_URL.format(name=self.name())
 
     def flags(self):
         return super().flags() | QgsProcessingAlgorithm.FlagCanCancel
@@ -482,12 +505,17 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                                              geometry_type, crs)
         if sink is None:
             raise QgsProcessingException(self.invalidSinkError(parameters, name))
+        self.setStyle(context, dest_id, self.outputStyle(name))
         return sink, dest_id
+
+    def outputStyle(self, name):  # noqa: N802
+        """The styles.* post-processor of an output (None: QGIS's default)."""
+        return None
 
     @staticmethod
     def setStyle(context, dest_id, styler):  # noqa: N802
         """Style an output when QGIS loads it on completion."""
-        if context.willLoadLayerOnCompletion(dest_id):
+        if styler is not None and context.willLoadLayerOnCompletion(dest_id):
             context.layerToLoadOnCompletionDetails(dest_id).setPostProcessor(
                 styles.keep(dest_id, styler))
 
