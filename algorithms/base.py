@@ -414,10 +414,12 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
             return
         folder = self.runEngine(scratch.make_run_folder, "tiled")
         try:
-            rows, cols = raster.shape
-            self.runEngine(scratch.check_free_space, folder,
-                           rows * cols * self.SCRATCH_BYTES_PER_CELL,
-                           "the tiled run's scratch files")
+            shape = getattr(raster, "shape", None)
+            if shape is not None:
+                self.runEngine(scratch.check_free_space, folder,
+                               int(shape[0]) * int(shape[1])
+                               * self.SCRATCH_BYTES_PER_CELL,
+                               "the tiled run's scratch files")
             yield folder
         finally:
             shutil.rmtree(folder, ignore_errors=True)
