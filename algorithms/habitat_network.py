@@ -3,7 +3,7 @@
 import os
 from types import SimpleNamespace
 
-from qgis.core import (NULL, QgsFeature, QgsFeatureSink, QgsField, QgsFields,
+from qgis.core import (NULL, QgsFeature, QgsField, QgsFields,
                        QgsGeometry, QgsLineString, QgsProcessing,
                        QgsProcessingException, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
@@ -264,7 +264,13 @@ class HabitatNetwork(GridGraphAlgorithm):
 
     # ------------------------------------------------------------ the run
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {OUTPUT_PATCHES: "int32", OUTPUT_ALLOCATION: "int32",
+                           OUTPUT_COST: "float64", OUTPUT_CORRIDORS: "float64"}
+    # habitat mask (1), component labels (8), patches (4), the cost
+    # distance's three rasters (20) and its scratch (16), corridors (8)
+    SCRATCH_BYTES_PER_CELL = 57
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
         habitat_layer, habitat = self.bandOnDisk(
             parameters, context, self.HABITAT, self.parameterAsInt(
                 parameters, self.HABITAT_BAND, context))
@@ -283,7 +289,8 @@ class HabitatNetwork(GridGraphAlgorithm):
                 .format(size=plan.grid.tile_size))
         destinations = {name: self.rasterDestination(parameters, name, context)
                         for name in self.RASTER_OUTPUTS}
-        self.checkTiledOutputs(SimpleNamespace(tiled=is_tiled), destinations)
+        routing = SimpleNamespace(tiled=is_tiled, shape=resistance.shape)
+        self.checkTiledOutputs(routing, destinations)
         want_polygons = self.sinkRequested(parameters,
                                            self.OUTPUT_PATCH_POLYGONS, context)
         want_links = self.sinkRequested(parameters, self.OUTPUT_LINKS, context)
@@ -302,7 +309,7 @@ class HabitatNetwork(GridGraphAlgorithm):
 
         connectivity = self.CONNECTIVITIES[self.parameterAsEnum(
             parameters, self.CONNECTIVITY, context)]
-        with self.tiledOutputFolder(SimpleNamespace(tiled=is_tiled)) as out_dir:
+        with self.tiledOutputFolder(routing) as out_dir:
             net = self.runTimed(
                 feedback, habitat_network, habitat.path, resistance.path,
                 habitat_values=self.habitatValues(parameters, context),
@@ -333,17 +340,21 @@ class HabitatNetwork(GridGraphAlgorithm):
             links = self.linkFeatures(net, resistance) if want_links else []
             self.checkCanceled(feedback)
 
-            # publishing: sinks first (they may still fail on their target)
-            outputs = {}
+            # publishing: every output under a temporary name, moved into
+            # place together by the OutputSet's commit
+            results = {}
             if want_polygons:
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_PATCH_POLYGONS, context,
-                    self.polygonFields(), QgsWkbTypes.MultiPolygon,
-                    resistance_layer.crs())
+                sink, results[self.OUTPUT_PATCH_POLYGONS] = outputs.sink(
+                    self.OUTPUT_PATCH_POLYGONS, self.polygonFields(),
+                    QgsWkbTypes.MultiPolygon, resistance_layer.crs())
+                for start in range(0, len(polygons), FEATURE_BATCH):
+                    sink.add(polygons[start:start + FEATURE_BATCH])
             if want_links:
-                link_sink, link_id = self.createSink(
-                    parameters, self.OUTPUT_LINKS, context, self.linkFields(),
+                sink, results[self.OUTPUT_LINKS] = outputs.sink(
+                    self.OUTPUT_LINKS, self.linkFields(),
                     QgsWkbTypes.LineString, resistance_layer.crs())
+                for start in range(0, len(links), FEATURE_BATCH):
+                    sink.add(links[start:start + FEATURE_BATCH])
             styles = {self.OUTPUT_PATCHES: LabelStyle(net.patch_count),
                       self.OUTPUT_ALLOCATION: LabelStyle(net.patch_count),
                       self.OUTPUT_COST: RampStyle(),
@@ -352,26 +363,15 @@ class HabitatNetwork(GridGraphAlgorithm):
                 if path is None:
                     continue
                 engine_name, nodata = self.RASTER_OUTPUTS[name]
-                self.writeRaster(path, getattr(net, engine_name), resistance,
-                                 projection, nodata)
+                self.writeRaster(outputs, path, getattr(net, engine_name),
+                                 resistance, projection, nodata)
                 self.setStyle(context, path, styles[name])
-                outputs[name] = path
-        if want_polygons:
-            for start in range(0, len(polygons), FEATURE_BATCH):
-                sink.addFeatures(polygons[start:start + FEATURE_BATCH],
-                                 QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_PATCH_POLYGONS] = sink_id
-        if want_links:
-            for start in range(0, len(links), FEATURE_BATCH):
-                link_sink.addFeatures(links[start:start + FEATURE_BATCH],
-                                      QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_LINKS] = link_id
-        outputs.update({self.PATCHES: net.patch_count,
+                results[name] = path
+        results.update({self.PATCHES: net.patch_count,
                         self.LINKS: len(net.links),
                         self.COMPONENTS: net.components, self.IIC: net.iic,
                         self.PC: net.pc})
-        feedback.setProgress(100)
-        return outputs
+        return results
 
     # ------------------------------------------------------------ features
 
