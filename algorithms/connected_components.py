@@ -2,7 +2,7 @@
 
 import os
 
-from qgis.core import (QgsFeature, QgsFeatureSink, QgsField, QgsFields,
+from qgis.core import (QgsFeature, QgsField, QgsFields,
                        QgsGeometry, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
                        QgsProcessingParameterFeatureSink,
@@ -12,6 +12,7 @@ from qgis.PyQt.QtCore import QVariant
 
 from ..core import component_summary, connected_components
 from ..core import io as raster_io
+from ..core import tiling
 from ..core.tiled_outputs import component_summary_streamed
 from ..core.components import tiled
 from .base import ENGINE_SHARE, GridGraphAlgorithm, progress_callback
@@ -97,7 +98,11 @@ class ConnectedComponents(GridGraphAlgorithm):
         self.addOutput(QgsProcessingOutputNumber(
             self.COMPONENTS, self.tr("Number of components")))
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {"OUTPUT": "int32"}
+    # labels .npy (int64), the labels GeoTIFF, the polygons GeoPackage
+    SCRATCH_BYTES_PER_CELL = 24
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         mode = self.MODES[self.parameterAsEnum(parameters, self.MODE, context)]
@@ -137,28 +142,28 @@ class ConnectedComponents(GridGraphAlgorithm):
                                                   connectivity, mode, feedback)
             self.checkCanceled(feedback)
 
-            # publishing: nothing below is cancelled (nor is it in memory)
-            outputs = {self.COMPONENTS: result.count}
+            # publishing: everything under temporary names, moved into
+            # place together by the caller's commit
+            results = {self.COMPONENTS: result.count}
             if want_polygons:  # created first: it may still fail on its target
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_POLYGONS, context,
-                    self.polygonFields(), QgsWkbTypes.MultiPolygon,
-                    layer.crs())
+                sink, sink_id = outputs.sink(
+                    self.OUTPUT_POLYGONS, self.polygonFields(),
+                    QgsWkbTypes.MultiPolygon, layer.crs())
             if streamed is not None:
                 labels_file, polygons_file, cells, first_values = streamed
-                self.runEngine(raster_io.move_raster, labels_file, output)
+                self.moveRaster(outputs, labels_file, output)
                 self.addStreamedPolygons(sink, polygons_file, cells,
                                          first_values, raster, mode, feedback)
             else:
-                self.writeRaster(output, result.labels, raster, projection,
-                                 nodata=0)
+                self.writeRaster(outputs, output, result.labels, raster,
+                                 projection, nodata=0)
+                if want_polygons:
+                    sink.add(features)
         self.setStyle(context, output, LabelStyle(result.count))
-        outputs[self.OUTPUT] = output
+        results[self.OUTPUT] = output
         if want_polygons:
-            sink.addFeatures(features, QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_POLYGONS] = sink_id
-        feedback.setProgress(100)
-        return outputs
+            results[self.OUTPUT_POLYGONS] = sink_id
+        return results
 
     @staticmethod
     def polygonFields():  # noqa: N802
@@ -223,8 +228,8 @@ class ConnectedComponents(GridGraphAlgorithm):
         polygons GeoPackage, cells, first values or None).
         """
         labels_file = os.path.join(out_dir, "labels.tif")
-        self.writeRaster(labels_file, result.labels, raster, projection,
-                         nodata=0)
+        self.runEngine(tiling.write_geotiff, result.labels, labels_file,
+                       raster.geotransform, projection, 0)
         cells, first_values = self.runEngine(
             component_summary_streamed, result.labels,
             raster.path if mode == "equal" else None, result.count,
@@ -251,7 +256,7 @@ class ConnectedComponents(GridGraphAlgorithm):
                 fields, label, parts, int(cells[label - 1]), cell_area,
                 value))
             if len(batch) == 1000:
-                sink.addFeatures(batch, QgsFeatureSink.FastInsert)
+                sink.add(batch)
                 batch = []
                 feedback.setProgress(90 + 10 * label / total)
-        sink.addFeatures(batch, QgsFeatureSink.FastInsert)
+        sink.add(batch)

@@ -2,7 +2,7 @@
 
 import numpy as np
 from qgis.core import (QgsCoordinateTransform, QgsCsException, QgsFeature,
-                       QgsFeatureSink, QgsField, QgsFields, QgsGeometry,
+                       QgsField, QgsFields, QgsGeometry,
                        QgsLineString, QgsPoint, QgsProcessing,
                        QgsProcessingException,
                        QgsProcessingParameterBoolean,
@@ -195,7 +195,12 @@ class CostDistance(GridGraphAlgorithm):
                 "OUTPUT_DIRECTION, OUTPUT_ALLOCATION, OUTPUT_PATHS")
         return True, ""
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {OUTPUT: "float64", OUTPUT_DIRECTION: "float32",
+                           OUTPUT_ALLOCATION: "int32"}
+    # accumulated (8), direction (4), allocation (8) .npy and scratch
+    SCRATCH_BYTES_PER_CELL = 28
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         connectivity = self.CONNECTIVITIES[
@@ -237,10 +242,10 @@ class CostDistance(GridGraphAlgorithm):
                                    feedback)
             self.checkCanceled(feedback)
 
-            outputs = {}
+            results = {}
             if want_paths:
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_PATHS, context, self.pathFields(),
+                sink, sink_id = outputs.sink(
+                    self.OUTPUT_PATHS, self.pathFields(),
                     QgsWkbTypes.LineString, layer.crs())
             projection = self.outputProjection(layer, raster)
             arrays = {self.OUTPUT: (result.accumulated, float("nan"),
@@ -253,15 +258,15 @@ class CostDistance(GridGraphAlgorithm):
                 if path is None:
                     continue
                 array, nodata, style = arrays[name]
-                self.writeRaster(path, array, raster, projection, nodata)
+                self.writeRaster(outputs, path, array, raster, projection,
+                                 nodata)
                 if style is not None:
                     self.setStyle(context, path, style)
-                outputs[name] = path
-        if want_paths:
-            sink.addFeatures(paths, QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_PATHS] = sink_id
-        feedback.setProgress(100)
-        return outputs
+                results[name] = path
+            if want_paths:
+                sink.add(paths)
+                results[self.OUTPUT_PATHS] = sink_id
+        return results
 
     # -------------------------------------------------------------- sources
 

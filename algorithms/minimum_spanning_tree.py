@@ -1,7 +1,7 @@
 """gridgraph:minimumspanningtree: minimum spanning forest of a raster's cells."""
 
 import numpy as np
-from qgis.core import (QgsFeature, QgsFeatureSink, QgsField, QgsFields,
+from qgis.core import (QgsFeature, QgsField, QgsFields,
                        QgsGeometry, QgsLineString, QgsProcessing,
                        QgsProcessingException, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
@@ -156,7 +156,12 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 "to the heaviest edge weight a segment may contain")
         return True, ""
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {OUTPUT_DIRECTION: "float32",
+                           OUTPUT_SEGMENTS: "int32"}
+    # parent direction, edges (2 x 8) and weights (8) .npy, segments, scratch
+    SCRATCH_BYTES_PER_CELL = 48
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         weight = self.WEIGHTS[self.parameterAsEnum(parameters, self.WEIGHT,
@@ -226,33 +231,35 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 lines = self.edgeLines(result, raster, feedback)
             self.checkCanceled(feedback)
 
-            # publishing: nothing below is cancelled (nor is it in memory)
-            outputs = {self.TOTAL_WEIGHT: result.total_weight,
+            # publishing: everything under temporary names, moved into
+            # place together by the caller's commit
+            results = {self.TOTAL_WEIGHT: result.total_weight,
                        self.TREES: result.trees}
             if want_lines:
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_LINES, context, self.lineFields(),
+                sink, sink_id = outputs.sink(
+                    self.OUTPUT_LINES, self.lineFields(),
                     QgsWkbTypes.LineString, layer.crs())
             projection = self.outputProjection(layer, raster)
             if direction_path is not None:
-                self.writeRaster(direction_path, result.parent_direction,
-                                 raster, projection, float("nan"))
+                self.writeRaster(outputs, direction_path,
+                                 result.parent_direction, raster, projection,
+                                 float("nan"))
                 self.setStyle(context, direction_path, DirectionStyle())
-                outputs[self.OUTPUT_DIRECTION] = direction_path
+                results[self.OUTPUT_DIRECTION] = direction_path
             if segments_path is not None:
-                self.writeRaster(segments_path, segments, raster, projection,
-                                 0)
+                self.writeRaster(outputs, segments_path, segments, raster,
+                                 projection, 0)
                 self.setStyle(context, segments_path, LabelStyle(count))
-                outputs[self.OUTPUT_SEGMENTS] = segments_path
+                results[self.OUTPUT_SEGMENTS] = segments_path
             if want_lines and raster.tiled:
                 # streamed from the edge memmap, a chunk at a time
                 for chunk in self.edgeLineChunks(result, raster):
-                    sink.addFeatures(chunk, QgsFeatureSink.FastInsert)
-        if want_lines:
-            sink.addFeatures(lines, QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_LINES] = sink_id
-        feedback.setProgress(100)
-        return outputs
+                    sink.add(chunk)
+            elif want_lines:
+                sink.add(lines)
+            if want_lines:
+                results[self.OUTPUT_LINES] = sink_id
+        return results
 
     @staticmethod
     def lineFields():  # noqa: N802

@@ -463,3 +463,9 @@ def test_importance_is_skipped_on_request_and_above_the_limit(monkeypatch):
     assert net.d_iic is None and net.d_pc is None and net.pc is not None
     monkeypatch.setattr(habitat_module, "IMPORTANCE_AUTO_LIMIT", 1)
     assert habitat_network(habitat, resistance, backend="cpu").d_iic is None
+
+
+def test_doctest_example_runs():
+    import doctest
+    failures, tried = doctest.testmod(habitat_module, raise_on_error=False)
+    assert tried > 0 and failures == 0
