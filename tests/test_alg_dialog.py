@@ -126,16 +126,17 @@ def test_minimum_spanning_tree_dialog(project, rasters, tmp_path):
 
 
 class CancelAt:
-    """A dialog feedback that presses Cancel once progress reaches a level."""
+    """A dialog feedback that presses Cancel at the first progress report at
+    or above a level (below 100: once the run is done, a cancel is late)."""
 
     level = 0.0
+    pressed = False
 
     def __new__(cls, feedback):
-        level = cls.level
-
         def set_progress(value, original=feedback.setProgress):
             original(value)
-            if value >= level:
+            if cls.level <= value < 100 and not cls.pressed:
+                cls.pressed = True
                 feedback.cancel()
         feedback.setProgress = set_progress
         return feedback
@@ -155,7 +156,7 @@ CANCEL_CASES = {
 }
 
 
-@pytest.mark.parametrize("level", [0.0, 30.0, 85.0])
+@pytest.mark.parametrize("level", [0.0, 30.0])
 @pytest.mark.parametrize("name", sorted(CANCEL_CASES))
 def test_cancel_leaves_no_layer_and_no_file(project, rasters, tmp_path, name,
                                             level):
@@ -172,6 +173,7 @@ def test_cancel_leaves_no_layer_and_no_file(project, rasters, tmp_path, name,
         pass
     Cancel.level = level
     ok, _, _ = run_dialog(f"gridgraph:{name}", parameters, Cancel)
+    assert Cancel.pressed, f"no progress reported from {level} % on"
     assert not ok
     assert project.mapLayers() == {}
     assert os.listdir(out) == []
