@@ -31,7 +31,7 @@ from qgis.PyQt.QtGui import QIcon
 
 from ..core import GridGraphError, scratch
 from ..core import io as raster_io
-from ..core import tiling
+from ..core import tiling, warmup
 from ..core._common import cuda_available, valid_mask
 from . import checks, styles
 from .outputs import OutputSet
@@ -481,8 +481,21 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
                                  self.parameterLabel(name), message)
         return message
 
+    def noteFirstCompile(self, feedback):  # noqa: N802
+        """Say in the log when this run will compile the kernels first."""
+        if warmup.is_running():
+            feedback.pushInfo(self.tr(
+                "The computing code is being prepared for first use (once "
+                "after installing); this run waits for it"))
+        elif not warmup.is_warm():
+            feedback.pushInfo(self.tr(
+                "If this is the first run since installing, the computing "
+                "code is compiled first (about 20 s to a minute, once; later "
+                "runs start at once)"))
+
     def runTimed(self, feedback, function, *args, **kwargs):  # noqa: N802
         """:meth:`runEngine`, logging the engine's wall time."""
+        self.noteFirstCompile(feedback)
         start = time.perf_counter()
         result = self.runEngine(function, *args, **kwargs)
         feedback.pushInfo(self.tr("engine time: {seconds:.3f} s ({name})")

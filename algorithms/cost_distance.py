@@ -158,10 +158,10 @@ class CostDistance(GridGraphAlgorithm):
             self.OUTPUT, self.tr("Accumulated cost"), optional=True,
             createByDefault=True))
         self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT_DIRECTION, self.tr("Direction (degrees, towards the source)"),
+            self.OUTPUT_DIRECTION, self.tr("Direction"),
             optional=True, createByDefault=False))
         self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT_ALLOCATION, self.tr("Allocation (id of the nearest source)"),
+            self.OUTPUT_ALLOCATION, self.tr("Allocation"),
             optional=True, createByDefault=False))
         self.addParameter(QgsProcessingParameterFeatureSink(
             self.OUTPUT_PATHS, self.tr("Least-cost paths"),

@@ -219,3 +219,27 @@ def test_qgis_process_run(qgis_process, tmp_path):
                                   engine.patches)
     links = read_features(results["OUTPUT_LINKS"])
     assert [a["cost"] for a, _ in links] == engine.links.cost.tolist()
+
+
+def test_help_is_for_a_gis_user_and_has_its_page():
+    import os
+    import re
+
+    from qgis.core import QgsApplication
+    from test_alg_help import DEVELOPER_WORDS, ROOT
+    algorithm = QgsApplication.processingRegistry().algorithmById(ALG)
+    text = algorithm.shortHelpString()
+    lowered = text.lower()
+    assert not [word for word in DEVELOPER_WORDS if word in lowered]
+    for words in ("<b>Example</b>", "nodata", "scale and offset"):
+        assert words.lower() in lowered
+    for parameter in algorithm.parameterDefinitions():
+        if not parameter.flags() & parameter.FlagAdvanced:
+            label = parameter.description().split(" (")[0].split(",")[0]
+            assert f"<b>{label}</b>" in text, label
+    assert algorithm.helpUrl().endswith("/docs/habitatnetwork.md")
+    with open(os.path.join(ROOT, "docs", "habitatnetwork.md"),
+              encoding="utf-8") as page:
+        pictures = re.findall(r"!\[[^]]*\]\(([^)]+)\)", page.read())
+    assert pictures == ["images/habitatnetwork.png"]
+    assert os.path.getsize(os.path.join(ROOT, "docs", pictures[0])) > 10000
