@@ -180,10 +180,6 @@ def as_raster_array(values):
             or np.issubdtype(array.dtype, np.floating)):
         raise InvalidInputError(
             f"raster values must be integers or floats, got dtype {array.dtype}")
-    if array.size == 0:
-        raise InvalidInputError(
-            f"the raster has no cells (shape {array.shape}): give a raster "
-            "with at least one row and one column")
     return array
 
 
