@@ -3,7 +3,7 @@
 import os
 from types import SimpleNamespace
 
-from qgis.core import (NULL, QgsFeature, QgsFeatureSink, QgsField, QgsFields,
+from qgis.core import (NULL, QgsFeature, QgsField, QgsFields,
                        QgsGeometry, QgsLineString, QgsProcessing,
                        QgsProcessingException, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
@@ -15,11 +15,12 @@ from qgis.core import (NULL, QgsFeature, QgsFeatureSink, QgsField, QgsFields,
 from qgis.PyQt.QtCore import QVariant
 
 from ..core import habitat_network
+from ..core.habitat import IMPORTANCE_AUTO_LIMIT
 from ..core import io as raster_io
 from ..core.costdistance import tiled
-from .base import (ENGINE_SHARE, BandParameter, GridGraphAlgorithm,
+from .base import (BandParameter, GridGraphAlgorithm,
                    progress_callback)
-from .styles import LabelStyle, RampStyle
+from .styles import GraduatedLineStyle, LabelStyle, PolygonStyle, RampStyle
 
 # Link and polygon features handed to a sink at a time.
 FEATURE_BATCH = 1000
@@ -68,53 +69,75 @@ class HabitatNetwork(GridGraphAlgorithm):
 
     def shortHelpString(self):  # noqa: N802 - QGIS API
         return self.tr(
-            "The landscape graph of habitat patches that ecologists use to "
-            "study connectivity (Urban &amp; Keitt 2001; Fall et al. 2007), "
-            "in one run.\n\n"
-            "<b>Patches</b>: groups of touching habitat cells. Habitat is "
-            "every valid non-zero cell of the habitat band, or, when "
-            "<i>habitat values</i> lists some (such as 3,4,7), the cells with "
-            "those values. Patches smaller than the <i>minimum patch "
-            "area</i> (map units squared) are ignored. Patch ids follow the "
-            "raster row by row from the top-left cell.\n"
-            "<b>Resistance</b>: the cost of crossing each cell (a band of the "
-            "same raster or another raster on the same grid). Moving between "
-            "two neighbouring cells costs the mean of their resistances "
-            "times the step length in cells (1 straight, &radic;2 "
-            "diagonal), as in Cost distance. Nodata cells are barriers; "
-            "every habitat cell needs a resistance.\n"
-            "<b>Links</b>: each cell is given to the patch it is cheapest to "
-            "reach (the allocation). Where the areas of two patches touch, "
-            "the cheapest crossing becomes their link: its cost is the "
-            "least-cost path between the patches through those two areas, "
-            "its line the path itself.\n"
-            "<b>Network</b>: the links of the minimum spanning tree (the "
-            "cheapest set of links connecting all connected patches) are "
-            "flagged in_mst. Patches joined by links costing at most the "
-            "<i>maximum link cost</i> (0 = no limit) form one component.\n"
-            "<b>Indices</b>: IIC (integral index of connectivity) over the "
-            "links within the maximum link cost, and PC (probability of "
-            "connectivity) over all links with the chance of crossing a "
-            "link exp(-k &times; cost), k set so that a link costing the "
-            "<i>cost at which dispersal probability is 0.5</i> is crossed "
-            "half the time (PC is left empty without it). For each patch, "
-            "dIIC and dPC say by how many percent the index drops when the "
-            "patch is lost (computed up to 1500 patches: each one repeats "
-            "the whole index; empty above that).\n\n"
-            "Outputs (all optional): the patch raster and polygons (id, "
-            "area, number of links, component, dIIC, dPC), the links as "
-            "lines (from_id, to_id, cost, length in map units, in_mst), the "
-            "allocation raster, the accumulated cost raster (cost from the "
-            "nearest patch) and the corridors raster (on each cell of a "
-            "spanning-tree link's path, that link's cost). The numbers of "
-            "patches, links and components, IIC and PC are outputs too.\n\n"
-            "Advanced: backend (auto picks an NVIDIA GPU for the cost "
-            "distance when numba CUDA can use one). A tile size, or a "
-            "resistance raster larger than the memory limit, runs the tiled "
-            "(out-of-core) engines (GeoTIFF raster outputs only), with the "
-            "same results.")
+            "<p>Builds the landscape graph of habitat patches that ecologists "
+            "use to study connectivity (Urban &amp; Keitt 2001; Fall et al. "
+            "2007): the patches, the least-cost links between neighbouring "
+            "patches, their minimum spanning tree, the components, and the "
+            "connectivity indices IIC and PC with each patch's importance. "
+            "It answers <i>which forest patches are connected for this "
+            "species, through which corridors, and which patches matter "
+            "most?</i></p>"
+            "<p><b>Example</b>: habitat = the forest classes of a land-cover "
+            "raster (<i>Habitat values</i> 4,5), resistance from a lookup "
+            "table per class (Reclassify by table: grassland 5, cropland 20, "
+            "forest 1, towns 100, water nodata), a minimum patch area of one "
+            "hectare, and the cost at which half of the animals still cross "
+            "(e.g. 60).</p>"
+            "<p><b>Habitat raster</b> and <b>Habitat band</b>: where the "
+            "habitat is. <b>Habitat values</b>: the values that are habitat, "
+            "separated by commas; empty = every non-zero cell. Nodata cells "
+            "are never habitat. Touching habitat cells form a patch; patch "
+            "ids count the patches row by row from the top-left cell.<br>"
+            "<b>Resistance raster</b> and <b>Resistance band</b>: the cost "
+            "of crossing each cell (0 or more), another band of the same "
+            "raster or a raster on the same grid (same CRS, extent and cell "
+            "size). A step between neighbouring cells costs the mean of "
+            "their resistances times the step length (1 straight, &radic;2 "
+            "diagonal), as in Cost distance; nodata cells are barriers; "
+            "every habitat cell needs a resistance. The bands' scale and "
+            "offset are applied.<br>"
+            "<b>Connectivity</b>: four or eight neighbours, for the patches "
+            "and for movement.<br>"
+            "<b>Minimum patch area</b> (map units squared): smaller patches "
+            "are ignored.<br>"
+            "<b>Maximum link cost</b>: patches joined by links costing at "
+            "most this form one component, and only these links count in "
+            "IIC (0 = no limit).<br>"
+            "<b>Cost at which dispersal probability is 0.5</b>: a link is "
+            "crossed with probability exp(-k &times; cost), k set so that a "
+            "link of this cost is crossed half the time; PC needs it.</p>"
+            "<p>Each cell goes to the patch it is cheapest to reach (the "
+            "allocation). Where the areas of two patches touch, the cheapest "
+            "crossing is their link: its cost is the least-cost path between "
+            "the two patches through their areas, its line that path. The "
+            "minimum spanning tree is the cheapest set of links connecting "
+            "every patch it can (in_mst). IIC and PC (Pascual-Hortal &amp; "
+            "Saura 2006; Saura &amp; Pascual-Hortal 2007) measure how much "
+            "habitat is reachable; dIIC and dPC say by how many percent "
+            "they drop when a patch is lost (computed up to {limit} patches, "
+            "empty above: each patch repeats the whole index).</p>"
+            "<p>Outputs (all optional): <b>Patches</b> (ids; 0 elsewhere), "
+            "<b>Patch polygons</b> (id, area, degree = number of links, "
+            "component, dIIC, dPC), <b>Links</b> as lines (from_id, to_id, "
+            "cost, length in map units, in_mst), <b>Allocation</b> (the "
+            "nearest patch of each cell), <b>Accumulated cost</b> (from the "
+            "nearest patch; nodata where unreached), <b>Corridors</b> (on "
+            "each cell of a spanning-tree link, its cost), and the numbers "
+            "of patches, links and components, IIC "
+            "and PC.</p>").format(limit=IMPORTANCE_AUTO_LIMIT) \
+            + self.advancedHelp()
+
+    def outputStyle(self, name):  # noqa: N802
+        if name == self.OUTPUT_LINKS:
+            return GraduatedLineStyle("cost", casing=True)
+        if name == self.OUTPUT_PATCH_POLYGONS:
+            return PolygonStyle("id")
+        return None
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
+        # The numbers with a default are optional: a model or script that
+        # leaves them out means the default (the modeler refuses a missing
+        # mandatory value).
         self.addParameter(QgsProcessingParameterRasterLayer(
             self.HABITAT, self.tr("Habitat raster")))
         self.addParameter(BandParameter(
@@ -135,11 +158,11 @@ class HabitatNetwork(GridGraphAlgorithm):
         self.addParameter(QgsProcessingParameterNumber(
             self.MIN_AREA, self.tr("Minimum patch area (map units squared)"),
             QgsProcessingParameterNumber.Double, defaultValue=0.0,
-            minValue=0.0))
+            optional=True, minValue=0.0))
         self.addParameter(QgsProcessingParameterNumber(
             self.MAX_LINK_COST, self.tr("Maximum link cost (0 = no limit)"),
             QgsProcessingParameterNumber.Double, defaultValue=0.0,
-            minValue=0.0))
+            optional=True, minValue=0.0))
         self.addParameter(QgsProcessingParameterNumber(
             self.DISTANCE_P05,
             self.tr("Cost at which dispersal probability is 0.5 (for PC)"),
@@ -161,7 +184,7 @@ class HabitatNetwork(GridGraphAlgorithm):
             self.OUTPUT_ALLOCATION, self.tr("Allocation (nearest patch)"),
             optional=True, createByDefault=False))
         self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT_COST, self.tr("Accumulated cost from the patches"),
+            self.OUTPUT_COST, self.tr("Accumulated cost (from the patches)"),
             optional=True, createByDefault=False))
         self.addParameter(QgsProcessingParameterRasterDestination(
             self.OUTPUT_CORRIDORS, self.tr("Corridors (spanning tree links)"),
@@ -244,7 +267,13 @@ class HabitatNetwork(GridGraphAlgorithm):
 
     # ------------------------------------------------------------ the run
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {OUTPUT_PATCHES: "int32", OUTPUT_ALLOCATION: "int32",
+                           OUTPUT_COST: "float64", OUTPUT_CORRIDORS: "float64"}
+    # habitat mask (1), component labels (8), patches (4), the cost
+    # distance's three rasters (20) and its scratch (16), corridors (8)
+    SCRATCH_BYTES_PER_CELL = 57
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
         habitat_layer, habitat = self.bandOnDisk(
             parameters, context, self.HABITAT, self.parameterAsInt(
                 parameters, self.HABITAT_BAND, context))
@@ -263,7 +292,8 @@ class HabitatNetwork(GridGraphAlgorithm):
                 .format(size=plan.grid.tile_size))
         destinations = {name: self.rasterDestination(parameters, name, context)
                         for name in self.RASTER_OUTPUTS}
-        self.checkTiledOutputs(SimpleNamespace(tiled=is_tiled), destinations)
+        routing = SimpleNamespace(tiled=is_tiled, shape=resistance.shape)
+        self.checkTiledOutputs(routing, destinations)
         want_polygons = self.sinkRequested(parameters,
                                            self.OUTPUT_PATCH_POLYGONS, context)
         want_links = self.sinkRequested(parameters, self.OUTPUT_LINKS, context)
@@ -282,7 +312,7 @@ class HabitatNetwork(GridGraphAlgorithm):
 
         connectivity = self.CONNECTIVITIES[self.parameterAsEnum(
             parameters, self.CONNECTIVITY, context)]
-        with self.tiledOutputFolder(SimpleNamespace(tiled=is_tiled)) as out_dir:
+        with self.tiledOutputFolder(routing) as out_dir:
             net = self.runTimed(
                 feedback, habitat_network, habitat.path, resistance.path,
                 habitat_values=self.habitatValues(parameters, context),
@@ -303,9 +333,9 @@ class HabitatNetwork(GridGraphAlgorithm):
             if net.d_iic is None:
                 feedback.pushWarning(self.tr(
                     "dIIC and dPC were not computed: {n} patches (they are "
-                    "computed up to 1500; each patch repeats the whole "
+                    "computed up to {limit}; each patch repeats the whole "
                     "index); the fields are left empty").format(
-                        n=net.patch_count))
+                        n=net.patch_count, limit=IMPORTANCE_AUTO_LIMIT))
             polygons = []
             if want_polygons:
                 polygons = self.patchPolygons(net, resistance, projection,
@@ -313,45 +343,38 @@ class HabitatNetwork(GridGraphAlgorithm):
             links = self.linkFeatures(net, resistance) if want_links else []
             self.checkCanceled(feedback)
 
-            # publishing: sinks first (they may still fail on their target)
-            outputs = {}
+            # publishing: every output under a temporary name, moved into
+            # place together by the OutputSet's commit
+            results = {}
             if want_polygons:
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_PATCH_POLYGONS, context,
-                    self.polygonFields(), QgsWkbTypes.MultiPolygon,
-                    resistance_layer.crs())
+                sink, results[self.OUTPUT_PATCH_POLYGONS] = outputs.sink(
+                    self.OUTPUT_PATCH_POLYGONS, self.polygonFields(),
+                    QgsWkbTypes.MultiPolygon, resistance_layer.crs())
+                for start in range(0, len(polygons), FEATURE_BATCH):
+                    sink.add(polygons[start:start + FEATURE_BATCH])
             if want_links:
-                link_sink, link_id = self.createSink(
-                    parameters, self.OUTPUT_LINKS, context, self.linkFields(),
+                sink, results[self.OUTPUT_LINKS] = outputs.sink(
+                    self.OUTPUT_LINKS, self.linkFields(),
                     QgsWkbTypes.LineString, resistance_layer.crs())
+                for start in range(0, len(links), FEATURE_BATCH):
+                    sink.add(links[start:start + FEATURE_BATCH])
             styles = {self.OUTPUT_PATCHES: LabelStyle(net.patch_count),
                       self.OUTPUT_ALLOCATION: LabelStyle(net.patch_count),
-                      self.OUTPUT_COST: RampStyle("Viridis"),
+                      self.OUTPUT_COST: RampStyle(),
                       self.OUTPUT_CORRIDORS: RampStyle("Reds")}
             for name, path in destinations.items():
                 if path is None:
                     continue
                 engine_name, nodata = self.RASTER_OUTPUTS[name]
-                self.writeRaster(path, getattr(net, engine_name), resistance,
-                                 projection, nodata)
+                self.writeRaster(outputs, path, getattr(net, engine_name),
+                                 resistance, projection, nodata)
                 self.setStyle(context, path, styles[name])
-                outputs[name] = path
-        if want_polygons:
-            for start in range(0, len(polygons), FEATURE_BATCH):
-                sink.addFeatures(polygons[start:start + FEATURE_BATCH],
-                                 QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_PATCH_POLYGONS] = sink_id
-        if want_links:
-            for start in range(0, len(links), FEATURE_BATCH):
-                link_sink.addFeatures(links[start:start + FEATURE_BATCH],
-                                      QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_LINKS] = link_id
-        outputs.update({self.PATCHES: net.patch_count,
+                results[name] = path
+        results.update({self.PATCHES: net.patch_count,
                         self.LINKS: len(net.links),
                         self.COMPONENTS: net.components, self.IIC: net.iic,
                         self.PC: net.pc})
-        feedback.setProgress(100)
-        return outputs
+        return results
 
     # ------------------------------------------------------------ features
 
