@@ -805,6 +805,40 @@ class ScratchStore:
                 pass
 
 
+class TileStates:
+    """Per-tile state of a tiled run: Dask futures (the state stays on the
+    workers) kept by key, anything else in a :class:`ScratchStore`."""
+
+    def __init__(self, store):
+        self.store = store
+        self.remote = {}
+
+    def __contains__(self, key):
+        return key in self.remote or key in self.store
+
+    def put(self, key, state):
+        self.discard(key)
+        if distributed.is_future(state):
+            self.remote[key] = state
+        else:
+            self.store.put(key, state)
+
+    def get(self, key):
+        """The state: a future, or the arrays (fresh copies when on disk)."""
+        if key in self.remote:
+            return self.remote[key]
+        return self.store.get(key)
+
+    def reader(self, key, index):
+        return self.store.reader(key, index)
+
+    def discard(self, key):
+        future = self.remote.pop(key, None)
+        if future is not None:
+            future.release()
+        self.store.discard(key)
+
+
 class _ArrayReader:
     def __init__(self, array):
         self.array = array
