@@ -981,13 +981,15 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
     import operator
     import uuid
 
-    from distributed import wait as dask_wait
+    from distributed import as_completed
 
     name = getattr(function, "__name__", None) or getattr(
         getattr(function, "func", None), "__name__", "tile")
     limit = 2 * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
     in_flight = {}  # the future the driver waits on -> (index, state)
+    # not distributed.wait: it needs a default client
+    completed = as_completed(loop=client.loop)
     next_task = 0
     done = 0
     try:
@@ -1002,12 +1004,14 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
                     state = client.submit(operator.getitem, future, 1,
                                           key=key + "-state")
                     in_flight[message] = (next_task, state)
+                    completed.add(message)
                 else:
                     in_flight[future] = (next_task, None)
+                    completed.add(future)
                 next_task += 1
-            finished = dask_wait(list(in_flight),
-                                 return_when="FIRST_COMPLETED").done
-            for future in sorted(finished, key=lambda f: in_flight[f][0]):
+            finished = [next(completed)]
+            finished += completed.next_batch(block=False)
+            for future in finished:
                 index, state = in_flight.pop(future)
                 try:
                     value = future.result()

@@ -212,19 +212,18 @@ def test_cuda_backend_without_a_device(run_algorithm, rasters, tmp_path):
 
 
 @pytest.mark.parametrize("algorithm_id,option,value", [
-    (CC, "TILE_SIZE", 12), (CD, "TILE_SIZE", 12), (MST, "TILE_SIZE", 12),
-    (CC, "DASK_SCHEDULER", "tcp://127.0.0.1:8786")])
+    (CC, "TILE_SIZE", 12), (CD, "TILE_SIZE", 12), (MST, "TILE_SIZE", 12)])
 def test_engine_errors_keep_their_message(run_algorithm, rasters, tmp_path,
                                           algorithm_id, option, value):
-    """Options the engine refuses (a tile size that is not a power of two;
-    today also a Dask scheduler address) fail with the engine's own
-    message, unchanged."""
+    """Options the engine refuses (a tile size that is not a power of two)
+    fail with the engine's own message, unchanged (a Dask scheduler:
+    tests/test_distributed.py)."""
     from gridgraph.core import (GridGraphError, connected_components,
                                 cost_distance, minimum_spanning_tree)
     engine = {CC: connected_components, MST: minimum_spanning_tree,
               CD: lambda cost, **options: cost_distance(cost, [(0, 0)],
                                                         **options)}
-    keyword = {"TILE_SIZE": "tile_size", "DASK_SCHEDULER": "executor"}
+    keyword = {"TILE_SIZE": "tile_size"}
     with pytest.raises(GridGraphError) as engine_error:
         engine[algorithm_id](np.ones((3, 4)), **{keyword[option]: value})
     message = run_fails(run_algorithm, algorithm_id, {
