@@ -222,12 +222,20 @@ def disk_full_error(folder, needed_bytes, what=None):
 def write_error(folder, error, needed_bytes=0, what=None):
     """A typed error for a failed write in ``folder``: DiskFullError when
     the disk is full, else InvalidInputError quoting the system's reason."""
-    if is_disk_full(error):
+    if is_disk_full(error) or _nearly_full(folder, needed_bytes):
         return disk_full_error(folder, needed_bytes, what)
     target = what or folder
     return InvalidInputError(
         f"cannot write {target} in {os.path.abspath(folder)}: {error}; check "
         "the folder's permissions and free space, or choose another folder")
+
+
+def _nearly_full(folder, needed_bytes):
+    """GDAL reports a full disk as a bare write error ("TIFFAppendToStrip:
+    Write error"): a write that failed while the disk has under 1 MB (or
+    less than the write needed) free is taken for a full disk."""
+    free = free_bytes(folder)
+    return free is not None and (free < 1 << 20 or free < needed_bytes)
 
 
 def check_free_space(folder, needed_bytes, what):

@@ -55,19 +55,22 @@ class Watched:
 
     def assert_untouched(self):
         """Inputs and outputs byte for byte as marked, no scratch left."""
-        inputs, outputs = self._before
-        now = snapshot(self.inputs)
-        # QGIS itself computes statistics when it loads a raster layer and
-        # GDAL keeps them in a new <input>.aux.xml: not the input's bytes
-        qgis_statistics = {name for name in set(now) - set(inputs)
-                           if name.endswith(".aux.xml")
-                           and name[:-len(".aux.xml")] in inputs}
-        assert {name: now[name] for name in set(now) - qgis_statistics} == \
-            inputs, "an input was modified"
-        assert snapshot(self.outputs) == outputs, (
+        assert_inputs_unchanged(self._before[0], snapshot(self.inputs))
+        assert snapshot(self.outputs) == self._before[1], (
             "the outputs folder changed: "
-            f"{sorted(set(snapshot(self.outputs)) ^ set(outputs))}")
+            f"{sorted(set(snapshot(self.outputs)) ^ set(self._before[1]))}")
         assert entries(self.scratch) == [], "scratch was left behind"
+
+
+def assert_inputs_unchanged(before, now):
+    """Every input file has its old bytes; the only new files allowed are
+    the statistics QGIS itself computes when it loads a raster layer and
+    GDAL keeps in a new ``<input>.aux.xml``."""
+    qgis_statistics = {name for name in set(now) - set(before)
+                       if name.endswith(".aux.xml")
+                       and name[:-len(".aux.xml")] in before}
+    assert {name: now[name] for name in set(now) - qgis_statistics} == \
+        before, "an input was modified"
 
 
 def run_qgis_process(algorithm_id, parameters, environment=None,

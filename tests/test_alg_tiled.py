@@ -39,8 +39,10 @@ class RecordingFeedback(QgsProcessingFeedback):
 
 
 def tiled_folders():
+    # this process's only: other runs on the machine share the scratch root
     from gridgraph.core.scratch import scratch_root
-    return glob.glob(os.path.join(scratch_root(), "gridgraph-tiled-*"))
+    return glob.glob(os.path.join(scratch_root(),
+                                  f"gridgraph-tiled-*-{os.getpid()}-*"))
 
 
 @pytest.fixture
