@@ -152,7 +152,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         if not max_cost > 0:
             raise InvalidInputError(
                 f"max_cost must be positive (or None for no limit), got {max_cost}")
-    from . import tiled
+    from . import rounds, tiled
     backend = resolve_backend(backend)
     plan = tiled.plan(cost, band, tile_size, memory_limit_mb, executor)
     if plan is None and backend == "cuda":
@@ -162,7 +162,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
                               lambda n, dtype: _cuda.device_bytes(n, 8),
                               tiled.plan)
     if plan is not None:
-        return tiled.cost_distance_tiled(
+        return rounds.cost_distance_tiled(
             plan, sources, source_ids, source_nodata, connectivity,
             _step_lengths(connectivity, cell_size), max_cost, nodata,
             out_dir, executor, progress, backend, outputs)
