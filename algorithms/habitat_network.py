@@ -135,6 +135,9 @@ class HabitatNetwork(GridGraphAlgorithm):
         return None
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
+        # The numbers with a default are optional: a model or script that
+        # leaves them out means the default (the modeler refuses a missing
+        # mandatory value).
         self.addParameter(QgsProcessingParameterRasterLayer(
             self.HABITAT, self.tr("Habitat raster")))
         self.addParameter(BandParameter(
@@ -155,11 +158,11 @@ class HabitatNetwork(GridGraphAlgorithm):
         self.addParameter(QgsProcessingParameterNumber(
             self.MIN_AREA, self.tr("Minimum patch area (map units squared)"),
             QgsProcessingParameterNumber.Double, defaultValue=0.0,
-            minValue=0.0))
+            optional=True, minValue=0.0))
         self.addParameter(QgsProcessingParameterNumber(
             self.MAX_LINK_COST, self.tr("Maximum link cost (0 = no limit)"),
             QgsProcessingParameterNumber.Double, defaultValue=0.0,
-            minValue=0.0))
+            optional=True, minValue=0.0))
         self.addParameter(QgsProcessingParameterNumber(
             self.DISTANCE_P05,
             self.tr("Cost at which dispersal probability is 0.5 (for PC)"),

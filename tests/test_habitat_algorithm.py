@@ -243,3 +243,57 @@ def test_help_is_for_a_gis_user_and_has_its_page():
         pictures = re.findall(r"!\[[^]]*\]\(([^)]+)\)", page.read())
     assert pictures == ["images/habitatnetwork.png"]
     assert os.path.getsize(os.path.join(ROOT, "docs", pictures[0])) > 10000
+
+
+def test_in_a_model(run_algorithm, tmp_path):
+    """The modeler: one raster input feeding both HABITAT and RESISTANCE
+    (bands 1 and 2); the model validates, runs, and equals the engine."""
+    from qgis.core import (QgsProcessingModelAlgorithm,
+                           QgsProcessingModelChildAlgorithm,
+                           QgsProcessingModelChildParameterSource,
+                           QgsProcessingModelOutput,
+                           QgsProcessingModelParameter,
+                           QgsProcessingParameterRasterLayer)
+
+    def static(value):
+        return [QgsProcessingModelChildParameterSource.fromStaticValue(value)]
+
+    model = QgsProcessingModelAlgorithm("network", "tests")
+    model.addModelParameter(
+        QgsProcessingParameterRasterLayer("stack", "Habitat and resistance"),
+        QgsProcessingModelParameter("stack"))
+    child = QgsProcessingModelChildAlgorithm(ALG)
+    child.setChildId("network")
+    stack = [QgsProcessingModelChildParameterSource.fromModelParameter(
+        "stack")]
+    for name, value in (("HABITAT", stack), ("HABITAT_BAND", static(1)),
+                        ("RESISTANCE", stack), ("RESISTANCE_BAND", static(2)),
+                        ("CONNECTIVITY", static(0)),
+                        ("DISTANCE_P05", static(6.0))):
+        child.addParameterSources(name, value)
+    outputs = {}
+    for name, output_name in (("links", "OUTPUT_LINKS"),
+                              ("patches", "OUTPUT_PATCHES")):
+        output = QgsProcessingModelOutput(name, name)
+        output.setChildId("network")
+        output.setChildOutputName(output_name)
+        outputs[name] = output
+    child.setModelOutputs(outputs)
+    model.addChildAlgorithm(child)
+    model.updateDestinationParameters()
+    ok, issues = model.validate()
+    assert ok, issues
+
+    habitat, resistance = landscape()
+    path = write_geotiff(tmp_path / "stack.tif", None,
+                         bands=[habitat.astype(np.float64), resistance])
+    result = run_algorithm(model, {
+        "stack": path, "network:links": str(tmp_path / "links.gpkg"),
+        "network:patches": str(tmp_path / "patches.tif")})
+    engine = habitat_network(habitat, resistance, connectivity=4,
+                             distance_p05=6.0, cell_size=(CELL, CELL),
+                             backend="cpu")
+    np.testing.assert_array_equal(
+        read_raster(result["network:patches"])[0], engine.patches)
+    links = read_features(result["network:links"])
+    assert [a["cost"] for a, _ in links] == engine.links.cost.tolist()

@@ -506,3 +506,14 @@ def test_doctest_example_runs():
     import doctest
     failures, tried = doctest.testmod(habitat_module, raise_on_error=False)
     assert tried > 0 and failures == 0
+
+
+@pytest.mark.parametrize("tile_size", [None, 8])
+def test_a_raster_of_two_columns(tile_size):
+    habitat = np.zeros((12, 2), dtype=np.uint8)
+    habitat[0:2, :] = 1
+    habitat[9:12, :] = 1
+    net = habitat_network(habitat, np.ones((12, 2)), connectivity=4,
+                          tile_size=tile_size, backend="cpu")
+    assert net.patch_count == 2 and net.links.cost.tolist() == [8.0]
+    assert net.allocation[:5].tolist() == [[1, 1]] * 5

@@ -156,7 +156,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
                                 finite=False)
         if max_cost == np.inf:
             max_cost = None  # no limit
-    from . import tiled
+    from . import rounds, tiled
     backend = resolve_backend(backend)
     plan = tiled.plan(cost, band, tile_size, memory_limit_mb, executor)
     if plan is None and backend == "cuda":
@@ -166,7 +166,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
                               lambda n, dtype: _cuda.device_bytes(n, 8),
                               tiled.plan)
     if plan is not None:
-        return tiled.cost_distance_tiled(
+        return rounds.cost_distance_tiled(
             plan, sources, source_ids, source_nodata, connectivity,
             _step_lengths(connectivity, cell_size), max_cost, nodata,
             out_dir, executor, progress, backend, outputs)

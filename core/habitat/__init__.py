@@ -323,8 +323,10 @@ def habitat_network(habitat, resistance, habitat_values=None, connectivity=8,
         patch_count = int(patch_cells.size)
 
         # 2. least-cost regions
-        source_raster = patches if cols != 2 or isinstance(
-            patches, np.memmap) else patches.astype(np.float64)
+        # an integer raster of two columns would be read as a list of
+        # (row, col) cells: hand that one over as floats (ids stay exact)
+        source_raster = patches if cols != 2 else np.asarray(
+            patches, dtype=np.float64)
         regions = cost_distance(
             resistance, source_raster, connectivity, nodata=resistance_nodata,
             band=resistance_band, progress=progress.span(*PHASES["cost"]),
