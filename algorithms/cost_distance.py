@@ -18,7 +18,8 @@ from ..core import cost_distance, least_cost_path
 from ..core import io as raster_io
 from ..core._common import valid_mask
 from ..core.costdistance import tiled
-from .base import GridGraphAlgorithm, progress_callback
+from .base import GridGraphAlgorithm
+from .progress import Phases
 from .styles import (DirectionStyle, GraduatedLineStyle, LabelStyle,
                      RampStyle)
 
@@ -201,6 +202,8 @@ class CostDistance(GridGraphAlgorithm):
     SCRATCH_BYTES_PER_CELL = 28
 
     def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
+        phases = Phases(feedback)
+        phases.begin(self.tr("Reading the cost raster and the sources"), 0.05)
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         connectivity = self.CONNECTIVITIES[
@@ -231,15 +234,18 @@ class CostDistance(GridGraphAlgorithm):
                 outputs=None if want_paths or not wanted else wanted,
                 connectivity=connectivity, max_cost=max_cost or None,
                 nodata=raster.nodata, cell_size=cell_size,
-                progress=progress_callback(feedback, 0.0,
-                                           0.8 if want_paths else 0.9),
+                progress=phases.begin(self.tr("Computing the accumulated cost"),
+                                      0.6 if want_paths else 0.7),
                 **source_keywords, **raster.engineKeywords(out_dir),
                 **self.scaleOptions(parameters, context))
 
+            self.logReach(result, raster, feedback)
             paths = []
             if want_paths:
-                paths = self.paths(parameters, context, layer, raster, result,
-                                   feedback)
+                paths = self.paths(
+                    parameters, context, layer, raster, result,
+                    phases.begin(self.tr("Tracing the least-cost paths"), 0.1),
+                    feedback)
             self.checkCanceled(feedback)
 
             results = {}
@@ -254,19 +260,48 @@ class CostDistance(GridGraphAlgorithm):
                                               DirectionStyle()),
                       self.OUTPUT_ALLOCATION: (result.allocation, 0,
                                                LabelStyle())}
+            written = [name for name, path in destinations.items()
+                       if path is not None] + ([self.OUTPUT_PATHS]
+                                               if want_paths else [])
+            share = phases.remaining(len(written))
             for name, path in destinations.items():
                 if path is None:
                     continue
                 array, nodata, style = arrays[name]
+                phases.begin(self.tr("Writing {output}").format(
+                    output=self.parameterDefinition(name).description()),
+                    share)
                 self.writeRaster(outputs, path, array, raster, projection,
                                  nodata)
                 if style is not None:
                     self.setStyle(context, path, style)
                 results[name] = path
             if want_paths:
+                phases.begin(self.tr("Writing the least-cost paths"), share)
                 sink.add(paths)
                 results[self.OUTPUT_PATHS] = sink_id
         return results
+
+    def logReach(self, result, raster, feedback):  # noqa: N802
+        """The result in plain words: cells reached, highest cost (in
+        memory only: on the tiled path that would read the rasters again)."""
+        if raster.tiled:
+            return
+        if result.accumulated is not None:
+            reached = np.isfinite(result.accumulated)
+            count = int(reached.sum())
+            highest = (float(result.accumulated[reached].max()) if count
+                       else None)
+        elif result.allocation is not None:
+            count, highest = int((result.allocation != 0).sum()), None
+        else:
+            return
+        text = self.tr("Reached {count} of {total} cells").format(
+            count=count, total=raster.shape[0] * raster.shape[1])
+        if highest is not None:
+            text += self.tr("; the highest accumulated cost is {cost:.6g}"
+                            ).format(cost=highest)
+        feedback.pushInfo(text)
 
     # -------------------------------------------------------------- sources
 
@@ -376,7 +411,8 @@ class CostDistance(GridGraphAlgorithm):
         fields.append(QgsField("source", QVariant.LongLong))
         return fields
 
-    def paths(self, parameters, context, layer, raster, result, feedback):
+    def paths(self, parameters, context, layer, raster, result, progress,
+              feedback):
         """Least-cost path features from each destination point."""
         source = self.parameterAsSource(parameters, self.DESTINATIONS, context)
         if source is None:
@@ -405,8 +441,11 @@ class CostDistance(GridGraphAlgorithm):
                                    int(result.allocation[row, col])])
             features.append(feature)
             if done % 100 == 0:
+                progress(done / len(points))
                 self.checkCanceled(feedback)
-                feedback.setProgress(80 + 10 * done / len(points))
+        feedback.pushInfo(self.tr(
+            "Traced {n} least-cost path(s) for {total} destination point(s)"
+        ).format(n=len(features), total=len(points)))
         if outside:
             feedback.pushWarning(self.tr(
                 "Skipped {n} destination(s) outside the cost raster (feature "
