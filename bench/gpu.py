@@ -240,6 +240,106 @@ def bench_mst(size, parity_size, repeat, bandwidth, results):
     del d_values, d_valid
 
 
+def bench_transfers(results, size_bytes=1 << 30):
+    """The copy bandwidths that bound every end-to-end time: device to device (the kernels'
+    floor), host to device from ordinary (pageable) memory, and device to host into fresh
+    pageable memory (page faults included), into touched pageable memory, and into pinned
+    memory."""
+    import cupy
+    from numba import cuda
+    n = size_bytes // 4
+    device = cupy.arange(n, dtype=cupy.float32)
+    copy = cupy.empty_like(device)
+    copy[...] = device
+    cuda.synchronize()
+    d2d, _, _ = median_time(lambda: copy.__setitem__(Ellipsis, device), 5)
+    host = np.random.default_rng(0).random(n, dtype=np.float32)
+    h2d, _, d_host = median_time(lambda: cuda.to_device(host), 3)
+    del d_host
+    d_array = cuda.as_cuda_array(device)
+    fresh, _, _ = median_time(lambda: d_array.copy_to_host(), 3)
+    touched = np.ones(n, dtype=np.float32)
+    into_touched, _, _ = median_time(lambda: d_array.copy_to_host(touched), 3)
+    pinned = cuda.pinned_array(n, dtype=np.float32)
+    into_pinned, _, _ = median_time(lambda: d_array.copy_to_host(pinned), 3)
+    alloc_pinned, _, _ = median_time(lambda: cuda.pinned_array(n, dtype=np.float32), 2)
+    entry = dict(operation=f"copies of {size_bytes / 2**30:.0f} GiB",
+                 d2d_bytes_per_s=2 * size_bytes / d2d, h2d_pageable_bytes_per_s=size_bytes / h2d,
+                 d2h_fresh_bytes_per_s=size_bytes / fresh,
+                 d2h_touched_bytes_per_s=size_bytes / into_touched,
+                 d2h_pinned_bytes_per_s=size_bytes / into_pinned,
+                 pinned_alloc_s=alloc_pinned)
+    results.append(entry)
+    log(json.dumps(entry, default=float))
+    del device, copy, pinned
+    return entry
+
+
+def bench_mst_end_to_end(size, parity_size, repeat, results):
+    """The public API, numpy in and numpy out: every output (parent directions, total weight,
+    trees, and the edge list when asked) identical to the CPU backend at parity_size and on odd
+    shapes with nodata; end-to-end times at ``size`` for the CUDA and CPU backends, and the
+    CUDA run's phases."""
+    from gridgraph.core import minimum_spanning_tree
+    from gridgraph.core.mst import _cuda
+
+    def same(a, b, edges=True):
+        ok = (a.trees == b.trees
+              and np.float64(a.total_weight).tobytes() == np.float64(b.total_weight).tobytes()
+              and np.array_equal(a.parent_direction, b.parent_direction, equal_nan=True))
+        if edges:
+            ok = ok and np.array_equal(a.edges, b.edges) and np.array_equal(
+                a.weights.view(np.uint8), b.weights.view(np.uint8))
+        return bool(ok)
+
+    rng = np.random.default_rng(21)
+    small = fractal_surface((parity_size, parity_size), seed=3)
+    small[::97, ::89] = np.nan
+    cases = [(f"fractal {parity_size}², NaN holes", small, None)]
+    plateau = (small // 50).astype(np.float32)
+    plateau[np.isnan(small)] = -1
+    cases.append((f"plateaus {parity_size}², nodata -1", plateau, -1))
+    for shape in ((1000, 777), (37, 4099), (4099, 37)):
+        odd = rng.integers(0, 6, shape).astype(np.int16)
+        odd[rng.random(shape) < 0.3] = 9  # many trees
+        cases.append((f"int16 {shape[0]}x{shape[1]}, 30% nodata", odd, 9))
+    for name, values, nodata in cases:
+        for connectivity in (4, 8):
+            for weight in ("max", "absdiff"):
+                gpu = minimum_spanning_tree(values, connectivity, weight, nodata, backend="cuda")
+                cpu = minimum_spanning_tree(values, connectivity, weight, nodata, backend="cpu")
+                lean = minimum_spanning_tree(values, connectivity, weight, nodata,
+                                             backend="cuda", edges=False)
+                results.append(dict(
+                    operation=f"mst public API {connectivity}-conn {weight}, {name} (parity)",
+                    trees=gpu.trees, identical_to_cpu=same(gpu, cpu) and same(lean, cpu, False)))
+                log(json.dumps(results[-1], default=float))
+    del small, plateau, cases
+
+    values = gpu_fractal(size, 4).get()
+    for connectivity in (4, 8):
+        for want_edges in (False, True):
+            run = lambda: minimum_spanning_tree(values, connectivity, "max",  # noqa: E731
+                                                backend="cuda", edges=want_edges)
+            end_to_end, times, gpu = median_time(run, max(2, repeat // 2))
+            stats = {}
+            _cuda.minimum_spanning_tree(values, None, connectivity, 0, np.float32, want_edges,
+                                        Progress(), stats=stats)
+            entry = dict(operation=f"mst {connectivity}-conn max, edges={want_edges}, fractal "
+                                   f"{size}², numpy in/out (public API)",
+                         end_to_end_s=end_to_end, end_to_end_runs=times, phases=stats)
+            if connectivity == 4 and not want_edges:
+                cpu_time, cpu = wall(lambda: minimum_spanning_tree(
+                    values, connectivity, "max", backend="cpu", edges=False))
+                entry["cpu_s"] = cpu_time
+                entry["identical_to_cpu"] = same(gpu, cpu, False)
+                del cpu
+            results.append(entry)
+            log(json.dumps(results[-1], default=float))
+            del gpu
+    del values
+
+
 def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
                         delta_multipliers=()):
     from numba import cuda
@@ -469,7 +569,8 @@ def main():
     parser.add_argument("--cpu-full", action="store_true",
                         help="also time the CPU cost distance at --size")
     parser.add_argument("--only", nargs="*",
-                        default=["odd", "components", "mst", "costdistance"])
+                        default=["transfers", "odd", "components", "mst", "mst_e2e",
+                                 "costdistance"])
     parser.add_argument("--deltas", nargs="*", type=float, default=[],
                         help="also time cost distance with these bucket widths (tiles crossed)")
     parser.add_argument("--no-first-call", action="store_true")
@@ -501,6 +602,9 @@ def main():
         log("first-call measurement failed:", exc)
         results_first = {}
     sections = dict(
+        transfers=lambda: bench_transfers(results),
+        mst_e2e=lambda: bench_mst_end_to_end(args.size, args.parity_size, args.repeat,
+                                             results),
         odd=lambda: bench_odd_shapes(results),
         components=lambda: bench_components(args.size, args.repeat, args.bandwidth, results),
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
