@@ -39,8 +39,10 @@ from numba import cuda
 
 from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, INT64_MAX, PhaseTimer, blocks_for,
-                            block_reserve, check_device_memory, device_scalar,
-                            float32_bits, float64_bits, radix_sort)
+                            block_reserve, check_device_memory,
+                            copy_to_device, copy_to_host, device_scalar,
+                            float32_bits, float64_bits, radix_sort,
+                            valid_cells_device)
 from ..errors import InvalidInputError
 
 NONE = INT64_MAX  # "no edge" in the best-key arrays
@@ -656,14 +658,14 @@ def spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     check_device_memory(
         device_bytes(n, weight_dtype, contract_below),
         f"the minimum spanning tree of a {rows} x {cols} raster")
-    d_values = cuda.to_device(values.reshape(-1))
-    d_valid = cuda.to_device(valid.reshape(-1).view(np.uint8))
+    d_values = copy_to_device(values)
+    d_valid = copy_to_device(valid.view(np.uint8))
     edges, weights, k = spanning_forest_device(
         d_values, d_valid, rows, cols, connectivity, weight_index,
         weight_dtype, progress.span(0.05, 0.9), contract_below)
     del d_values, d_valid
-    host_edges = edges.copy_to_host()[:2 * k].reshape(k, 2)
-    host_weights = weights.copy_to_host()[:k]
+    host_edges = copy_to_host(edges, 2 * k).reshape(k, 2)
+    host_weights = copy_to_host(weights, k)
     progress(1.0)
     return host_edges, host_weights
 
@@ -692,7 +694,7 @@ def minimum_spanning_tree(array, nodata, connectivity, weight_index,
         device_bytes(n, weight_dtype),
         f"the minimum spanning tree of a {rows} x {cols} raster")
     timer = PhaseTimer(stats)
-    d_values, d_valid = _cuda_tree.prepare_device(array, nodata, weight_dtype)
+    d_values, d_valid = valid_cells_device(array, nodata, weight_dtype)
     timer.mark("to device, valid cells")
     forest = _tree_edge_keys(d_values, d_valid, rows, cols, connectivity,
                              weight_index, weight_dtype,
@@ -708,15 +710,15 @@ def minimum_spanning_tree(array, nodata, connectivity, weight_index,
     del d_valid
     forest.parent = None
     progress(0.8)
-    host_direction = direction.copy_to_host().reshape(rows, cols)
+    host_direction = copy_to_host(direction).reshape(rows, cols)
     del direction
     timer.mark("direction to host")
     edges = weights = None
     if want_edges:
         d_edges, d_weights, k = _sorted_edges(forest, cols, weight_dtype,
                                               None, timer)
-        edges = d_edges.copy_to_host()[:2 * k].reshape(k, 2)
-        weights = d_weights.copy_to_host()[:k]
+        edges = copy_to_host(d_edges, 2 * k).reshape(k, 2)
+        weights = copy_to_host(d_weights, k)
         timer.mark("edges to host")
     progress(1.0)
     return edges, weights, total, trees, host_direction

@@ -3,10 +3,6 @@
 What the in-memory CUDA run returns besides the edge list, without sending
 the forest back to the CPU:
 
-Valid cells.  NaN and the nodata value are tested on the device, in the
-raster's own dtype, exactly as :func:`gridgraph.core._common.valid_mask`
-does on the host; the values are cast to the weight dtype there too.
-
 Parent directions (Euler tour).  Each tree is rooted at its lowest-index
 cell (the CPU walks it depth first from there; the parent of a cell is the
 same whatever the walk, since a tree has one path between two cells).
@@ -67,62 +63,6 @@ PARTS32 = 256 + _SPECIALS
 PARTS64 = 2 * 2048 + _SPECIALS
 SUM_THREADS = 32 if SIMULATOR else 256
 SUM_BLOCKS = 4 if SIMULATOR else 1024
-
-
-# --------------------------------------------------------------------------
-# Valid cells and values.
-
-@cuda.jit(cache=True)
-def _prepare_cells(raw, n, check_nan, has_nodata, nodata, cast, values,
-                   valid):
-    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
-    if i >= n:
-        return
-    x = raw[i]
-    ok = True
-    if check_nan and x != x:
-        ok = False
-    if has_nodata and x == nodata[0]:
-        ok = False
-    valid[i] = 1 if ok else 0
-    if cast:
-        values[i] = x
-
-
-def nodata_test(dtype, nodata):
-    """(test NaN, nodata in ``dtype`` or None): what
-    :func:`gridgraph.core._common.valid_mask` compares with."""
-    dtype = np.dtype(dtype)
-    floating = np.issubdtype(dtype, np.floating)
-    if nodata is None or (isinstance(nodata, float) and np.isnan(nodata)):
-        return floating, None
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        if float(nodata) != int(nodata) or not info.min <= nodata <= info.max:
-            return floating, None
-        return floating, dtype.type(int(nodata))
-    return floating, dtype.type(nodata)
-
-
-def prepare_device(array, nodata, weight_dtype):
-    """Copy ``array`` to the device; returns flat device arrays (values in
-    ``weight_dtype``, valid as uint8)."""
-    raw = np.ascontiguousarray(array).reshape(-1)
-    if not raw.dtype.isnative:
-        raw = raw.astype(raw.dtype.newbyteorder("="))
-    n = raw.size
-    check_nan, nodata_value = nodata_test(raw.dtype, nodata)
-    d_raw = cuda.to_device(raw)
-    cast = raw.dtype != np.dtype(weight_dtype)
-    values = cuda.device_array(n, dtype=weight_dtype) if cast else d_raw
-    valid = cuda.device_array(n, dtype=np.uint8)
-    nodata_array = cuda.to_device(np.array(
-        [0 if nodata_value is None else nodata_value], dtype=raw.dtype))
-    if n:
-        _prepare_cells[blocks_for(n, FLAT_THREADS), FLAT_THREADS](
-            d_raw, n, check_nan, nodata_value is not None, nodata_array,
-            cast, values, valid)
-    return values, valid
 
 
 # --------------------------------------------------------------------------
