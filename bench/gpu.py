@@ -340,6 +340,95 @@ def bench_mst_end_to_end(size, parity_size, repeat, results):
     del values
 
 
+def bench_components_end_to_end(size, repeat, results):
+    """The public API, numpy in and numpy out, CUDA and CPU backends in the same run, labels
+    identical; the CUDA run's phases."""
+    from gridgraph.core import connected_components
+    from gridgraph.core.components import _cuda
+    rng = np.random.default_rng(0)
+    mask = (rng.random((size, size), dtype=np.float32) < 0.6).view(np.uint8)
+    for connectivity in (4, 8):
+        run = lambda: connected_components(mask, connectivity, "nonzero",  # noqa: E731
+                                           backend="cuda")
+        end_to_end, times, gpu = median_time(run, repeat)
+        stats = {}
+        _cuda.label_array(mask, None, connectivity, "nonzero", Progress(), stats=stats)
+        cpu_time, cpu = wall(lambda: connected_components(mask, connectivity, "nonzero",
+                                                          backend="cpu"))
+        results.append(dict(
+            operation=f"components {connectivity}-conn, density 0.6, {size}², numpy in/out "
+                      "(public API)",
+            end_to_end_s=end_to_end, end_to_end_runs=times, cpu_s=cpu_time, phases=stats,
+            labels_dtype=str(gpu.labels.dtype),
+            identical_to_cpu=bool(gpu.count == cpu.count
+                                  and gpu.labels.dtype == cpu.labels.dtype
+                                  and np.array_equal(gpu.labels, cpu.labels))))
+        log(json.dumps(results[-1], default=float))
+        del gpu, cpu
+
+
+def bench_cost_distance_end_to_end(size, parity_size, repeat, results, cpu_full):
+    """The public API, numpy in and numpy out, all three outputs: identical to the CPU backend
+    (costs bit for bit, directions, allocation) at parity_size and on odd shapes with barriers
+    and ties; end-to-end times at ``size`` (CPU backend too with --cpu-full) and the CUDA run's
+    phases."""
+    from gridgraph.core import cost_distance
+    from gridgraph.core.costdistance import _cuda_outputs
+
+    def same(a, b):
+        return bool(all(np.array_equal(x, y, equal_nan=True) and x.dtype == y.dtype
+                        for x, y in zip((a.accumulated, a.direction, a.allocation),
+                                        (b.accumulated, b.direction, b.allocation))))
+
+    rng = np.random.default_rng(17)
+    cases = []
+    fractal = fractal_surface((parity_size, parity_size), seed=1)
+    cases.append((f"fractal {parity_size}², 1 source", fractal,
+                  np.array([[parity_size // 2, parity_size // 2]]), None))
+    plateau = (fractal // 250 + 1).astype(np.uint8)
+    plateau[::61, ::53] = 0
+    cases.append((f"integer plateaus 1-5 {parity_size}², nodata 0, 3 sources", plateau,
+                  np.array([[parity_size // 4, parity_size // 4], [parity_size // 2, 3],
+                            [parity_size - 5, parity_size // 3]]), 0))
+    for shape in ((1000, 777), (37, 4099)):
+        odd = rng.integers(1, 4, shape).astype(np.float32)
+        odd[rng.random(shape) < 0.15] = np.nan
+        cells = np.argwhere(~np.isnan(odd))[rng.integers(0, 1000, 3)]
+        cases.append((f"float32 {shape[0]}x{shape[1]}, 15% NaN, 3 sources, ties", odd, cells,
+                      None))
+    for name, cost, sources, nodata in cases:
+        for connectivity in (4, 8, 16):
+            gpu_time, gpu = wall(lambda: cost_distance(cost, sources, connectivity,
+                                                       nodata=nodata, backend="cuda"))
+            cpu_time, cpu = wall(lambda: cost_distance(cost, sources, connectivity,
+                                                       nodata=nodata, backend="cpu"))
+            results.append(dict(
+                operation=f"cost distance public API {connectivity}-conn, {name} (parity)",
+                end_to_end_s=gpu_time, cpu_s=cpu_time, identical_to_cpu=same(gpu, cpu)))
+            log(json.dumps(results[-1], default=float))
+    del cases, fractal, plateau
+
+    cost = gpu_fractal(size, 1).get()
+    source = np.array([[size // 2, size // 2]])
+    run = lambda: cost_distance(cost, source, 8, backend="cuda")  # noqa: E731
+    end_to_end, times, gpu = median_time(run, max(2, repeat // 2))
+    stats = {}
+    scan = _cuda_outputs.CostScan(cost, None, stats=stats)
+    from gridgraph.core.costdistance import _step_lengths
+    scan.solve(source, np.array([1]), 8, _step_lengths(8, None), np.inf,
+               ("accumulated", "direction", "allocation"), Progress())
+    entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {size}², all outputs, "
+                           "numpy in/out (public API)",
+                 end_to_end_s=end_to_end, end_to_end_runs=times, phases=stats)
+    if cpu_full:
+        cpu_time, cpu = wall(lambda: cost_distance(cost, source, 8, backend="cpu"))
+        entry["cpu_s"] = cpu_time
+        entry["identical_to_cpu"] = same(gpu, cpu)
+        del cpu
+    results.append(entry)
+    log(json.dumps(results[-1], default=float))
+
+
 def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
                         delta_multipliers=()):
     from numba import cuda
@@ -567,10 +656,10 @@ def main():
     parser.add_argument("--bandwidth", type=float, default=4.25e12,
                         help="bytes/s of a device-to-device copy (floor)")
     parser.add_argument("--cpu-full", action="store_true",
-                        help="also time the CPU cost distance at --size")
+                        help="also time the CPU cost distance at --size (public API)")
     parser.add_argument("--only", nargs="*",
-                        default=["transfers", "odd", "components", "mst", "mst_e2e",
-                                 "costdistance"])
+                        default=["transfers", "odd", "components", "components_e2e",
+                                 "mst", "mst_e2e", "costdistance", "costdistance_e2e"])
     parser.add_argument("--deltas", nargs="*", type=float, default=[],
                         help="also time cost distance with these bucket widths (tiles crossed)")
     parser.add_argument("--no-first-call", action="store_true")
@@ -605,12 +694,15 @@ def main():
         transfers=lambda: bench_transfers(results),
         mst_e2e=lambda: bench_mst_end_to_end(args.size, args.parity_size, args.repeat,
                                              results),
+        components_e2e=lambda: bench_components_end_to_end(args.size, args.repeat, results),
+        costdistance_e2e=lambda: bench_cost_distance_end_to_end(
+            args.size, args.parity_size, args.repeat, results, args.cpu_full),
         odd=lambda: bench_odd_shapes(results),
         components=lambda: bench_components(args.size, args.repeat, args.bandwidth, results),
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
                               results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,
-                                                 args.bandwidth, args.cpu_full, results,
+                                                 args.bandwidth, False, results,
                                                  args.deltas))
     for section in args.only:
         try:
