@@ -98,7 +98,6 @@ class CostScan:
         from . import GRASS_DIRECTION_DEGREES
         rows, cols = self.shape
         n = rows * cols
-        timer = PhaseTimer(self.stats)
         cells, cell_ids = _cuda.unique_sources(np.asarray(source_cells), ids,
                                                cols)
         dist, pred, alloc, _ = _cuda.solve_device(
@@ -106,6 +105,7 @@ class CostScan:
             step_lengths, float(max_cost), progress.span(0.0, 0.9),
             stats=self.stats)
         self.cost = self.valid = None
+        timer = PhaseTimer(self.stats)
         direction = None
         if "direction" in outputs:
             direction = cuda.device_array(n, dtype=np.float32)
