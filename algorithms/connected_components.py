@@ -2,7 +2,7 @@
 
 import os
 
-from qgis.core import (QgsFeature, QgsFeatureSink, QgsField, QgsFields,
+from qgis.core import (QgsFeature, QgsField, QgsFields,
                        QgsGeometry, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
                        QgsProcessingParameterFeatureSink,
@@ -12,10 +12,11 @@ from qgis.PyQt.QtCore import QVariant
 
 from ..core import component_summary, connected_components
 from ..core import io as raster_io
+from ..core import tiling
 from ..core.tiled_outputs import component_summary_streamed
 from ..core.components import tiled
 from .base import ENGINE_SHARE, GridGraphAlgorithm, progress_callback
-from .styles import LabelStyle
+from .styles import LabelStyle, PolygonStyle
 
 
 class ConnectedComponents(GridGraphAlgorithm):
@@ -40,33 +41,41 @@ class ConnectedComponents(GridGraphAlgorithm):
 
     def shortHelpString(self):  # noqa: N802 - QGIS API
         return self.tr(
-            "Labels the connected components (clumps) of a raster band. Every "
-            "valid cell is a vertex of a grid graph; nodata and NaN cells are "
-            "not part of any component.\n\n"
-            "<b>Mode</b>: <i>equal</i> connects neighbouring cells with the "
-            "same value (like GRASS r.clump); <i>nonzero</i> treats every "
-            "non-zero cell as foreground and zero as background (like "
-            "scipy.ndimage.label).\n"
-            "<b>Connectivity</b>: four (rook: edges only) or eight (queen: "
-            "edges and corners).\n\n"
-            "<b>Labels</b> are numbered 1..n in raster scan order (row by row, "
-            "left to right) of each component's first cell; 0 is background "
-            "and nodata (the output's nodata value).\n"
-            "<b>Polygons</b> (optional): one feature per component with its "
-            "label, its number of cells, its area in map units squared (cells "
-            "times the cell area) and its value (the raster value of its "
-            "cells in equal mode; NULL in nonzero mode, where a component "
-            "mixes values).\n"
-            "<b>Components</b>: the number of components.\n\n"
-            "Advanced: the backend (auto picks an NVIDIA GPU through numba "
-            "CUDA when one is usable, else the CPU). A tile size (a power of "
-            "two >= 8), or a raster file larger than the memory limit (0 = "
-            "half the available RAM), runs the tiled (out-of-core) engine: "
-            "the raster is read and the labels written tile by tile (GeoTIFF "
-            "output only), with the same labels; the polygons are then made "
-            "from the labels file scanline by scanline, the same polygons "
-            "in the same order. The Dask scheduler must stay empty in this "
-            "version.")
+            "<p>Finds the patches (clumps) of a raster: groups of touching "
+            "cells that belong together, each given its own number. It "
+            "answers questions such as <i>how many separate forest patches "
+            "are there, and how large is each?</i></p>"
+            "<p><b>Example</b>: on a land-cover raster, label the forest "
+            "patches with <i>Mode</i> = nonzero on a forest/non-forest "
+            "raster (1 = forest, 0 = other) and <i>Connectivity</i> = eight; "
+            "ask for the polygons to get each patch's area.</p>"
+            "<p><b>Input raster</b> and <b>Band number</b>: the raster to "
+            "label. Cells with the band's nodata value (and NaN cells) "
+            "belong to no patch. The band's scale and offset are applied "
+            "first, so packed rasters are compared on their real values."
+            "</p>"
+            "<p><b>Mode</b>: <i>equal</i> groups touching cells that have "
+            "exactly the same value (as GRASS r.clump does on a land-cover "
+            "map); <i>nonzero</i> groups all touching cells that are not 0, "
+            "whatever their value, and leaves 0 as background.</p>"
+            "<p><b>Connectivity</b>: <i>four</i> joins cells that share a "
+            "side; <i>eight</i> also joins cells that touch at a corner, so "
+            "a diagonal line of cells is one patch.</p>"
+            "<p><b>Component labels</b>: a raster with the patch number of "
+            "each cell (1, 2, 3 ... numbered from the top-left of the "
+            "raster, row by row); 0, the output's nodata value, is "
+            "background and nodata. Loaded with a different colour for "
+            "consecutive numbers.</p>"
+            "<p><b>Component polygons</b> (optional): one (multi)polygon per "
+            "patch with its <i>label</i>, its number of <i>cells</i>, its "
+            "<i>area</i> in the layer's map units squared and its <i>value"
+            "</i> (the cells' value in equal mode; empty in nonzero mode, "
+            "where a patch mixes values).</p>"
+            "<p><b>Number of components</b> is also reported in the log and "
+            "as an output for models.</p>") + self.advancedHelp()
+
+    def outputStyle(self, name):  # noqa: N802
+        return PolygonStyle() if name == self.OUTPUT_POLYGONS else None
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Input raster")
@@ -89,7 +98,11 @@ class ConnectedComponents(GridGraphAlgorithm):
         self.addOutput(QgsProcessingOutputNumber(
             self.COMPONENTS, self.tr("Number of components")))
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {"OUTPUT": "int32"}
+    # labels .npy (int64), the labels GeoTIFF, the polygons GeoPackage
+    SCRATCH_BYTES_PER_CELL = 24
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         mode = self.MODES[self.parameterAsEnum(parameters, self.MODE, context)]
@@ -129,28 +142,28 @@ class ConnectedComponents(GridGraphAlgorithm):
                                                   connectivity, mode, feedback)
             self.checkCanceled(feedback)
 
-            # publishing: nothing below is cancelled (nor is it in memory)
-            outputs = {self.COMPONENTS: result.count}
+            # publishing: everything under temporary names, moved into
+            # place together by the caller's commit
+            results = {self.COMPONENTS: result.count}
             if want_polygons:  # created first: it may still fail on its target
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_POLYGONS, context,
-                    self.polygonFields(), QgsWkbTypes.MultiPolygon,
-                    layer.crs())
+                sink, sink_id = outputs.sink(
+                    self.OUTPUT_POLYGONS, self.polygonFields(),
+                    QgsWkbTypes.MultiPolygon, layer.crs())
             if streamed is not None:
                 labels_file, polygons_file, cells, first_values = streamed
-                self.runEngine(raster_io.move_raster, labels_file, output)
+                self.moveRaster(outputs, labels_file, output)
                 self.addStreamedPolygons(sink, polygons_file, cells,
                                          first_values, raster, mode, feedback)
             else:
-                self.writeRaster(output, result.labels, raster, projection,
-                                 nodata=0)
+                self.writeRaster(outputs, output, result.labels, raster,
+                                 projection, nodata=0)
+                if want_polygons:
+                    sink.add(features)
         self.setStyle(context, output, LabelStyle(result.count))
-        outputs[self.OUTPUT] = output
+        results[self.OUTPUT] = output
         if want_polygons:
-            sink.addFeatures(features, QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_POLYGONS] = sink_id
-        feedback.setProgress(100)
-        return outputs
+            results[self.OUTPUT_POLYGONS] = sink_id
+        return results
 
     @staticmethod
     def polygonFields():  # noqa: N802
@@ -215,8 +228,8 @@ class ConnectedComponents(GridGraphAlgorithm):
         polygons GeoPackage, cells, first values or None).
         """
         labels_file = os.path.join(out_dir, "labels.tif")
-        self.writeRaster(labels_file, result.labels, raster, projection,
-                         nodata=0)
+        self.runEngine(tiling.write_geotiff, result.labels, labels_file,
+                       raster.geotransform, projection, 0)
         cells, first_values = self.runEngine(
             component_summary_streamed, result.labels,
             raster.path if mode == "equal" else None, result.count,
@@ -243,7 +256,7 @@ class ConnectedComponents(GridGraphAlgorithm):
                 fields, label, parts, int(cells[label - 1]), cell_area,
                 value))
             if len(batch) == 1000:
-                sink.addFeatures(batch, QgsFeatureSink.FastInsert)
+                sink.add(batch)
                 batch = []
                 feedback.setProgress(90 + 10 * label / total)
-        sink.addFeatures(batch, QgsFeatureSink.FastInsert)
+        sink.add(batch)

@@ -2,7 +2,7 @@
 
 import numpy as np
 from qgis.core import (QgsCoordinateTransform, QgsCsException, QgsFeature,
-                       QgsFeatureSink, QgsField, QgsFields, QgsGeometry,
+                       QgsField, QgsFields, QgsGeometry,
                        QgsLineString, QgsPoint, QgsProcessing,
                        QgsProcessingException,
                        QgsProcessingParameterBoolean,
@@ -19,7 +19,8 @@ from ..core import io as raster_io
 from ..core._common import valid_mask
 from ..core.costdistance import tiled
 from .base import GridGraphAlgorithm, progress_callback
-from .styles import LabelStyle, RampStyle
+from .styles import (DirectionStyle, GraduatedLineStyle, LabelStyle,
+                     RampStyle)
 
 # Feature ids listed in an error message before "and N more".
 MAX_LISTED = 10
@@ -60,66 +61,81 @@ class CostDistance(GridGraphAlgorithm):
 
     def shortHelpString(self):  # noqa: N802 - QGIS API
         return self.tr(
-            "Least accumulated cost from a set of sources to every cell of a "
-            "cost (friction) raster: multi-source shortest paths on the grid "
-            "graph of its cells.\n\n"
-            "<b>Costs</b>: moving between neighbouring cells a and b costs "
-            "(c<sub>a</sub> + c<sub>b</sub>) / 2 &times; L, with L = 1 for a "
-            "rook step, &radic;2 for a diagonal and &radic;5 for a knight's "
-            "move (scikit-image's MCP_Geometric convention, and GRASS "
-            "r.cost's for rook and diagonal steps). A knight's move is "
-            "allowed only when the two cells it passes between are valid too, "
-            "so it never jumps a barrier (as in GRASS r.cost -k); a diagonal "
-            "step may pass between two barrier cells. GRASS r.cost -k charges "
-            "a knight's move the mean of four cells, the two it passes "
-            "between included, so 16-connected costs differ from GRASS's "
-            "where costs vary. With <i>map units</i> L is "
-            "measured in map units "
-            "from the cell size instead of cells. Sources cost 0. Nodata and "
-            "NaN cells are barriers; a negative cost is an error.\n"
-            "<b>Sources</b>: a point layer (reprojected to the raster's CRS; "
-            "the allocation id of a source is its feature id) or a raster on "
-            "the cost raster's grid whose valid non-zero cells are sources "
-            "(allocation id = the cell value). Give one of the two. A source "
-            "outside the raster or on a barrier cell is an error.\n"
-            "<b>Connectivity</b>: four, eight, or sixteen (eight plus "
-            "knight's moves, not past barriers).\n"
-            "<b>Maximum cost</b>: cells farther than this stay unreached "
-            "(0 = no limit).\n\n"
-            "Outputs (all optional):\n"
-            "<b>Accumulated cost</b> (Float64; nodata where unreached).\n"
-            "<b>Direction</b> (Float32) in the GRASS r.cost <i>outdir</i> "
-            "convention: degrees counter-clockwise from east (east = 360) "
-            "toward the next cell on the least-cost path back to the source; "
-            "knight's moves are 22.5, 67.5, ... degrees; 0 at sources (GRASS "
-            "leaves them null).\n"
-            "<b>Allocation</b>: id of the source each cell is reached from "
-            "(0 = unreached); Int32, or Float64 (Int64 past 2<sup>53</sup>) "
-            "when an id does not fit in 32 bits.\n"
-            "<b>Least-cost paths</b>: one line per destination point, from the "
-            "destination's cell to its source through cell centres, with the "
-            "destination's feature id, its accumulated cost and the source "
-            "id. Destinations outside the raster or unreached are skipped "
-            "with a warning.\n\n"
-            "Where several paths share the least cost, the accumulated cost "
-            "is the same and the direction, allocation and path follow the "
-            "one the search settles first. Advanced: "
-            "backend (auto picks an NVIDIA GPU when numba CUDA can use one). "
-            "A tile size (a power of two >= 8), or a cost raster file larger "
-            "than the memory limit (0 = half the available RAM), runs the "
-            "tiled (out-of-core) engine: rasters are read and written tile "
-            "by tile (GeoTIFF outputs only), with the same rasters (same "
-            "values and data types). The Dask scheduler must stay "
-            "empty in this version.")
+            "<p>Works out, for every cell, the least total cost of "
+            "travelling there from the nearest source over a cost (friction) "
+            "surface, which way to go, and which source is nearest. It "
+            "answers <i>how far is each place from the nearest road, "
+            "counting effort rather than metres?</i> and, with destinations, "
+            "<i>which route is cheapest?</i></p>"
+            "<p><b>Example</b>: distance to the nearest road over a "
+            "slope-based friction: make a friction raster from the slope "
+            "(e.g. 1 + slope / 10 with the Raster calculator), give the "
+            "roads rasterized on the same grid as <i>Source raster</i> (or "
+            "points along them as <i>Source points</i>), and turn on "
+            "<i>Measure steps in map units</i> to get the result in "
+            "friction &times; metres.</p>"
+            "<p><b>Cost raster</b> and <b>Band number</b>: the cost of "
+            "crossing each cell (0 or more). Moving from a cell to its "
+            "neighbour costs the mean of the two cells' costs times the "
+            "length of the step (1 cell sideways, 1.41 diagonally). Nodata, "
+            "NaN and +inf cells are barriers that no route crosses; a "
+            "negative cost is refused. The band's scale and offset are "
+            "applied first, so packed rasters are used with their real "
+            "values.</p>"
+            "<p><b>Source points</b> or <b>Source raster</b>: where travel "
+            "starts (cost 0). One of the two is required, not both. Points "
+            "are reprojected to the cost raster's CRS and each keeps its "
+            "feature id; a source raster must be on the cost raster's grid, "
+            "and its non-zero, non-nodata cells are sources, each identified "
+            "by its value (a label raster from Connected components works "
+            "directly). A source outside the raster or on a barrier is "
+            "refused.</p>"
+            "<p><b>Destination points</b> (optional): with <i>Least-cost "
+            "paths</i>, one route is traced from each destination back to "
+            "its nearest source.</p>"
+            "<p><b>Connectivity</b>: moves to the 4 side neighbours, the 8 "
+            "neighbours including diagonals (the default), or 16, which adds "
+            "knight's moves (two cells over, one across) for smoother, "
+            "shorter routes; a knight's move never jumps over a barrier.</p>"
+            "<p><b>Maximum cost</b>: cells that would cost more are left "
+            "unreached (0 = no limit); use it to map, e.g., everything "
+            "within one hour of walking.</p>"
+            "<p><b>Measure steps in map units</b>: step lengths in map units "
+            "(from the cell size) instead of cells.</p>"
+            "<p>Outputs (ask for at least one):<br>"
+            "<b>Accumulated cost</b>: the least total cost to reach each "
+            "cell; nodata where no source is reached (behind barriers or "
+            "beyond the maximum cost).<br>"
+            "<b>Direction</b>: the direction of the next step back towards "
+            "the source, in degrees counter-clockwise from east (90 north, "
+            "180 west, 270 south, 360 east; as GRASS r.cost); 0 on "
+            "sources.<br>"
+            "<b>Allocation</b>: the id of the nearest source (its feature id "
+            "or source raster value); 0 where unreached.<br>"
+            "<b>Least-cost paths</b>: a line per destination with its "
+            "<i>destination</i> id, total <i>cost</i> and <i>source</i> id. "
+            "Destinations outside the raster or unreached are skipped with "
+            "a warning.</p>"
+            "<p>Where two routes cost exactly the same, the one with fewer "
+            "steps is kept, so results never depend on the computer or the "
+            "settings below.</p>") + self.advancedHelp()
+
+    def outputStyle(self, name):  # noqa: N802
+        if name == self.OUTPUT_PATHS:
+            return GraduatedLineStyle("cost", casing=True)
+        return None
 
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Cost raster")
         self.addParameter(QgsProcessingParameterFeatureSource(
-            self.SOURCES, self.tr("Source points"),
+            self.SOURCES,
+            self.tr("Source points (or a source raster: one of the two is "
+                    "required)"),
             [QgsProcessing.TypeVectorPoint], optional=True))
         self.addParameter(QgsProcessingParameterRasterLayer(
             self.SOURCE_RASTER,
-            self.tr("Source raster (valid non-zero cells are sources)"),
+            self.tr("Source raster, non-zero cells (or source points: one of "
+                    "the two is required)"),
             optional=True))
         self.addParameter(QgsProcessingParameterFeatureSource(
             self.DESTINATIONS, self.tr("Destination points (for paths)"),
@@ -142,10 +158,10 @@ class CostDistance(GridGraphAlgorithm):
             self.OUTPUT, self.tr("Accumulated cost"), optional=True,
             createByDefault=True))
         self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT_DIRECTION, self.tr("Direction (GRASS r.cost outdir)"),
+            self.OUTPUT_DIRECTION, self.tr("Direction"),
             optional=True, createByDefault=False))
         self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT_ALLOCATION, self.tr("Allocation (source id)"),
+            self.OUTPUT_ALLOCATION, self.tr("Allocation"),
             optional=True, createByDefault=False))
         self.addParameter(QgsProcessingParameterFeatureSink(
             self.OUTPUT_PATHS, self.tr("Least-cost paths"),
@@ -179,7 +195,12 @@ class CostDistance(GridGraphAlgorithm):
                 "OUTPUT_DIRECTION, OUTPUT_ALLOCATION, OUTPUT_PATHS")
         return True, ""
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {OUTPUT: "float64", OUTPUT_DIRECTION: "float32",
+                           OUTPUT_ALLOCATION: "int32"}
+    # accumulated (8), direction (4), allocation (8) .npy and scratch
+    SCRATCH_BYTES_PER_CELL = 28
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         connectivity = self.CONNECTIVITIES[
@@ -221,31 +242,31 @@ class CostDistance(GridGraphAlgorithm):
                                    feedback)
             self.checkCanceled(feedback)
 
-            outputs = {}
+            results = {}
             if want_paths:
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_PATHS, context, self.pathFields(),
+                sink, sink_id = outputs.sink(
+                    self.OUTPUT_PATHS, self.pathFields(),
                     QgsWkbTypes.LineString, layer.crs())
             projection = self.outputProjection(layer, raster)
             arrays = {self.OUTPUT: (result.accumulated, float("nan"),
-                                    RampStyle("Viridis")),
+                                    RampStyle()),
                       self.OUTPUT_DIRECTION: (result.direction, float("nan"),
-                                              None),
+                                              DirectionStyle()),
                       self.OUTPUT_ALLOCATION: (result.allocation, 0,
                                                LabelStyle())}
             for name, path in destinations.items():
                 if path is None:
                     continue
                 array, nodata, style = arrays[name]
-                self.writeRaster(path, array, raster, projection, nodata)
+                self.writeRaster(outputs, path, array, raster, projection,
+                                 nodata)
                 if style is not None:
                     self.setStyle(context, path, style)
-                outputs[name] = path
-        if want_paths:
-            sink.addFeatures(paths, QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_PATHS] = sink_id
-        feedback.setProgress(100)
-        return outputs
+                results[name] = path
+            if want_paths:
+                sink.add(paths)
+                results[self.OUTPUT_PATHS] = sink_id
+        return results
 
     # -------------------------------------------------------------- sources
 

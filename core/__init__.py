@@ -7,14 +7,18 @@ Plain Python: never imports qgis, and imports GDAL only to read raster paths
 from .components import (ComponentsResult, component_summary,
                          connected_components)
 from .costdistance import CostDistanceResult, cost_distance, least_cost_path
-from .errors import (BackendUnavailableError, CancelledError, GridGraphError,
-                     InvalidInputError)
-from .mst import MSTResult, minimum_spanning_tree, segment_by_threshold
+from .habitat import HabitatNetworkResult, habitat_network
+from .errors import (BackendUnavailableError, CancelledError, DiskFullError,
+                     GridGraphError, InvalidInputError, RasterReadError)
+from .mst import (MSTResult, minimum_spanning_tree, segment_by_threshold,
+                  segments_by_threshold)
 
 __all__ = [
     "connected_components", "ComponentsResult", "component_summary",
     "cost_distance", "CostDistanceResult", "least_cost_path",
+    "habitat_network", "HabitatNetworkResult",
     "minimum_spanning_tree", "MSTResult", "segment_by_threshold",
+    "segments_by_threshold",
     "GridGraphError", "InvalidInputError", "BackendUnavailableError",
-    "CancelledError",
+    "CancelledError", "DiskFullError", "RasterReadError",
 ]

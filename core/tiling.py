@@ -17,6 +17,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from concurrent.futures import FIRST_COMPLETED, Executor, wait
 from contextlib import contextmanager
@@ -342,7 +343,13 @@ def _pread_exact(fd, buffer, offset):
 
 
 class GdalSource:
-    """A band of a raster GDAL opens, read window by window."""
+    """A band of a raster GDAL opens, read window by window.
+
+    GDAL datasets must not be shared between threads, so each thread
+    (a thread pool's tile tasks) reads through its own handle, opened on
+    its first read; a pickled copy (a process pool, Dask) reopens too.
+    Packed bands come back unpacked (see :class:`.io.BandReader`).
+    """
 
     def __init__(self, path, band=1, nodata=None):
         from . import io
@@ -354,23 +361,28 @@ class GdalSource:
         self.nodata = reader.nodata if nodata is None else nodata
         self.geotransform = reader.geotransform
         self.projection = reader.projection
-        self._reader = reader
+        self._local = threading.local()
+        self._local.reader = reader
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_reader"] = None
+        state.pop("_local", None)
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
 
     def read(self, window):
         """The window as a new array (through GDAL's RasterIO)."""
-        if self._reader is None:
+        reader = getattr(self._local, "reader", None)
+        if reader is None:
             from . import io
-            self._reader = io.open_band(self.path, self.band)
-        return self._reader.read(window.row, window.col, window.rows,
-                                 window.cols)
+            reader = self._local.reader = io.open_band(self.path, self.band)
+        return reader.read(window.row, window.col, window.rows, window.cols)
 
     def close(self):
-        self._reader = None
+        self._local = threading.local()
 
 
 def open_source(values, band=1):
@@ -471,6 +483,13 @@ class NpySink:
         self._fd = os.open(self.partial, os.O_WRONLY)
 
     def write(self, window, block):
+        from . import scratch  # a full disk: DiskFullError naming the folder
+        with scratch.disk_errors(os.path.dirname(self.partial),
+                                 self.dtype.itemsize * self.shape[0]
+                                 * self.shape[1], self.path):
+            self._write(window, block)
+
+    def _write(self, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
         itemsize = self.dtype.itemsize
         row_stride = self.shape[1] * itemsize
@@ -630,13 +649,15 @@ def scratch_folder(parent=None):
     """A temporary folder for per-tile scratch, removed on success, failure
     and cancel.  It is made in $GRIDGRAPH_SCRATCH_DIR when set, else in
     ``parent`` (the caller's output folder), else in the system temporary
-    folder."""
+    folder, and named after this process (:mod:`.scratch`) so that the
+    next run removes it when this one is killed before it could."""
+    from . import scratch
     parent = os.environ.get(SCRATCH_ENV) or parent or None
     if parent is not None and not os.path.isdir(parent):
         raise InvalidInputError(
             f"scratch folder parent {parent!r} does not exist: create it or "
             f"unset {SCRATCH_ENV}")
-    folder = tempfile.mkdtemp(prefix="gridgraph-scratch-", dir=parent)
+    folder = scratch.make_run_folder("scratch", parent)
     try:
         yield folder
     finally:
@@ -675,10 +696,17 @@ class ScratchStore:
         self._serial += 1
         path = os.path.join(self.folder, f"scratch-{self._serial}.bin")
         layout = []
-        with open(path, "wb") as handle:
-            for array in arrays:
-                layout.append((array.dtype, array.shape, handle.tell()))
-                handle.write(memoryview(array.reshape(-1)).cast("B"))
+        from . import scratch
+        try:
+            with scratch.disk_errors(self.folder, size, "scratch files"):
+                with open(path, "wb") as handle:
+                    for array in arrays:
+                        layout.append((array.dtype, array.shape,
+                                       handle.tell()))
+                        handle.write(memoryview(array.reshape(-1)).cast("B"))
+        except BaseException:
+            scratch.remove_quietly(path)
+            raise
         self._on_disk[key] = (path, layout)
 
     def get(self, key):

@@ -38,7 +38,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree as csgraph_mst
 from gridgraph.core import CancelledError, InvalidInputError
 from gridgraph.core._common import Progress, valid_mask
 from gridgraph.core.mst import (PARENT_DEGREES, PARENT_OFFSETS, WEIGHTS,
-                                _cpu, minimum_spanning_tree,
+                                _cpu, _forest_cpu, minimum_spanning_tree,
                                 segment_by_threshold)
 from gridgraph.tests.rasters import fractal_surface, spiral_mask
 
@@ -642,16 +642,18 @@ def test_chunked_parallel_paths_equal_kruskal(raster, connectivity, weight,
     # parent-direction search into many resumed calls.
     values, nodata, valid = raster
     saved = (_cpu._PARALLEL_MIN_CELLS, _cpu._BAND_CELLS,
-             _cpu._TRAVERSAL_BUDGET)
+             _forest_cpu._PARALLEL_MIN_CELLS, _forest_cpu._TRAVERSAL_BUDGET)
     _cpu._PARALLEL_MIN_CELLS = 8
     _cpu._BAND_CELLS = band_cells
-    _cpu._TRAVERSAL_BUDGET = traversal_budget
+    _forest_cpu._PARALLEL_MIN_CELLS = 8
+    _forest_cpu._TRAVERSAL_BUDGET = traversal_budget
     try:
         result = cpu_mst(values, nodata=nodata, connectivity=connectivity,
                          weight=weight)
     finally:
         (_cpu._PARALLEL_MIN_CELLS, _cpu._BAND_CELLS,
-         _cpu._TRAVERSAL_BUDGET) = saved
+         _forest_cpu._PARALLEL_MIN_CELLS,
+         _forest_cpu._TRAVERSAL_BUDGET) = saved
     edges, weights = kruskal(values, valid, connectivity, weight)
     assert_same_forest(result, edges, weights)
     check_parent_direction(result.parent_direction, result.edges, valid,
@@ -662,6 +664,7 @@ def test_chunked_tree_masks_report_a_bad_edge(monkeypatch):
     # 40 good edges along a strip, then one joining non-neighbours: with
     # chunks of the edge list checked in parallel, the bad one is found
     monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
+    monkeypatch.setattr(_forest_cpu, "_PARALLEL_MIN_CELLS", 8)
     valid = np.ones((3, 41), bool)
     edges = np.array([[c, c + 1] for c in range(40)] + [[0, 2]])
     with pytest.raises(InvalidInputError, match="edge 40 joins cells 0"):

@@ -178,3 +178,6 @@ def segment_by_threshold(result, threshold):
     keep = result.weights <= threshold
     valid = ~np.isnan(result.parent_direction)
     return _cpu.label_forest(result.edges[keep], valid)
+
+
+from .segments import segments_by_threshold  # noqa: E402  (needs WEIGHTS)
