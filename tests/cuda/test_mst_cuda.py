@@ -248,7 +248,8 @@ def test_public_float64_split_keys_and_special_values(monkeypatch):
                                            (np.float16, 1.5)])
 def test_public_valid_cells_on_device(dtype, nodata):
     rng = np.random.default_rng(4)
-    values = rng.choice([0, 1, 3, 2**20, 1.5], (9, 13)).astype(dtype)
+    choices = [0, 1, 3, 1.5] + ([2**20] if dtype == np.int32 else [])
+    values = rng.choice(choices, (9, 13)).astype(dtype)
     assert_same_result(values, 8, "min", nodata=nodata)
 
 
