@@ -40,6 +40,7 @@ link: venv
 	echo $(VENV)/gridgraph-path > $$($(PY) -c 'import site; print(site.getsitepackages()[0])')/gridgraph.pth
 	mkdir -p $(QGIS_PROFILE)/python/plugins
 	ln -sfn $(ROOT) $(QGIS_PROFILE)/python/plugins/gridgraph
+	$(PY) -m gridgraph.core.warmup  # compile the kernels now, not on a first run
 	$(ROOT)/scripts/qgis-process plugins enable gridgraph >/dev/null 2>&1 || true
 	$(ROOT)/scripts/qgis-process plugins enable grassprovider >/dev/null 2>&1 || true
 	@$(ROOT)/scripts/qgis-process plugins 2>/dev/null | grep -q '\* gridgraph' || \

@@ -1,6 +1,6 @@
 """The QGIS plugin object: registers the GridGraph Processing provider."""
 
-from qgis.core import QgsApplication
+from qgis.core import Qgis, QgsApplication, QgsMessageLog
 
 from .provider.provider import GridGraphProvider
 
@@ -28,11 +28,28 @@ class GridGraphPlugin:
             self.provider = provider
 
     def initGui(self):  # noqa: N802 - QGIS plugin API
-        """Called by the desktop application; the provider is all there is."""
+        """Called by the desktop application: the provider, and the kernels
+        compiled in a background thread when numba's cache is still empty
+        (the first run after installing would otherwise wait ~20 s).
+
+        Only in the desktop: qgis_process has no GUI to keep responsive, and
+        a compile racing its one run would only slow that run down; there
+        the install step (``make setup``) or the run itself compiles.
+        """
         self.initProcessing()
+        try:
+            from .core import warmup
+            warmup.start_in_background(log=_log)
+        except Exception as error:  # the plugin works without it
+            _log(f"GridGraph: no background warm-up ({error})")
 
     def unload(self):
         """Remove the provider when the plugin is unloaded or reloaded."""
         if self.provider is not None:
             QgsApplication.processingRegistry().removeProvider(self.provider)
             self.provider = None
+
+
+def _log(message):
+    """A line in the GridGraph tab of the log panel (safe from any thread)."""
+    QgsMessageLog.logMessage(message, "GridGraph", Qgis.Info)

@@ -9,7 +9,6 @@ import functools
 import os
 import re
 import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,18 +24,21 @@ from qgis.core import (QgsCoordinateReferenceSystem, QgsProcessing,
                        QgsProcessingParameterNumber,
                        QgsProcessingParameterRasterLayer,
                        QgsProcessingParameterString,
-                       QgsProcessingUtils, QgsProperty, QgsRasterFileWriter)
+                       QgsMessageLog, QgsProperty,
+                       QgsRasterFileWriter)
 from qgis.PyQt.QtCore import QCoreApplication
 from qgis.PyQt.QtGui import QIcon
 
-from ..core import GridGraphError
+from ..core import GridGraphError, scratch
 from ..core import io as raster_io
-from ..core import tiling
+from ..core import tiling, warmup
 from ..core._common import cuda_available, valid_mask
-from . import styles
+from . import checks, styles
+from .outputs import OutputSet
 
 ICON_FOLDER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "icons")
-HELP_URL = "https://github.com/gridgraph/gridgraph#readme"
+# The repository site (metadata.txt's homepage); one page per algorithm.
+HELP_URL = "https://github.com/gridgraph/gridgraph/blob/main/docs/{name}.md"
 
 _PROVIDER_PREFIX = re.compile(r"^[A-Za-z_]{2,}:")
 
@@ -182,8 +184,30 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
     def svgIconPath(self):  # noqa: N802 - QGIS API
         return os.path.join(ICON_FOLDER, self.ICON)
 
+    def advancedHelp(self):  # noqa: N802
+        """The help on the advanced parameters, the same for every algorithm."""
+        return self.tr(
+            "<p><b>Advanced parameters</b> (leave them unset for the "
+            "defaults):<br>"
+            "<b>Backend</b>: <i>auto</i> uses an NVIDIA GPU when one is "
+            "usable (through numba's CUDA support), else the processor; "
+            "<i>cpu</i> or <i>cuda</i> force one. Results are the same "
+            "either way.<br>"
+            "<b>Tile size</b> and <b>Memory limit</b>: a raster file larger "
+            "than the memory limit (0 = about half of the free memory), or "
+            "any raster when a tile size is given (a power of two, 8 or "
+            "more), is processed in tiles read from and written to disk, so "
+            "rasters larger than memory work; raster outputs are then "
+            "GeoTIFF only. Results are the same as in one piece.<br>"
+            "<b>Dask scheduler address</b>: leave empty to work within "
+            "QGIS; an address such as tcp://host:8786 sends the tiles to a "
+            "Dask cluster (see the help page).</p>"
+            "<p>The first run after installing prepares (compiles) the "
+            "computing code once (the log says so); later runs start at "
+            "once.</p>")
+
     def helpUrl(self):  # noqa: N802 - QGIS API
-        return HELP_URL
+        return HELP_URL.format(name=self.name())
 
     def flags(self):
         return super().flags() | QgsProcessingAlgorithm.FlagCanCancel
@@ -246,11 +270,30 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
 
     # ------------------------------------------------------------- checks
 
+    # GDAL type name of each raster output (the type it is written with):
+    # checkParameterValues refuses a format that cannot hold it.
+    RASTER_OUTPUT_TYPES = {}
+    # Bytes per cell the tiled path writes in its scratch folder (outputs
+    # as .npy plus the largest scratch), checked against the free space.
+    SCRATCH_BYTES_PER_CELL = 16
+
+    def parameterLabel(self, name):  # noqa: N802
+        """``Label [NAME]``: a parameter as the user sees it."""
+        return checks.label(self, name)
+
     def checkParameterValues(self, parameters, context):  # noqa: N802
+        # numbers first: QGIS's own check refuses NaN without saying why
+        ok, message = checks.check_numbers(self, parameters, context)
+        if not ok:
+            return ok, message
         ok, message = super().checkParameterValues(parameters, context)
         if not ok:
             return ok, message
-        return self.checkBand(parameters, context, self.INPUT, self.BAND)
+        ok, message = self.checkBand(parameters, context, self.INPUT,
+                                     self.BAND)
+        if not ok:
+            return ok, message
+        return checks.check_files(self, parameters, context)
 
     def checkBand(self, parameters, context, layer_name, band_name):  # noqa: N802
         """(ok, message): the band exists in the raster layer."""
@@ -361,15 +404,22 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
 
     @contextmanager
     def tiledOutputFolder(self, raster):  # noqa: N802
-        """The engine's ``out_dir``: on the tiled path a temporary folder in
-        the Processing temporary folder, removed afterwards (also on a
-        failure or cancel); None on the in-memory path."""
+        """The engine's ``out_dir``: on the tiled path a folder of this run
+        in the scratch root ($GRIDGRAPH_SCRATCH_DIR, else the temporary
+        folder), named after this process, checked for free space first
+        and removed afterwards (also on a failure or cancel; after a
+        SIGKILL by the next run); None on the in-memory path."""
         if not raster.tiled:
             yield None
             return
-        folder = tempfile.mkdtemp(prefix="gridgraph-tiled-",
-                                  dir=QgsProcessingUtils.tempFolder())
+        folder = self.runEngine(scratch.make_run_folder, "tiled")
         try:
+            shape = getattr(raster, "shape", None)
+            if shape is not None:
+                self.runEngine(scratch.check_free_space, folder,
+                               int(shape[0]) * int(shape[1])
+                               * self.SCRATCH_BYTES_PER_CELL,
+                               "the tiled run's scratch files")
             yield folder
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -397,15 +447,58 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
 
     # --------------------------------------------------------- the engine
 
+    # Python keywords of the engine and the parameters they come from, so
+    # the engine's messages name what the user set.
+    ENGINE_KEYWORDS = {"tile_size": "TILE_SIZE",
+                       "memory_limit_mb": "MEMORY_LIMIT_MB",
+                       "max_cost": "MAX_COST", "backend": "BACKEND"}
+
     def runEngine(self, function, *args, **kwargs):  # noqa: N802
-        """Call the engine; its typed errors become QgsProcessingException."""
+        """Call the engine; its typed errors (and a full disk) become
+        QgsProcessingException in the dialog's words."""
         try:
             return function(*args, **kwargs)
         except GridGraphError as error:
-            raise QgsProcessingException(str(error)) from None
+            raise QgsProcessingException(self.engineMessage(error)) from None
+        except OSError as error:
+            if not scratch.is_disk_full(error):
+                raise
+            folder = os.path.dirname(error.filename) if getattr(
+                error, "filename", None) else scratch.scratch_root()
+            raise QgsProcessingException(
+                str(scratch.disk_full_error(folder, 0))) from None
+
+    def engineMessage(self, error):  # noqa: N802
+        """The engine's message with its keywords as parameter labels."""
+        message = str(error)
+        if message.startswith("executor must be"):
+            return (f"{self.parameterLabel(self.DASK_SCHEDULER)}: running "
+                    "on a Dask cluster is not available in this version; "
+                    "leave it empty to run in this process")
+        if "Dask" in message and not message.startswith("executor"):
+            # the cluster's own messages (core/distributed.py)
+            message = f"{self.parameterLabel(self.DASK_SCHEDULER)}: {message}"
+        for keyword, name in self.ENGINE_KEYWORDS.items():
+            if self.parameterDefinition(name) is not None:
+                message = re.sub(rf"\b{keyword}\b",
+                                 self.parameterLabel(name), message)
+        return message
+
+    def noteFirstCompile(self, feedback):  # noqa: N802
+        """Say in the log when this run will compile the kernels first."""
+        if warmup.is_running():
+            feedback.pushInfo(self.tr(
+                "The computing code is being prepared for first use (once "
+                "after installing); this run waits for it"))
+        elif not warmup.is_warm():
+            feedback.pushInfo(self.tr(
+                "If this is the first run since installing, the computing "
+                "code is compiled first (about 20 s to a minute, once; later "
+                "runs start at once)"))
 
     def runTimed(self, feedback, function, *args, **kwargs):  # noqa: N802
         """:meth:`runEngine`, logging the engine's wall time."""
+        self.noteFirstCompile(feedback)
         start = time.perf_counter()
         result = self.runEngine(function, *args, **kwargs)
         feedback.pushInfo(self.tr("engine time: {seconds:.3f} s ({name})")
@@ -449,12 +542,12 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
             raise QgsProcessingException(self.tr(
                 "Cannot write {name} to {path}: the folder {folder} does not "
                 "exist; create it or choose another location").format(
-                    name=name, path=path, folder=folder))
+                    name=self.parameterLabel(name), path=path, folder=folder))
         if not os.access(folder, os.W_OK):
             raise QgsProcessingException(self.tr(
                 "Cannot write {name} to {path}: the folder {folder} is not "
                 "writable; choose another location").format(
-                    name=name, path=path, folder=folder))
+                    name=self.parameterLabel(name), path=path, folder=folder))
 
     @staticmethod
     def rasterDriver(path):  # noqa: N802
@@ -462,28 +555,89 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         return QgsRasterFileWriter.driverForExtension(
             os.path.splitext(path)[1]) or "GTiff"
 
-    def writeRaster(self, path, array, raster, projection, nodata):  # noqa: N802
-        """Write ``array`` on the input's grid, atomically, in the path's format.
+    def writeRaster(self, outputs, path, array, raster, projection,  # noqa: N802
+                    nodata=None):
+        """Write ``array`` on the input's grid in the path's format, under
+        a temporary name of ``outputs`` (an :class:`OutputSet`) that its
+        commit moves to ``path``.
 
         A memmap (a tiled result in ``out_dir``) is streamed into a tiled
-        GeoTIFF a strip at a time, also under a temporary name moved into
-        place when complete.
+        GeoTIFF a strip at a time.  Called the old way, without an
+        OutputSet (``writeRaster(path, array, raster, projection,
+        nodata)``), the one file is written atomically on its own.
         """
+        if not isinstance(outputs, OutputSet):  # the old signature
+            path, array, raster, projection, nodata = (
+                outputs, path, array, raster, projection)
+            target = path
+        else:
+            self.checkCanceled(outputs.feedback)
+            target = outputs.rasterPath(path)
         if isinstance(array, np.memmap):
-            return self.runEngine(tiling.write_geotiff, array, path,
+            return self.runEngine(tiling.write_geotiff, array, target,
                                   raster.geotransform, projection, nodata)
         driver = self.rasterDriver(path)
-        return self.runEngine(raster_io.write_raster, path, array,
+        return self.runEngine(raster_io.write_raster, target, array,
                               raster.geotransform, projection, nodata=nodata,
-                              driver_name=driver)
+                              driver_name=driver,
+                              atomic=not isinstance(outputs, OutputSet))
+
+    def moveRaster(self, outputs, source, path):  # noqa: N802
+        """Move a finished raster file (e.g. in ``out_dir``) to ``path``
+        when ``outputs`` commits."""
+        self.checkCanceled(outputs.feedback)
+        return self.runEngine(raster_io.move_raster, source,
+                              outputs.rasterPath(path))
+
+    # ------------------------------------------------------------- the run
+
+    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+        """Run :meth:`runAlgorithm` with the failure contract around it:
+        stale leftovers of killed runs swept, SIGTERM turned into a cancel,
+        every output published together or none (see :class:`OutputSet`)."""
+        guard = scratch.TerminationGuard(feedback.cancel)
+        with guard:
+            try:
+                self.sweepStale(parameters, context)
+                with OutputSet(self, parameters, context, feedback) as outputs:
+                    results = self.runAlgorithm(parameters, context, feedback,
+                                                outputs)
+                    outputs.commit()
+            except QgsProcessingException:
+                if guard.requested:
+                    raise QgsProcessingException(guard.message) from None
+                raise
+        feedback.setProgress(100)
+        return results
 
     def createSink(self, parameters, name, context, fields, geometry_type, crs):  # noqa: N802
+        """A feature sink outside an OutputSet (for adapters not yet on
+        :meth:`runAlgorithm`); prefer ``outputs.sink``, checked and atomic."""
         sink, dest_id = self.parameterAsSink(parameters, name, context, fields,
                                              geometry_type, crs)
         if sink is None:
             raise QgsProcessingException(self.invalidSinkError(parameters, name))
         self.setStyle(context, dest_id, self.outputStyle(name))
         return sink, dest_id
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
+        """The algorithm proper: returns the results dict (subclasses)."""
+        raise NotImplementedError
+
+    def sweepStale(self, parameters, context):  # noqa: N802
+        """Remove what runs killed before they could clean up left in the
+        scratch root and in this run's output folders."""
+        folders = {os.path.dirname(os.path.abspath(path)) for path in
+                   checks.output_files(self, parameters, context).values()}
+        try:
+            folders.add(scratch.scratch_root())
+        except GridGraphError:
+            pass  # reported when a scratch folder is needed
+        removed = scratch.sweep_stale(*sorted(folders))
+        if removed:
+            QgsMessageLog.logMessage(
+                "removed leftovers of killed runs: " + ", ".join(removed),
+                "GridGraph")
 
     def outputStyle(self, name):  # noqa: N802
         """The styles.* post-processor of an output (None: QGIS's default)."""

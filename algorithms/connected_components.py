@@ -2,7 +2,7 @@
 
 import os
 
-from qgis.core import (QgsFeature, QgsFeatureSink, QgsField, QgsFields,
+from qgis.core import (QgsFeature, QgsField, QgsFields,
                        QgsGeometry, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
                        QgsProcessingParameterFeatureSink,
@@ -12,9 +12,12 @@ from qgis.PyQt.QtCore import QVariant
 
 from ..core import component_summary, connected_components
 from ..core import io as raster_io
+from ..core import tiling
 from ..core.tiled_outputs import component_summary_streamed
 from ..core.components import tiled
-from .base import ENGINE_SHARE, GridGraphAlgorithm, progress_callback
+from ..core._common import Progress
+from .base import GridGraphAlgorithm
+from .progress import Phases
 from .styles import LabelStyle, PolygonStyle
 
 
@@ -40,33 +43,38 @@ class ConnectedComponents(GridGraphAlgorithm):
 
     def shortHelpString(self):  # noqa: N802 - QGIS API
         return self.tr(
-            "Labels the connected components (clumps) of a raster band. Every "
-            "valid cell is a vertex of a grid graph; nodata and NaN cells are "
-            "not part of any component.\n\n"
-            "<b>Mode</b>: <i>equal</i> connects neighbouring cells with the "
-            "same value (like GRASS r.clump); <i>nonzero</i> treats every "
-            "non-zero cell as foreground and zero as background (like "
-            "scipy.ndimage.label).\n"
-            "<b>Connectivity</b>: four (rook: edges only) or eight (queen: "
-            "edges and corners).\n\n"
-            "<b>Labels</b> are numbered 1..n in raster scan order (row by row, "
-            "left to right) of each component's first cell; 0 is background "
-            "and nodata (the output's nodata value).\n"
-            "<b>Polygons</b> (optional): one feature per component with its "
-            "label, its number of cells, its area in map units squared (cells "
-            "times the cell area) and its value (the raster value of its "
-            "cells in equal mode; NULL in nonzero mode, where a component "
-            "mixes values).\n"
-            "<b>Components</b>: the number of components.\n\n"
-            "Advanced: the backend (auto picks an NVIDIA GPU through numba "
-            "CUDA when one is usable, else the CPU). A tile size (a power of "
-            "two >= 8), or a raster file larger than the memory limit (0 = "
-            "half the available RAM), runs the tiled (out-of-core) engine: "
-            "the raster is read and the labels written tile by tile (GeoTIFF "
-            "output only), with the same labels; the polygons are then made "
-            "from the labels file scanline by scanline, the same polygons "
-            "in the same order. The Dask scheduler must stay empty in this "
-            "version.")
+            "<p>Finds the patches (clumps) of a raster: groups of touching "
+            "cells that belong together, each given its own number. It "
+            "answers questions such as <i>how many separate forest patches "
+            "are there, and how large is each?</i></p>"
+            "<p><b>Example</b>: on a land-cover raster, label the forest "
+            "patches with <i>Mode</i> = nonzero on a forest/non-forest "
+            "raster (1 = forest, 0 = other) and <i>Connectivity</i> = eight; "
+            "ask for the polygons to get each patch's area.</p>"
+            "<p><b>Input raster</b> and <b>Band number</b>: the raster to "
+            "label. Cells with the band's nodata value (and NaN cells) "
+            "belong to no patch. The band's scale and offset are applied "
+            "first, so packed rasters are compared on their real values."
+            "</p>"
+            "<p><b>Mode</b>: <i>equal</i> groups touching cells that have "
+            "exactly the same value (as GRASS r.clump does on a land-cover "
+            "map); <i>nonzero</i> groups all touching cells that are not 0, "
+            "whatever their value, and leaves 0 as background.</p>"
+            "<p><b>Connectivity</b>: <i>four</i> joins cells that share a "
+            "side; <i>eight</i> also joins cells that touch at a corner, so "
+            "a diagonal line of cells is one patch.</p>"
+            "<p><b>Component labels</b>: a raster with the patch number of "
+            "each cell (1, 2, 3 ... numbered from the top-left of the "
+            "raster, row by row); 0, the output's nodata value, is "
+            "background and nodata. Loaded with a different colour for "
+            "consecutive numbers.</p>"
+            "<p><b>Component polygons</b> (optional): one (multi)polygon per "
+            "patch with its <i>label</i>, its number of <i>cells</i>, its "
+            "<i>area</i> in the layer's map units squared and its <i>value"
+            "</i> (the cells' value in equal mode; empty in nonzero mode, "
+            "where a patch mixes values).</p>"
+            "<p><b>Number of components</b> is also reported in the log and "
+            "as an output for models.</p>") + self.advancedHelp()
 
     def outputStyle(self, name):  # noqa: N802
         return PolygonStyle() if name == self.OUTPUT_POLYGONS else None
@@ -92,7 +100,13 @@ class ConnectedComponents(GridGraphAlgorithm):
         self.addOutput(QgsProcessingOutputNumber(
             self.COMPONENTS, self.tr("Number of components")))
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {"OUTPUT": "int32"}
+    # labels .npy (int64), the labels GeoTIFF, the polygons GeoPackage
+    SCRATCH_BYTES_PER_CELL = 24
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
+        phases = Phases(feedback)
+        phases.begin(self.tr("Reading the raster"), 0.05)
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         mode = self.MODES[self.parameterAsEnum(parameters, self.MODE, context)]
@@ -108,8 +122,8 @@ class ConnectedComponents(GridGraphAlgorithm):
             result = self.runTimed(
                 feedback, connected_components, raster.values,
                 connectivity=connectivity, mode=mode, nodata=raster.nodata,
-                progress=progress_callback(
-                    feedback, 0.0, 0.6 if want_polygons else ENGINE_SHARE),
+                progress=phases.begin(self.tr("Labelling the components"),
+                                      0.5 if want_polygons else 0.75),
                 **raster.engineKeywords(out_dir),
                 **self.scaleOptions(parameters, context))
             # the in-memory path checked this before reading; tiled, only a
@@ -117,43 +131,56 @@ class ConnectedComponents(GridGraphAlgorithm):
             if result.count == 0 and raster.tiled and (
                     mode == "equal" or not raster.hasValidCell()):
                 raise self.noValidCellError(layer, raster.band, raster.nodata)
-            feedback.pushInfo(self.tr("{count} component(s)").format(
-                count=result.count))
+            feedback.pushInfo(self.tr(
+                "Found {count} connected component(s) ({mode}, "
+                "{connectivity}-connected)").format(
+                    count=result.count, mode=mode, connectivity=connectivity))
 
             projection = self.outputProjection(layer, raster)
             features = []
             streamed = None
+            if want_polygons:
+                polygon_progress = phases.begin(
+                    self.tr("Making the component polygons"), 0.25)
             if want_polygons and raster.tiled:
                 streamed = self.streamedPolygons(result, raster, projection,
                                                  connectivity, mode, out_dir,
-                                                 feedback)
+                                                 polygon_progress)
             elif want_polygons:
                 features = self.componentPolygons(result, raster, projection,
-                                                  connectivity, mode, feedback)
+                                                  connectivity, mode,
+                                                  polygon_progress, feedback)
             self.checkCanceled(feedback)
 
-            # publishing: nothing below is cancelled (nor is it in memory)
-            outputs = {self.COMPONENTS: result.count}
+            # publishing: everything under temporary names, moved into
+            # place together by the caller's commit
+            results = {self.COMPONENTS: result.count}
             if want_polygons:  # created first: it may still fail on its target
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_POLYGONS, context,
-                    self.polygonFields(), QgsWkbTypes.MultiPolygon,
-                    layer.crs())
+                sink, sink_id = outputs.sink(
+                    self.OUTPUT_POLYGONS, self.polygonFields(),
+                    QgsWkbTypes.MultiPolygon, layer.crs())
+            share = phases.remaining(2 if want_polygons else 1)
+            phases.begin(self.tr("Writing the component labels"), share)
             if streamed is not None:
                 labels_file, polygons_file, cells, first_values = streamed
-                self.runEngine(raster_io.move_raster, labels_file, output)
+                self.moveRaster(outputs, labels_file, output)
+                write_polygons = phases.begin(
+                    self.tr("Writing the component polygons"), share)
                 self.addStreamedPolygons(sink, polygons_file, cells,
-                                         first_values, raster, mode, feedback)
+                                         first_values, raster, mode,
+                                         write_polygons)
             else:
-                self.writeRaster(output, result.labels, raster, projection,
-                                 nodata=0)
+                self.writeRaster(outputs, output, result.labels, raster,
+                                 projection, nodata=0)
+                if want_polygons:
+                    phases.begin(self.tr("Writing the component polygons"),
+                                 share)
+                    sink.add(features)
         self.setStyle(context, output, LabelStyle(result.count))
-        outputs[self.OUTPUT] = output
+        results[self.OUTPUT] = output
         if want_polygons:
-            sink.addFeatures(features, QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_POLYGONS] = sink_id
-        feedback.setProgress(100)
-        return outputs
+            results[self.OUTPUT_POLYGONS] = sink_id
+        return results
 
     @staticmethod
     def polygonFields():  # noqa: N802
@@ -184,7 +211,7 @@ class ConnectedComponents(GridGraphAlgorithm):
         return feature
 
     def componentPolygons(self, result, raster, projection, connectivity,  # noqa: N802
-                          mode, feedback):
+                          mode, progress, feedback):
         """One multipolygon feature per component, attributes filled in."""
         cells, first_values = component_summary(result.labels, raster.array,
                                                 result.count)
@@ -202,12 +229,12 @@ class ConnectedComponents(GridGraphAlgorithm):
                 fields, label, parts[label], int(cells[label - 1]),
                 cell_area, value))
             if done % 1000 == 0:
+                progress(done / max(len(parts), 1))
                 self.checkCanceled(feedback)
-                feedback.setProgress(60 + 30 * done / max(len(parts), 1))
         return features
 
     def streamedPolygons(self, result, raster, projection, connectivity,  # noqa: N802
-                         mode, out_dir, feedback):
+                         mode, out_dir, progress):
         """Tiled path: the labels GeoTIFF, its polygons and the attributes,
         made in ``out_dir`` without loading a raster.
 
@@ -218,21 +245,21 @@ class ConnectedComponents(GridGraphAlgorithm):
         polygons GeoPackage, cells, first values or None).
         """
         labels_file = os.path.join(out_dir, "labels.tif")
-        self.writeRaster(labels_file, result.labels, raster, projection,
-                         nodata=0)
+        self.runEngine(tiling.write_geotiff, result.labels, labels_file,
+                       raster.geotransform, projection, 0)
         cells, first_values = self.runEngine(
             component_summary_streamed, result.labels,
             raster.path if mode == "equal" else None, result.count,
             band=raster.band, out_dir=out_dir,
-            progress=progress_callback(feedback, 0.6, 0.7))
+            progress=Progress(progress).span(0.0, 0.3))
         polygons_file = self.runEngine(
             raster_io.polygonize_label_file, labels_file,
             os.path.join(out_dir, "polygons.gpkg"), connectivity,
-            progress=progress_callback(feedback, 0.7, ENGINE_SHARE))
+            progress=Progress(progress).span(0.3, 1.0))
         return labels_file, polygons_file, cells, first_values
 
     def addStreamedPolygons(self, sink, polygons_file, cells, first_values,  # noqa: N802
-                            raster, mode, feedback):
+                            raster, mode, progress):
         """Features from :meth:`streamedPolygons`' GeoPackage into the sink,
         a batch at a time, in label order (the in-memory order)."""
         cell_area = self.cellArea(raster)
@@ -246,7 +273,7 @@ class ConnectedComponents(GridGraphAlgorithm):
                 fields, label, parts, int(cells[label - 1]), cell_area,
                 value))
             if len(batch) == 1000:
-                sink.addFeatures(batch, QgsFeatureSink.FastInsert)
+                sink.add(batch)
                 batch = []
-                feedback.setProgress(90 + 10 * label / total)
-        sink.addFeatures(batch, QgsFeatureSink.FastInsert)
+                progress(label / total)
+        sink.add(batch)

@@ -1,8 +1,10 @@
 """gridgraph:costdistance: accumulated cost from sources over a cost raster."""
 
+import math
+
 import numpy as np
 from qgis.core import (QgsCoordinateTransform, QgsCsException, QgsFeature,
-                       QgsFeatureSink, QgsField, QgsFields, QgsGeometry,
+                       QgsField, QgsFields, QgsGeometry,
                        QgsLineString, QgsPoint, QgsProcessing,
                        QgsProcessingException,
                        QgsProcessingParameterBoolean,
@@ -18,7 +20,8 @@ from ..core import cost_distance, least_cost_path
 from ..core import io as raster_io
 from ..core._common import valid_mask
 from ..core.costdistance import tiled
-from .base import GridGraphAlgorithm, progress_callback
+from .base import GridGraphAlgorithm
+from .progress import Phases
 from .styles import (DirectionStyle, GraduatedLineStyle, LabelStyle,
                      RampStyle)
 
@@ -61,57 +64,64 @@ class CostDistance(GridGraphAlgorithm):
 
     def shortHelpString(self):  # noqa: N802 - QGIS API
         return self.tr(
-            "Least accumulated cost from a set of sources to every cell of a "
-            "cost (friction) raster: multi-source shortest paths on the grid "
-            "graph of its cells.\n\n"
-            "<b>Costs</b>: moving between neighbouring cells a and b costs "
-            "(c<sub>a</sub> + c<sub>b</sub>) / 2 &times; L, with L = 1 for a "
-            "rook step, &radic;2 for a diagonal and &radic;5 for a knight's "
-            "move (scikit-image's MCP_Geometric convention, and GRASS "
-            "r.cost's for rook and diagonal steps). A knight's move is "
-            "allowed only when the two cells it passes between are valid too, "
-            "so it never jumps a barrier (as in GRASS r.cost -k); a diagonal "
-            "step may pass between two barrier cells. GRASS r.cost -k charges "
-            "a knight's move the mean of four cells, the two it passes "
-            "between included, so 16-connected costs differ from GRASS's "
-            "where costs vary. With <i>map units</i> L is "
-            "measured in map units "
-            "from the cell size instead of cells. Sources cost 0. Nodata and "
-            "NaN cells are barriers; a negative cost is an error.\n"
-            "<b>Sources</b>: a point layer (reprojected to the raster's CRS; "
-            "the allocation id of a source is its feature id) or a raster on "
-            "the cost raster's grid whose valid non-zero cells are sources "
-            "(allocation id = the cell value). Give one of the two. A source "
-            "outside the raster or on a barrier cell is an error.\n"
-            "<b>Connectivity</b>: four, eight, or sixteen (eight plus "
-            "knight's moves, not past barriers).\n"
-            "<b>Maximum cost</b>: cells farther than this stay unreached "
-            "(0 = no limit).\n\n"
-            "Outputs (all optional):\n"
-            "<b>Accumulated cost</b> (Float64; nodata where unreached).\n"
-            "<b>Direction</b> (Float32) in the GRASS r.cost <i>outdir</i> "
-            "convention: degrees counter-clockwise from east (east = 360) "
-            "toward the next cell on the least-cost path back to the source; "
-            "knight's moves are 22.5, 67.5, ... degrees; 0 at sources (GRASS "
-            "leaves them null).\n"
-            "<b>Allocation</b>: id of the source each cell is reached from "
-            "(0 = unreached); Int32, or Float64 (Int64 past 2<sup>53</sup>) "
-            "when an id does not fit in 32 bits.\n"
-            "<b>Least-cost paths</b>: one line per destination point, from the "
-            "destination's cell to its source through cell centres, with the "
-            "destination's feature id, its accumulated cost and the source "
-            "id. Destinations outside the raster or unreached are skipped "
-            "with a warning.\n\n"
-            "Where several paths share the least cost, the accumulated cost "
-            "is the same and the direction, allocation and path follow the "
-            "one the search settles first. Advanced: "
-            "backend (auto picks an NVIDIA GPU when numba CUDA can use one). "
-            "A tile size (a power of two >= 8), or a cost raster file larger "
-            "than the memory limit (0 = half the available RAM), runs the "
-            "tiled (out-of-core) engine: rasters are read and written tile "
-            "by tile (GeoTIFF outputs only), with the same rasters (same "
-            "values and data types). The Dask scheduler must stay "
-            "empty in this version.")
+            "<p>Works out, for every cell, the least total cost of "
+            "travelling there from the nearest source over a cost (friction) "
+            "surface, which way to go, and which source is nearest. It "
+            "answers <i>how far is each place from the nearest road, "
+            "counting effort rather than metres?</i> and, with destinations, "
+            "<i>which route is cheapest?</i></p>"
+            "<p><b>Example</b>: distance to the nearest road over a "
+            "slope-based friction: make a friction raster from the slope "
+            "(e.g. 1 + slope / 10 with the Raster calculator), give the "
+            "roads rasterized on the same grid as <i>Source raster</i> (or "
+            "points along them as <i>Source points</i>), and turn on "
+            "<i>Measure steps in map units</i> to get the result in "
+            "friction &times; metres.</p>"
+            "<p><b>Cost raster</b> and <b>Band number</b>: the cost of "
+            "crossing each cell (0 or more). Moving from a cell to its "
+            "neighbour costs the mean of the two cells' costs times the "
+            "length of the step (1 cell sideways, 1.41 diagonally). Nodata, "
+            "NaN and +inf cells are barriers that no route crosses; a "
+            "negative cost is refused. The band's scale and offset are "
+            "applied first, so packed rasters are used with their real "
+            "values.</p>"
+            "<p><b>Source points</b> or <b>Source raster</b>: where travel "
+            "starts (cost 0). One of the two is required, not both. Points "
+            "are reprojected to the cost raster's CRS and each keeps its "
+            "feature id; a source raster must be on the cost raster's grid, "
+            "and its non-zero, non-nodata cells are sources, each identified "
+            "by its value (a label raster from Connected components works "
+            "directly). A source outside the raster or on a barrier is "
+            "refused.</p>"
+            "<p><b>Destination points</b> (optional): with <i>Least-cost "
+            "paths</i>, one route is traced from each destination back to "
+            "its nearest source.</p>"
+            "<p><b>Connectivity</b>: moves to the 4 side neighbours, the 8 "
+            "neighbours including diagonals (the default), or 16, which adds "
+            "knight's moves (two cells over, one across) for smoother, "
+            "shorter routes; a knight's move never jumps over a barrier.</p>"
+            "<p><b>Maximum cost</b>: cells that would cost more are left "
+            "unreached (0 = no limit); use it to map, e.g., everything "
+            "within one hour of walking.</p>"
+            "<p><b>Measure steps in map units</b>: step lengths in map units "
+            "(from the cell size) instead of cells.</p>"
+            "<p>Outputs (ask for at least one):<br>"
+            "<b>Accumulated cost</b>: the least total cost to reach each "
+            "cell; nodata where no source is reached (behind barriers or "
+            "beyond the maximum cost).<br>"
+            "<b>Direction</b>: the direction of the next step back towards "
+            "the source, in degrees counter-clockwise from east (90 north, "
+            "180 west, 270 south, 360 east; as GRASS r.cost); 0 on "
+            "sources.<br>"
+            "<b>Allocation</b>: the id of the nearest source (its feature id "
+            "or source raster value); 0 where unreached.<br>"
+            "<b>Least-cost paths</b>: a line per destination with its "
+            "<i>destination</i> id, total <i>cost</i> and <i>source</i> id. "
+            "Destinations outside the raster or unreached are skipped with "
+            "a warning.</p>"
+            "<p>Where two routes cost exactly the same, the one with fewer "
+            "steps is kept, so results never depend on the computer or the "
+            "settings below.</p>") + self.advancedHelp()
 
     def outputStyle(self, name):  # noqa: N802
         if name == self.OUTPUT_PATHS:
@@ -121,11 +131,14 @@ class CostDistance(GridGraphAlgorithm):
     def initAlgorithm(self, config=None):  # noqa: N802 - QGIS API
         self.addInputParameters("Cost raster")
         self.addParameter(QgsProcessingParameterFeatureSource(
-            self.SOURCES, self.tr("Source points"),
+            self.SOURCES,
+            self.tr("Source points (or a source raster: one of the two is "
+                    "required)"),
             [QgsProcessing.TypeVectorPoint], optional=True))
         self.addParameter(QgsProcessingParameterRasterLayer(
             self.SOURCE_RASTER,
-            self.tr("Source raster (valid non-zero cells are sources)"),
+            self.tr("Source raster, non-zero cells (or source points: one of "
+                    "the two is required)"),
             optional=True))
         self.addParameter(QgsProcessingParameterFeatureSource(
             self.DESTINATIONS, self.tr("Destination points (for paths)"),
@@ -148,10 +161,10 @@ class CostDistance(GridGraphAlgorithm):
             self.OUTPUT, self.tr("Accumulated cost"), optional=True,
             createByDefault=True))
         self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT_DIRECTION, self.tr("Direction (GRASS r.cost outdir)"),
+            self.OUTPUT_DIRECTION, self.tr("Direction"),
             optional=True, createByDefault=False))
         self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT_ALLOCATION, self.tr("Allocation (source id)"),
+            self.OUTPUT_ALLOCATION, self.tr("Allocation"),
             optional=True, createByDefault=False))
         self.addParameter(QgsProcessingParameterFeatureSink(
             self.OUTPUT_PATHS, self.tr("Least-cost paths"),
@@ -185,7 +198,14 @@ class CostDistance(GridGraphAlgorithm):
                 "OUTPUT_DIRECTION, OUTPUT_ALLOCATION, OUTPUT_PATHS")
         return True, ""
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {OUTPUT: "float64", OUTPUT_DIRECTION: "float32",
+                           OUTPUT_ALLOCATION: "int32"}
+    # accumulated (8), direction (4), allocation (8) .npy and scratch
+    SCRATCH_BYTES_PER_CELL = 28
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
+        phases = Phases(feedback)
+        phases.begin(self.tr("Reading the cost raster and the sources"), 0.05)
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         connectivity = self.CONNECTIVITIES[
@@ -201,8 +221,7 @@ class CostDistance(GridGraphAlgorithm):
                                        feedback)
         cell_size = None
         if map_units:
-            _, xres, _, _, _, yres = raster.geotransform
-            cell_size = (xres, yres)
+            cell_size = self.cellSize(layer, raster)
         # the paths follow the directions; otherwise the engine computes
         # (and on the tiled path writes) only the requested rasters
         engine_names = {self.OUTPUT: "accumulated",
@@ -216,21 +235,24 @@ class CostDistance(GridGraphAlgorithm):
                 outputs=None if want_paths or not wanted else wanted,
                 connectivity=connectivity, max_cost=max_cost or None,
                 nodata=raster.nodata, cell_size=cell_size,
-                progress=progress_callback(feedback, 0.0,
-                                           0.8 if want_paths else 0.9),
+                progress=phases.begin(self.tr("Computing the accumulated cost"),
+                                      0.6 if want_paths else 0.7),
                 **source_keywords, **raster.engineKeywords(out_dir),
                 **self.scaleOptions(parameters, context))
 
+            self.logReach(result, raster, feedback)
             paths = []
             if want_paths:
-                paths = self.paths(parameters, context, layer, raster, result,
-                                   feedback)
+                paths = self.paths(
+                    parameters, context, layer, raster, result,
+                    phases.begin(self.tr("Tracing the least-cost paths"), 0.1),
+                    feedback)
             self.checkCanceled(feedback)
 
-            outputs = {}
+            results = {}
             if want_paths:
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_PATHS, context, self.pathFields(),
+                sink, sink_id = outputs.sink(
+                    self.OUTPUT_PATHS, self.pathFields(),
                     QgsWkbTypes.LineString, layer.crs())
             projection = self.outputProjection(layer, raster)
             arrays = {self.OUTPUT: (result.accumulated, float("nan"),
@@ -239,19 +261,66 @@ class CostDistance(GridGraphAlgorithm):
                                               DirectionStyle()),
                       self.OUTPUT_ALLOCATION: (result.allocation, 0,
                                                LabelStyle())}
+            written = [name for name, path in destinations.items()
+                       if path is not None] + ([self.OUTPUT_PATHS]
+                                               if want_paths else [])
+            share = phases.remaining(len(written))
             for name, path in destinations.items():
                 if path is None:
                     continue
                 array, nodata, style = arrays[name]
-                self.writeRaster(path, array, raster, projection, nodata)
+                phases.begin(self.tr("Writing {output}").format(
+                    output=self.parameterDefinition(name).description()),
+                    share)
+                self.writeRaster(outputs, path, array, raster, projection,
+                                 nodata)
                 if style is not None:
                     self.setStyle(context, path, style)
-                outputs[name] = path
-        if want_paths:
-            sink.addFeatures(paths, QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_PATHS] = sink_id
-        feedback.setProgress(100)
-        return outputs
+                results[name] = path
+            if want_paths:
+                phases.begin(self.tr("Writing the least-cost paths"), share)
+                sink.add(paths)
+                results[self.OUTPUT_PATHS] = sink_id
+        return results
+
+    def cellSize(self, layer, raster):  # noqa: N802
+        """(xres, yres) in map units from the geotransform: the lengths of
+        a column step and a row step, so a rotated grid gets its true cell
+        sizes; a sheared grid (steps not at right angles) is refused, its
+        diagonal and knight's steps having no length from two sizes."""
+        _, a, b, _, d, e = raster.geotransform
+        xres, yres = math.hypot(a, d), math.hypot(b, e)
+        if abs(a * b + d * e) > 1e-9 * xres * yres:
+            raise QgsProcessingException(self.tr(
+                "{layer} has a sheared grid (geotransform {gt}: its rows and "
+                "columns are not at right angles), so steps have no length "
+                "in map units; warp it to a north-up grid first (e.g. "
+                "gdal:warpreproject), or measure steps in cells (turn off "
+                "{map_units})").format(
+                    layer=layer.name(), gt=tuple(raster.geotransform),
+                    map_units=self.parameterLabel(self.MAP_UNITS)))
+        return xres, yres
+
+    def logReach(self, result, raster, feedback):  # noqa: N802
+        """The result in plain words: cells reached, highest cost (in
+        memory only: on the tiled path that would read the rasters again)."""
+        if raster.tiled:
+            return
+        if result.accumulated is not None:
+            reached = np.isfinite(result.accumulated)
+            count = int(reached.sum())
+            highest = (float(result.accumulated[reached].max()) if count
+                       else None)
+        elif result.allocation is not None:
+            count, highest = int((result.allocation != 0).sum()), None
+        else:
+            return
+        text = self.tr("Reached {count} of {total} cells").format(
+            count=count, total=raster.shape[0] * raster.shape[1])
+        if highest is not None:
+            text += self.tr("; the highest accumulated cost is {cost:.6g}"
+                            ).format(cost=highest)
+        feedback.pushInfo(text)
 
     # -------------------------------------------------------------- sources
 
@@ -272,8 +341,9 @@ class CostDistance(GridGraphAlgorithm):
         if outside:
             raise QgsProcessingException(self.tr(
                 "{n} source feature(s) lie outside the cost raster (feature "
-                "id(s) {ids}): remove them or use a raster that covers them"
-            ).format(n=len(outside), ids=_list_ids(outside)))
+                "id(s) {ids}): remove them or use a raster that covers them. "
+                "{crs}").format(n=len(outside), ids=_list_ids(outside),
+                                crs=self.crsNote(source.sourceCrs(), layer)))
         cells = np.array([cell for _, cell in points], dtype=np.int64)
         ids = np.array([fid for fid, _ in points], dtype=np.int64)
         on_cell = valid_mask(raster.cellValues(cells)[None, :],
@@ -325,6 +395,31 @@ class CostDistance(GridGraphAlgorithm):
                     scrs=source_layer.crs().authid()))
         return {"sources": sources.values, "source_nodata": sources.nodata}
 
+    def crsNote(self, points_crs, layer):  # noqa: N802
+        """Both CRSs, and the usual cause when points fall outside."""
+        def name(crs):
+            if not crs.isValid():
+                return self.tr("none (unknown)")
+            return "{id} ({description})".format(
+                id=crs.authid() or self.tr("custom"),
+                description=crs.description())
+        note = self.tr(
+            "The point layer's CRS is {points}; the cost raster's CRS is "
+            "{raster}.").format(points=name(points_crs),
+                                raster=name(layer.crs()))
+        if not points_crs.isValid() or not layer.crs().isValid():
+            note += self.tr(
+                " A layer without a CRS is not reprojected: set its CRS "
+                "(Layer Properties > Source) so the points are moved into "
+                "the raster's.")
+        elif points_crs != layer.crs():
+            note += self.tr(
+                " The points are reprojected; if their coordinates are in "
+                "another CRS than the layer declares (e.g. a GeoJSON, always "
+                "read as EPSG:4326, holding projected coordinates), assign "
+                "the right CRS to the layer.")
+        return note
+
     def pointCells(self, source, context, layer, raster):  # noqa: N802
         """[(feature id, (row, col) or None when outside)] of every point."""
         transform = None
@@ -361,7 +456,8 @@ class CostDistance(GridGraphAlgorithm):
         fields.append(QgsField("source", QVariant.LongLong))
         return fields
 
-    def paths(self, parameters, context, layer, raster, result, feedback):
+    def paths(self, parameters, context, layer, raster, result, progress,
+              feedback):
         """Least-cost path features from each destination point."""
         source = self.parameterAsSource(parameters, self.DESTINATIONS, context)
         if source is None:
@@ -390,12 +486,17 @@ class CostDistance(GridGraphAlgorithm):
                                    int(result.allocation[row, col])])
             features.append(feature)
             if done % 100 == 0:
+                progress(done / len(points))
                 self.checkCanceled(feedback)
-                feedback.setProgress(80 + 10 * done / len(points))
+        feedback.pushInfo(self.tr(
+            "Traced {n} least-cost path(s) for {total} destination point(s)"
+        ).format(n=len(features), total=len(points)))
         if outside:
             feedback.pushWarning(self.tr(
                 "Skipped {n} destination(s) outside the cost raster (feature "
-                "id(s) {ids})").format(n=len(outside), ids=_list_ids(outside)))
+                "id(s) {ids}). {crs}").format(
+                    n=len(outside), ids=_list_ids(outside),
+                    crs=self.crsNote(source.sourceCrs(), layer)))
         if unreached:
             feedback.pushWarning(self.tr(
                 "Skipped {n} destination(s) that no source reaches (behind "

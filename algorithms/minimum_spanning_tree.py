@@ -1,7 +1,7 @@
 """gridgraph:minimumspanningtree: minimum spanning forest of a raster's cells."""
 
 import numpy as np
-from qgis.core import (QgsFeature, QgsFeatureSink, QgsField, QgsFields,
+from qgis.core import (QgsFeature, QgsField, QgsFields,
                        QgsGeometry, QgsLineString, QgsProcessing,
                        QgsProcessingException, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
@@ -14,7 +14,8 @@ from ..core import minimum_spanning_tree, segments_by_threshold
 from ..core import io as raster_io
 from ..core.mst import tiled
 from ..core.tiled_outputs import segment_by_threshold_streamed
-from .base import GridGraphAlgorithm, progress_callback
+from .base import GridGraphAlgorithm
+from .progress import Phases
 from .styles import DirectionStyle, GraduatedLineStyle, LabelStyle
 
 # Tree edges turned into line features at a time.
@@ -47,42 +48,64 @@ class MinimumSpanningTree(GridGraphAlgorithm):
 
     def shortHelpString(self):  # noqa: N802 - QGIS API
         return self.tr(
-            "Minimum spanning tree of the grid graph of a raster band: every "
-            "valid cell is a vertex, neighbouring valid cells share an edge. "
-            "Cells cut off from each other by nodata give a minimum spanning "
-            "forest (one tree per connected piece).\n\n"
-            "<b>Edge weight</b> from the two cell values a and b: <i>max</i> "
-            "max(a, b), <i>min</i> min(a, b), <i>mean</i> (a + b) / 2, "
-            "<i>absdiff</i> |a - b|; computed in float32 for bands of 32 bits "
-            "or fewer and in float64 for Float64 bands.\n"
-            "<b>Ties</b> are broken by the order (weight, lower cell index, "
-            "higher cell index), cell indices counted row by row from the "
-            "top-left cell (index = row &times; columns + column), so the tree "
-            "is unique and the same on every backend.\n"
-            "<b>Connectivity</b>: four (rook) or eight (queen).\n\n"
-            "Outputs:\n"
-            "<b>Parent direction</b>: for each cell, the direction of its "
-            "parent on the way to its tree's root (the tree's lowest-index "
-            "cell), in degrees counter-clockwise from east (east = 360, north "
-            "= 90, as GRASS r.cost's outdir); 0 at roots.\n"
-            "<b>Edges as lines</b> between cell centres with their weight and "
-            "the row-major indices of their two cells (from = lower, to = "
-            "higher). Refused above <i>maximum number of lines</i> (each line "
-            "is a feature: a large raster has millions of edges); use the "
-            "parent direction raster instead, or raise the limit.\n"
-            "<b>Segments</b>: cut every edge heavier than the <i>threshold</i> "
-            "and label the pieces 1..n in scan order (needs a threshold).\n"
-            "<b>Total weight</b> (sum of edge weights, in float64) and the "
-            "number of <b>trees</b>.\n\n"
-            "Advanced: backend (auto picks an NVIDIA GPU when numba CUDA can "
-            "use one). A tile size (a power of two >= 8), or a raster file "
-            "larger than the memory limit (0 = half the available RAM), runs "
-            "the tiled (out-of-core) engine: the raster is read and the "
-            "parent directions written tile by tile (GeoTIFF outputs only), "
-            "with the same forest; lines are streamed from the edge list on "
-            "disk and segments labelled in strips of rows (the tile size, or "
-            "as many as a quarter of the memory limit holds), with the same "
-            "results. The Dask scheduler must stay empty in this version.")
+            "<p>Connects all the cells of a raster into the cheapest "
+            "possible network of steps between neighbours, where a step "
+            "costs what the two cells' values say (the minimum spanning "
+            "tree). Cutting its expensive steps splits the raster into "
+            "<i>segments</i>: regions whose cells are joined by a chain of "
+            "cheap steps. It answers <i>which areas hang together at a given "
+            "elevation or similarity?</i> (a watershed-like hierarchy: "
+            "raising the threshold merges segments).</p>"
+            "<p><b>Example</b>: segment a DEM into areas without steep "
+            "breaks: <i>Edge weight</i> = absolute difference, "
+            "<i>Segmentation threshold</i> = 5 (m): every segment is "
+            "reachable cell to cell without a height step of more than "
+            "5 m.</p>"
+            "<p><b>Input raster</b> and <b>Band number</b>: every cell with "
+            "a value is part of the network; nodata and NaN cells are left "
+            "out, and areas they cut apart get separate trees (a forest). "
+            "The band's scale and offset are applied first, so packed "
+            "rasters are used with their real values.</p>"
+            "<p><b>Edge weight</b> (the cost of the step between cells with "
+            "values a and b) and how to choose the threshold for it:<br>"
+            "<i>max of the two cells</i>, max(a, b): segments are the areas "
+            "connected through cells no higher than the threshold, like a "
+            "landscape flooded to that level; pick the level in the input's "
+            "units (e.g. 500 for basins below 500 m).<br>"
+            "<i>min of the two cells</i>, min(a, b): the same from above "
+            "(ridges and peaks joined at or above their level); pick a "
+            "level.<br>"
+            "<i>mean of the two cells</i>, (a + b) / 2: like max, smoother "
+            "at the edges; pick a level.<br>"
+            "<i>absolute difference</i>, |a &minus; b|: segments contain no "
+            "step larger than the threshold between neighbours; pick the "
+            "largest jump you accept inside one region (small: many "
+            "segments; large: few). Run once with <i>Tree edges</i> and look "
+            "at the histogram of their <i>weight</i> field to choose.</p>"
+            "<p><b>Connectivity</b>: four (side neighbours) or eight (also "
+            "diagonal neighbours).</p>"
+            "<p><b>Segmentation threshold</b>: needed for <i>Segments</i>; "
+            "steps heavier than it are cut.</p>"
+            "<p><b>Maximum number of lines</b>: <i>Tree edges</i> has one "
+            "line per pair of joined cells (about one per cell); above this "
+            "number the run stops before writing anything: raise it, or use "
+            "the direction raster.</p>"
+            "<p>Outputs:<br>"
+            "<b>Parent direction</b>: for each cell, the direction of the "
+            "next step towards its tree's root (the tree's first cell from "
+            "the top-left), in degrees counter-clockwise from east (90 "
+            "north, 180 west, 270 south, 360 east); 0 at roots.<br>"
+            "<b>Tree edges</b> (optional): the steps of the tree as lines "
+            "between cell centres with their <i>weight</i> and the numbers "
+            "of their two cells (<i>from</i>, <i>to</i>: counted row by row "
+            "from 0 at the top-left).<br>"
+            "<b>Segments</b> (optional): the segment number of each cell "
+            "(1, 2, 3 ... from the top-left; 0 = nodata).<br>"
+            "<b>Total weight</b> and <b>Number of trees</b> are reported in "
+            "the log and as outputs for models.</p>"
+            "<p>Steps of equal weight are taken in a fixed order, so the "
+            "tree is the same on every computer and with every setting "
+            "below.</p>") + self.advancedHelp()
 
     def outputStyle(self, name):  # noqa: N802
         return GraduatedLineStyle("weight") if name == self.OUTPUT_LINES else None
@@ -134,7 +157,14 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 "to the heaviest edge weight a segment may contain")
         return True, ""
 
-    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+    RASTER_OUTPUT_TYPES = {OUTPUT_DIRECTION: "float32",
+                           OUTPUT_SEGMENTS: "int32"}
+    # parent direction, edges (2 x 8) and weights (8) .npy, segments, scratch
+    SCRATCH_BYTES_PER_CELL = 48
+
+    def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
+        phases = Phases(feedback)
+        phases.begin(self.tr("Reading the raster"), 0.05)
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         weight = self.WEIGHTS[self.parameterAsEnum(parameters, self.WEIGHT,
@@ -159,7 +189,8 @@ class MinimumSpanningTree(GridGraphAlgorithm):
             result = self.runTimed(
                 feedback, minimum_spanning_tree, raster.values,
                 connectivity=connectivity, weight=weight, nodata=raster.nodata,
-                progress=progress_callback(feedback, 0.0, 0.8),
+                progress=phases.begin(self.tr("Building the minimum spanning "
+                                              "tree"), 0.55),
                 edges=want_lines or (segments_path is not None
                                      and raster.tiled),
                 **raster.engineKeywords(out_dir), **scale)
@@ -167,12 +198,15 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 raise self.noValidCellError(layer, raster.band, raster.nodata)
             if result.edges is not None:
                 feedback.pushInfo(self.tr(
-                    "{edges} edge(s) in {trees} tree(s), total weight {total}"
-                ).format(edges=len(result.edges), trees=result.trees,
-                         total=result.total_weight))
+                    "The tree has {edges} edge(s) in {trees} tree(s) (one "
+                    "per piece of raster cut off by nodata); total weight "
+                    "{total:.10g}").format(edges=len(result.edges),
+                                           trees=result.trees,
+                                           total=result.total_weight))
             else:
                 feedback.pushInfo(self.tr(
-                    "{trees} tree(s), total weight {total}").format(
+                    "{trees} tree(s) (one per piece of raster cut off by "
+                    "nodata); total weight {total:.10g}").format(
                         trees=result.trees, total=result.total_weight))
             if want_lines and len(result.edges) > max_lines:
                 raise QgsProcessingException(self.tr(
@@ -184,12 +218,15 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                                                   limit=max_lines))
 
             segments = None
+            if segments_path is not None:
+                segment_progress = phases.begin(
+                    self.tr("Cutting the tree into segments"), 0.1)
             if segments_path is not None and raster.tiled:
                 segments, count = self.runEngine(
                     segment_by_threshold_streamed, result, threshold,
                     out_dir=out_dir, strip_rows=scale["tile_size"],
                     memory_limit_mb=scale["memory_limit_mb"],
-                    progress=progress_callback(feedback, 0.8, 0.9))
+                    progress=segment_progress)
             elif segments_path is not None:  # from the raster: no edge list
                 segments, count = self.runEngine(
                     segments_by_threshold, raster.values, threshold,
@@ -197,40 +234,56 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                     nodata=raster.nodata)
             if segments is not None:
                 feedback.pushInfo(self.tr(
-                    "{n} segment(s) at threshold {t}").format(
+                    "{n} segment(s) with no step heavier than {t:g}").format(
                         n=count, t=threshold))
             lines = []
             if want_lines and not raster.tiled:
-                lines = self.edgeLines(result, raster, feedback)
+                lines = self.edgeLines(
+                    result, raster,
+                    phases.begin(self.tr("Making the tree edge lines"), 0.1),
+                    feedback)
             self.checkCanceled(feedback)
 
-            # publishing: nothing below is cancelled (nor is it in memory)
-            outputs = {self.TOTAL_WEIGHT: result.total_weight,
+            # publishing: everything under temporary names, moved into
+            # place together by the caller's commit
+            results = {self.TOTAL_WEIGHT: result.total_weight,
                        self.TREES: result.trees}
             if want_lines:
-                sink, sink_id = self.createSink(
-                    parameters, self.OUTPUT_LINES, context, self.lineFields(),
+                sink, sink_id = outputs.sink(
+                    self.OUTPUT_LINES, self.lineFields(),
                     QgsWkbTypes.LineString, layer.crs())
             projection = self.outputProjection(layer, raster)
+            share = phases.remaining(sum(
+                (direction_path is not None, segments_path is not None,
+                 want_lines)))
             if direction_path is not None:
-                self.writeRaster(direction_path, result.parent_direction,
-                                 raster, projection, float("nan"))
+                phases.begin(self.tr("Writing the parent direction"), share)
+                self.writeRaster(outputs, direction_path,
+                                 result.parent_direction, raster, projection,
+                                 float("nan"))
                 self.setStyle(context, direction_path, DirectionStyle())
-                outputs[self.OUTPUT_DIRECTION] = direction_path
+                results[self.OUTPUT_DIRECTION] = direction_path
             if segments_path is not None:
-                self.writeRaster(segments_path, segments, raster, projection,
-                                 0)
+                phases.begin(self.tr("Writing the segments"), share)
+                self.writeRaster(outputs, segments_path, segments, raster,
+                                 projection, 0)
                 self.setStyle(context, segments_path, LabelStyle(count))
-                outputs[self.OUTPUT_SEGMENTS] = segments_path
+                results[self.OUTPUT_SEGMENTS] = segments_path
+            if want_lines:
+                write_lines = phases.begin(self.tr("Writing the tree edges"),
+                                           share)
             if want_lines and raster.tiled:
                 # streamed from the edge memmap, a chunk at a time
-                for chunk in self.edgeLineChunks(result, raster):
-                    sink.addFeatures(chunk, QgsFeatureSink.FastInsert)
-        if want_lines:
-            sink.addFeatures(lines, QgsFeatureSink.FastInsert)
-            outputs[self.OUTPUT_LINES] = sink_id
-        feedback.setProgress(100)
-        return outputs
+                total = max(len(result.edges), 1)
+                for done, chunk in enumerate(
+                        self.edgeLineChunks(result, raster)):
+                    sink.add(chunk)
+                    write_lines(min(1.0, (done + 1) * LINE_CHUNK / total))
+            elif want_lines:
+                sink.add(lines)
+            if want_lines:
+                results[self.OUTPUT_LINES] = sink_id
+        return results
 
     @staticmethod
     def lineFields():  # noqa: N802
@@ -262,13 +315,13 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 chunk.append(feature)
             yield chunk
 
-    def edgeLines(self, result, raster, feedback):  # noqa: N802
+    def edgeLines(self, result, raster, progress, feedback):  # noqa: N802
         """All the line features (the in-memory path: made before any
         output is written, so a cancel leaves nothing)."""
         lines = []
         total = max(len(result.edges), 1)
         for chunk in self.edgeLineChunks(result, raster):
             lines.extend(chunk)
+            progress(len(lines) / total)
             self.checkCanceled(feedback)
-            feedback.setProgress(80 + 10 * len(lines) / total)
         return lines

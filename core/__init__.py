@@ -8,8 +8,8 @@ from .components import (ComponentsResult, component_summary,
                          connected_components)
 from .costdistance import CostDistanceResult, cost_distance, least_cost_path
 from .habitat import HabitatNetworkResult, habitat_network
-from .errors import (BackendUnavailableError, CancelledError, GridGraphError,
-                     InvalidInputError)
+from .errors import (BackendUnavailableError, CancelledError, DiskFullError,
+                     GridGraphError, InvalidInputError, RasterReadError)
 from .mst import (MSTResult, minimum_spanning_tree, segment_by_threshold,
                   segments_by_threshold)
 
@@ -20,5 +20,5 @@ __all__ = [
     "minimum_spanning_tree", "MSTResult", "segment_by_threshold",
     "segments_by_threshold",
     "GridGraphError", "InvalidInputError", "BackendUnavailableError",
-    "CancelledError",
+    "CancelledError", "DiskFullError", "RasterReadError",
 ]

@@ -20,3 +20,13 @@ class BackendUnavailableError(GridGraphError, RuntimeError):
 
 class CancelledError(GridGraphError):
     """The progress callback asked to stop; no output was produced."""
+
+
+class RasterReadError(InvalidInputError):
+    """A raster could not be read (damaged, truncated or changed while being
+    read); the message names the file and the band."""
+
+
+class DiskFullError(GridGraphError, OSError):
+    """A disk filled up (or was too full to start); the message names the
+    folder and how much was needed."""

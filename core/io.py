@@ -3,12 +3,12 @@
 import errno
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidInputError
+from . import scratch
+from .errors import InvalidInputError, RasterReadError
 
 try:
     from osgeo import gdal, ogr, osr
@@ -54,19 +54,82 @@ def _require_gdal():
 
 
 def read_band(path, band=1):
-    """Read ``band`` (1-based) of the raster at ``path``."""
+    """Read ``band`` (1-based) of the raster at ``path``.
+
+    A packed band (scale/offset metadata) is unpacked: see :func:`unpack`.
+    A damaged file (truncated, changed while being read) raises
+    :class:`RasterReadError` naming the file and the band.
+    """
     _require_gdal()
-    try:
-        dataset = gdal.Open(path)
-    except RuntimeError as error:
-        raise InvalidInputError(f"cannot open raster {path!r}: {error}") from None
+    dataset = _open_raster(path)
     if band < 1 or band > dataset.RasterCount:
         raise InvalidInputError(
             f"band {band} does not exist: {path!r} has {dataset.RasterCount} "
             f"band(s); choose a band from 1 to {dataset.RasterCount}")
     raster_band = dataset.GetRasterBand(band)
-    return RasterBand(raster_band.ReadAsArray(), raster_band.GetNoDataValue(),
-                      dataset.GetGeoTransform(), dataset.GetProjection())
+    nodata = raster_band.GetNoDataValue()
+    try:
+        array = raster_band.ReadAsArray()
+    except RuntimeError as error:
+        raise _read_error(path, band, error) from None
+    if array is None:
+        raise _read_error(path, band, "GDAL returned no data")
+    scaling = band_scaling(raster_band)
+    if scaling is not None:
+        array, nodata = unpack(array, nodata, scaling), None
+    return RasterBand(array, nodata, dataset.GetGeoTransform(),
+                      dataset.GetProjection())
+
+
+def _open_raster(path):
+    try:
+        dataset = gdal.Open(os.fspath(path))
+    except RuntimeError as error:
+        raise RasterReadError(
+            f"cannot open raster {path!r}: {error}; check that the file "
+            "exists and is a raster GDAL reads") from None
+    if dataset is None:
+        raise RasterReadError(f"cannot open raster {path!r}")
+    return dataset
+
+
+def _read_error(path, band, error, window=None):
+    where = f" (rows {window[0]}..{window[0] + window[2] - 1}, columns " \
+        f"{window[1]}..{window[1] + window[3] - 1})" if window else ""
+    return RasterReadError(
+        f"cannot read band {band} of {path!r}{where}: {error}. The file is "
+        "damaged or truncated (or changed while being read): restore or "
+        "re-export it, e.g. with gdal_translate, and run again")
+
+
+def band_scaling(raster_band):
+    """(scale, offset) of a packed band, or None when it is not packed."""
+    scale = raster_band.GetScale()
+    offset = raster_band.GetOffset()
+    scale = 1.0 if scale is None else float(scale)
+    offset = 0.0 if offset is None else float(offset)
+    if scale == 1.0 and offset == 0.0:
+        return None
+    return scale, offset
+
+
+def unpack(raw, nodata, scaling):
+    """Values of a packed band: ``raw * scale + offset`` in float64.
+
+    Float64 always, not float32: the product of an Int16/Int32 count and
+    a decimal scale such as 0.01 is rounded once to the nearest float64,
+    as GDAL's own unscaling does, where float32 would round it again
+    (0.01 * 12345 is 123.45000000000000284 in float64, 123.44999694824219
+    in float32).  Nodata cells (compared on the raw values) become NaN,
+    so the unpacked band has no nodata value of its own.
+    """
+    from ._common import valid_mask
+    scale, offset = scaling
+    values = raw.astype(np.float64)
+    values *= scale
+    values += offset
+    values[~valid_mask(raw, nodata)] = np.nan
+    return values
 
 
 def int64_storage_dtype(low, high):
@@ -94,13 +157,50 @@ def int64_storage_dtype(low, high):
         "3.5; upgrade GDAL or use smaller ids")
 
 
+def gdal_type_name(dtype):
+    """GDAL's name of the raster type a numpy dtype is written as."""
+    dtype = np.dtype(dtype)
+    if dtype == np.int64:
+        dtype = np.dtype(np.int32)  # see int64_storage_dtype
+    gdal_type = _GDAL_TYPES.get(dtype)
+    if gdal_type is None or gdal is None:
+        return str(dtype)
+    return gdal.GetDataTypeName(gdal_type)
+
+
+def raster_format_problem(driver_name, dtype):
+    """None when GDAL can write a ``dtype`` raster in ``driver_name``'s
+    format; else what is wrong, with the fix (checked before computing)."""
+    _require_gdal()
+    driver = gdal.GetDriverByName(driver_name)
+    if driver is None:
+        return (f"GDAL has no raster format {driver_name!r}; give a .tif "
+                "(GeoTIFF) output")
+    metadata = driver.GetMetadata() or {}
+    if metadata.get("DCAP_RASTER") != "YES" or not (
+            metadata.get("DCAP_CREATE") == "YES"
+            or metadata.get("DCAP_CREATECOPY") == "YES"):
+        return (f"GDAL cannot write {driver_name} rasters; give a .tif "
+                "(GeoTIFF) output")
+    name = gdal_type_name(dtype)
+    types = (metadata.get("DMD_CREATIONDATATYPES") or "").split()
+    if types and name not in types:
+        return (f"the {driver_name} format cannot hold {name} values (it "
+                f"takes {', '.join(types)}); give a .tif (GeoTIFF) output")
+    return None
+
+
 def write_raster(path, array, geotransform, projection, nodata=None,
-                 driver_name="GTiff"):
+                 driver_name="GTiff", atomic=True):
     """Write a 2-D array as a single-band raster, atomically.
 
-    The file is written beside ``path`` under a temporary name and moved
-    into place only when complete, so a failure leaves no half-written file.
-    An int64 array is written with :func:`int64_storage_dtype`'s type.
+    The file is written beside ``path`` under a hidden temporary name and
+    moved into place (with its sidecar files) only when complete, so a
+    failure leaves no half-written file; ``atomic=False`` writes ``path``
+    itself (a caller's own temporary name).  An int64 array is written
+    with :func:`int64_storage_dtype`'s type.  Formats GDAL only copies
+    into (AAIGrid, PNG, XYZ...) are written through an in-memory copy.
+    A full disk raises :class:`DiskFullError`.
     """
     _require_gdal()
     array = np.asarray(array)
@@ -110,53 +210,79 @@ def write_raster(path, array, geotransform, projection, nodata=None,
     gdal_type = _GDAL_TYPES.get(array.dtype)
     if gdal_type is None:
         raise InvalidInputError(f"cannot write rasters of dtype {array.dtype}")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise InvalidInputError(
-            f"cannot write {path!r}: folder {directory!r} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise InvalidInputError(
-            f"cannot write {path!r}: folder {directory!r} is not writable; "
-            "choose another output location")
+    directory = _check_folder(path)
+    problem = raster_format_problem(driver_name, array.dtype)
+    if problem is not None:
+        raise InvalidInputError(f"cannot write {path!r}: {problem}")
     driver = gdal.GetDriverByName(driver_name)
-    if driver is None:
-        raise InvalidInputError(f"GDAL has no raster driver named {driver_name!r}")
-    suffix = os.path.splitext(path)[1] or ".tif"
-    handle, temporary = tempfile.mkstemp(suffix=suffix, prefix=".gridgraph-",
-                                         dir=directory)
-    os.close(handle)
+    temporary = scratch.temporary_path(path) if atomic else path
     options = []
     if driver_name == "GTiff":
         options = GEOTIFF_COMPRESSION + ["TILED=YES", "BIGTIFF=IF_SAFER"]
     try:
-        rows, cols = array.shape
-        dataset = driver.Create(temporary, cols, rows, 1, gdal_type, options)
-        dataset.SetGeoTransform(geotransform)
-        if projection:
-            dataset.SetProjection(projection)
-        band = dataset.GetRasterBand(1)
-        if nodata is not None:
-            _set_nodata(band, nodata)
-        band.WriteArray(array)
-        band.FlushCache()
-        dataset = band = None  # close before the move
-        _publish(temporary, path)
+        with scratch.disk_errors(directory, array.nbytes, path):
+            rows, cols = array.shape
+            direct = driver.GetMetadataItem("DCAP_CREATE") == "YES"
+            target = driver if direct else gdal.GetDriverByName("MEM")
+            dataset = target.Create(temporary if direct else "", cols, rows,
+                                    1, gdal_type, options if direct else [])
+            dataset.SetGeoTransform(geotransform)
+            if projection:
+                dataset.SetProjection(projection)
+            band = dataset.GetRasterBand(1)
+            if nodata is not None:
+                _set_nodata(band, nodata)
+            band.WriteArray(array)
+            band.FlushCache()
+            if not direct:
+                copy = driver.CreateCopy(temporary, dataset, 0, options)
+                copy.FlushCache()
+                copy = None
+            band = None
+            dataset.FlushCache()
+            dataset = None  # close before the move
+            _check_written(temporary, path)
+            if atomic:
+                scratch.publish(temporary, path)
     except BaseException:
-        _remove_quietly(temporary)
+        dataset = band = copy = None
+        scratch.discard(temporary)
         raise
-    finally:
-        for extra in (temporary + ".aux.xml",):
-            _remove_quietly(extra)
     return path
 
 
-def _publish(temporary, path):
-    """Move a finished temporary file (made by mkstemp: mode 0600) into
-    place with the mode a newly created file gets (0666 less the umask)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)
-    os.replace(temporary, path)
+def _check_folder(path):
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InvalidInputError(
+            f"cannot write {path!r}: folder {directory!r} does not exist; "
+            "create it or choose another output location")
+    if not os.access(directory, os.W_OK):
+        raise InvalidInputError(
+            f"cannot write {path!r}: folder {directory!r} is not writable; "
+            "choose another output location")
+    return directory
+
+
+def _check_written(temporary, path):
+    """Open the closed file again: GDAL 3.6 reports no error when closing
+    a dataset, so a write that failed at close (the disk filled up while
+    the last blocks or the directory were flushed) shows only here, as a
+    file GDAL cannot open or read to the end."""
+    try:
+        dataset = gdal.Open(temporary)
+        band = dataset.GetRasterBand(1)
+        rows, cols = dataset.RasterYSize, dataset.RasterXSize
+        band.ReadAsArray(0, rows - 1, cols, 1)
+        dataset = band = None
+    except RuntimeError as error:
+        directory = os.path.dirname(os.path.abspath(temporary))
+        free = scratch.free_bytes(directory)
+        if free is not None and free < 1 << 20:
+            raise scratch.disk_full_error(directory, 0, path) from None
+        raise InvalidInputError(
+            f"cannot write {path!r}: the file GDAL wrote cannot be read "
+            f"back ({error}); check the folder's free space") from None
 
 
 def move_raster(source, path):
@@ -166,26 +292,20 @@ def move_raster(source, path):
     temporary name beside ``path``, moved into place when complete, and
     ``source`` removed.  Returns ``path``.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        raise InvalidInputError(
-            f"cannot write {path!r}: folder {directory!r} does not exist "
-            "or is not writable; choose another output location")
+    directory = _check_folder(path)
     try:
         os.replace(source, path)
         return path
     except OSError as error:
         if error.errno != errno.EXDEV:
-            raise
-    handle, temporary = tempfile.mkstemp(
-        suffix=os.path.splitext(path)[1] or ".tif", prefix=".gridgraph-",
-        dir=directory)
-    os.close(handle)
+            raise scratch.write_error(directory, error, 0, path) from None
+    temporary = scratch.temporary_path(path)
     try:
-        shutil.copyfile(source, temporary)
-        _publish(temporary, path)
+        with scratch.disk_errors(directory, os.path.getsize(source), path):
+            shutil.copyfile(source, temporary)
+        scratch.publish(temporary, path)
     except BaseException:
-        _remove_quietly(temporary)
+        scratch.discard(temporary)
         raise
     _remove_quietly(source)
     return path
@@ -263,10 +383,7 @@ def polygonize_label_file(path, polygons_path, connectivity=4,
     from .errors import CancelledError
     _require_gdal()
     progress = as_progress(progress)
-    try:
-        dataset = gdal.Open(os.fspath(path))
-    except RuntimeError as error:
-        raise InvalidInputError(f"cannot open raster {path!r}: {error}") from None
+    dataset = _open_raster(path)
     band = dataset.GetRasterBand(1)
     if band.GetNoDataValue() != 0:
         raise InvalidInputError(
@@ -274,12 +391,14 @@ def polygonize_label_file(path, polygons_path, connectivity=4,
             "not 0: label 0 (background) would be polygonized; write the "
             "labels with nodata 0")
     polygons_path = os.fspath(polygons_path)
-    vector = ogr.GetDriverByName("GPKG").CreateDataSource(polygons_path)
-    layer = vector.CreateLayer(LABEL_POLYGONS_LAYER,
-                               srs=dataset.GetSpatialRef(),
-                               geom_type=ogr.wkbPolygon,
-                               options=["SPATIAL_INDEX=NO"])
-    layer.CreateField(ogr.FieldDefn("label", ogr.OFTInteger64))
+    with scratch.disk_errors(os.path.dirname(os.path.abspath(polygons_path)),
+                             0, polygons_path):
+        vector = ogr.GetDriverByName("GPKG").CreateDataSource(polygons_path)
+        layer = vector.CreateLayer(LABEL_POLYGONS_LAYER,
+                                   srs=dataset.GetSpatialRef(),
+                                   geom_type=ogr.wkbPolygon,
+                                   options=["SPATIAL_INDEX=NO"])
+        layer.CreateField(ogr.FieldDefn("label", ogr.OFTInteger64))
     cancelled = []
 
     def report(fraction, message, data):
@@ -295,14 +414,20 @@ def polygonize_label_file(path, polygons_path, connectivity=4,
     try:
         gdal.Polygonize(band, band.GetMaskBand(), layer, 0,
                         _polygonize_options(connectivity), callback=report)
-    except RuntimeError:
-        layer.RollbackTransaction()
+    except RuntimeError as error:
+        try:
+            layer.RollbackTransaction()
+        except RuntimeError:
+            pass
         if cancelled:
             raise cancelled[0] from None
-        raise
-    layer.CommitTransaction()
-    vector.ExecuteSQL(f"CREATE INDEX {LABEL_POLYGONS_LAYER}_label "
-                      f"ON {LABEL_POLYGONS_LAYER}(label)")
+        raise scratch.write_error(os.path.dirname(os.path.abspath(
+            polygons_path)), error, 0, polygons_path) from None
+    with scratch.disk_errors(os.path.dirname(os.path.abspath(polygons_path)),
+                             0, polygons_path):
+        layer.CommitTransaction()
+        vector.ExecuteSQL(f"CREATE INDEX {LABEL_POLYGONS_LAYER}_label "
+                          f"ON {LABEL_POLYGONS_LAYER}(label)")
     layer = vector = band = dataset = None
     progress(1.0)
     return polygons_path
@@ -355,30 +480,48 @@ def world_to_cell(geotransform, x, y):
 
 
 class BandReader:
-    """One band of a raster opened for window reads (the tiled path)."""
+    """One band of a raster opened for window reads (the tiled path).
+
+    A packed band is unpacked as :func:`read_band` unpacks it (``dtype``
+    is then float64 and ``nodata`` None), and a damaged file raises
+    :class:`RasterReadError` naming the file, band and window.
+    """
 
     def __init__(self, path, band=1):
         _require_gdal()
-        try:
-            self._dataset = gdal.Open(path)
-        except RuntimeError as error:
-            raise InvalidInputError(
-                f"cannot open raster {path!r}: {error}") from None
+        self.path = os.fspath(path)
+        self._dataset = _open_raster(self.path)
         count = self._dataset.RasterCount
         if band < 1 or band > count:
             raise InvalidInputError(
                 f"band {band} does not exist: {path!r} has {count} band(s); "
                 f"choose a band from 1 to {count}")
+        self.band = band
         self._band = self._dataset.GetRasterBand(band)
         self.shape = (self._dataset.RasterYSize, self._dataset.RasterXSize)
-        self.dtype = np.dtype(gdal_array_type(self._band.DataType))
         self.nodata = self._band.GetNoDataValue()
+        self._scaling = band_scaling(self._band)
+        self._raw_nodata = self.nodata
+        if self._scaling is None:
+            self.dtype = np.dtype(gdal_array_type(self._band.DataType))
+        else:
+            self.dtype, self.nodata = np.dtype(np.float64), None
         self.geotransform = self._dataset.GetGeoTransform()
         self.projection = self._dataset.GetProjection()
 
     def read(self, row, col, rows, cols):
         """Cells [row, row + rows) x [col, col + cols) as a new array."""
-        return self._band.ReadAsArray(col, row, cols, rows)
+        try:
+            block = self._band.ReadAsArray(col, row, cols, rows)
+        except RuntimeError as error:
+            raise _read_error(self.path, self.band, error,
+                              (row, col, rows, cols)) from None
+        if block is None:
+            raise _read_error(self.path, self.band, "GDAL returned no data",
+                              (row, col, rows, cols))
+        if self._scaling is not None:
+            block = unpack(block, self._raw_nodata, self._scaling)
+        return block
 
 
 def gdal_array_type(gdal_type):
@@ -427,24 +570,31 @@ class BandWriter:
                 f"cannot write {path!r}: folder {directory!r} does not exist "
                 "or is not writable; choose another output location")
         self.path = path
-        handle, self._temporary = tempfile.mkstemp(
-            suffix=os.path.splitext(path)[1] or ".tif", prefix=".gridgraph-",
-            dir=directory)
-        os.close(handle)
+        self._temporary = scratch.temporary_path(path)
         rows, cols = shape
-        big = rows * cols * dtype.itemsize > 3.5 * 2**30
+        self._needed = rows * cols * dtype.itemsize
+        big = self._needed > 3.5 * 2**30
         options = GEOTIFF_COMPRESSION + [
                    "TILED=YES", f"BLOCKXSIZE={block_size}", f"BLOCKYSIZE={block_size}",
                    "BIGTIFF=YES" if big else "BIGTIFF=IF_SAFER"]
-        self._dataset = gdal.GetDriverByName("GTiff").Create(
-            self._temporary, cols, rows, 1, gdal_type, options)
-        if geotransform is not None:
-            self._dataset.SetGeoTransform(geotransform)
-        if projection:
-            self._dataset.SetProjection(projection)
-        self._band = self._dataset.GetRasterBand(1)
-        if nodata is not None:
-            _set_nodata(self._band, nodata)
+        try:
+            with self._errors():
+                self._dataset = gdal.GetDriverByName("GTiff").Create(
+                    self._temporary, cols, rows, 1, gdal_type, options)
+                if geotransform is not None:
+                    self._dataset.SetGeoTransform(geotransform)
+                if projection:
+                    self._dataset.SetProjection(projection)
+                self._band = self._dataset.GetRasterBand(1)
+                if nodata is not None:
+                    _set_nodata(self._band, nodata)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _errors(self):
+        return scratch.disk_errors(os.path.dirname(os.path.abspath(self.path)),
+                                   self._needed, self.path)
 
     def write(self, row, col, block):
         """Write ``block`` with its top-left cell at (row, col)."""
@@ -455,18 +605,31 @@ class BandWriter:
                 f"values from {block.min()} to {block.max()} in the window "
                 f"at row {row}, column {col} lie outside the declared range "
                 f"{self._range} of {self.path!r}; pass the data's true range")
-        self._band.WriteArray(block.astype(self.dtype, copy=False), col, row)
+        with self._errors():
+            self._band.WriteArray(block.astype(self.dtype, copy=False), col,
+                                  row)
 
-    def close(self):
-        """Flush and move the file into place; returns its path."""
-        self._band.FlushCache()
-        self._band = self._dataset = None
-        _publish(self._temporary, self.path)
-        _remove_quietly(self._temporary + ".aux.xml")
+    def close(self, publish=True):
+        """Flush and move the file into place; returns its path.
+
+        ``publish=False`` leaves it under its temporary name (returned) for
+        a caller that moves several outputs into place together.
+        """
+        try:
+            with self._errors():
+                self._band.FlushCache()
+                self._dataset.FlushCache()
+                self._band = self._dataset = None
+            _check_written(self._temporary, self.path)
+            if not publish:
+                return self._temporary
+            scratch.publish(self._temporary, self.path)
+        except BaseException:
+            self.abort()
+            raise
         return self.path
 
     def abort(self):
         """Drop the partial file."""
         self._band = self._dataset = None
-        _remove_quietly(self._temporary)
-        _remove_quietly(self._temporary + ".aux.xml")
+        scratch.discard(self._temporary)

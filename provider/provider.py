@@ -7,6 +7,7 @@ from qgis.PyQt.QtGui import QIcon
 
 from ..algorithms.connected_components import ConnectedComponents
 from ..algorithms.cost_distance import CostDistance
+from ..algorithms.habitat_network import HabitatNetwork
 from ..algorithms.minimum_spanning_tree import MinimumSpanningTree
 
 ICON_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)),
@@ -18,7 +19,7 @@ class GridGraphProvider(QgsProcessingProvider):
 
     def loadAlgorithms(self):  # noqa: N802 - QGIS API
         for algorithm in (ConnectedComponents(), CostDistance(),
-                          MinimumSpanningTree()):
+                          MinimumSpanningTree(), HabitatNetwork()):
             self.addAlgorithm(algorithm)
 
     def id(self):

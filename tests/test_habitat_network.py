@@ -329,6 +329,43 @@ def test_indices_against_the_published_formulas(seed):
         assert d_pc[k] == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_importance_on_larger_graphs_with_ties(seed):
+    # a grid-like graph (many equal shortest paths: ties in the trees),
+    # integer costs, two components and an isolated patch
+    rng = np.random.default_rng(seed)
+    side = 6
+    pairs, costs = [], []
+    for r in range(side):
+        for c in range(side):
+            v = r * side + c
+            if c + 1 < side and rng.random() < 0.85:
+                pairs.append((v, v + 1))
+                costs.append(float(rng.integers(1, 4)))
+            if r + 1 < side and rng.random() < 0.85:
+                pairs.append((v, v + side))
+                costs.append(float(rng.integers(1, 4)))
+    n = side * side + 4
+    pairs += [(36, 37), (37, 38)]
+    costs += [2.0, 2.0]
+    links = np.array(pairs, dtype=np.int64)
+    costs = np.array(costs)
+    area = rng.integers(1, 9, n).astype(np.float64)
+    landscape = area.sum() * 2
+    theta = math.log(2) / 3.0
+    iic, d_iic = _graph.connectivity_index(
+        "iic", n, links[:, 0] + 1, links[:, 1] + 1, costs, area, landscape)
+    pc, d_pc = _graph.connectivity_index(
+        "pc", n, links[:, 0] + 1, links[:, 1] + 1, costs, area, landscape,
+        theta=theta)
+    for k in range(n):
+        expected = 100 * (iic - direct_iic(n, pairs, area, landscape, k)) / iic
+        assert d_iic[k] == pytest.approx(expected, rel=1e-9, abs=1e-12), k
+        expected = 100 * (pc - direct_pc(n, pairs, costs, area, landscape,
+                                         theta, k)) / pc
+        assert d_pc[k] == pytest.approx(expected, rel=1e-9, abs=1e-12), k
+
+
 def test_pc_stops_only_where_exp_underflows():
     # a chain whose far end is beyond exp's range: the truncated search
     # must give the same bits as a full one
@@ -463,3 +500,20 @@ def test_importance_is_skipped_on_request_and_above_the_limit(monkeypatch):
     assert net.d_iic is None and net.d_pc is None and net.pc is not None
     monkeypatch.setattr(habitat_module, "IMPORTANCE_AUTO_LIMIT", 1)
     assert habitat_network(habitat, resistance, backend="cpu").d_iic is None
+
+
+def test_doctest_example_runs():
+    import doctest
+    failures, tried = doctest.testmod(habitat_module, raise_on_error=False)
+    assert tried > 0 and failures == 0
+
+
+@pytest.mark.parametrize("tile_size", [None, 8])
+def test_a_raster_of_two_columns(tile_size):
+    habitat = np.zeros((12, 2), dtype=np.uint8)
+    habitat[0:2, :] = 1
+    habitat[9:12, :] = 1
+    net = habitat_network(habitat, np.ones((12, 2)), connectivity=4,
+                          tile_size=tile_size, backend="cpu")
+    assert net.patch_count == 2 and net.links.cost.tolist() == [8.0]
+    assert net.allocation[:5].tolist() == [[1, 1]] * 5

@@ -14,6 +14,7 @@ def test_provider_is_listed(qgis_process):
     algorithms = qgis_process.listing["providers"]["gridgraph"]["algorithms"]
     assert sorted(algorithms) == ["gridgraph:connectedcomponents",
                                   "gridgraph:costdistance",
+                                  "gridgraph:habitatnetwork",
                                   "gridgraph:minimumspanningtree"]
 
 
@@ -125,7 +126,8 @@ def test_plugin_registers_and_unregisters_the_provider(tmp_path):
     assert completed.returncode == 0, completed.stderr
     lines = completed.stdout.splitlines()
     assert ("registered ['gridgraph:connectedcomponents', "
-            "'gridgraph:costdistance', 'gridgraph:minimumspanningtree']"
+            "'gridgraph:costdistance', 'gridgraph:habitatnetwork', "
+            "'gridgraph:minimumspanningtree']"
             in lines)
     # a second plugin instance cannot register, and its unload leaves the
     # first one's provider alone

@@ -20,9 +20,11 @@ from . import _graph, _scan
 
 OUTPUTS = ("patches", "accumulated", "allocation", "corridors")
 DEFAULT_OUTPUTS = ("patches", "accumulated", "allocation")
-# dIIC and dPC recompute an index once per patch; with importance=None they
-# are computed up to this many patches (about a minute on 2 cores).
-IMPORTANCE_AUTO_LIMIT = 1500
+# dIIC and dPC cost about n * (sum of shortest-path tree depths) per index
+# (see _importance.py); with importance=None they are computed up to this
+# many patches (1600 patches, 3929 links: dIIC 33 s, dPC 50 s on the 2-core
+# box under a load of 12).
+IMPORTANCE_AUTO_LIMIT = 2000
 # Bytes per cell of one strip of the crossing scan: accumulated (8),
 # allocation (8), resistance (up to 8), and the numpy temporaries of the
 # other strip passes (mask, labels, validity).
@@ -222,10 +224,10 @@ def habitat_network(habitat, resistance, habitat_values=None, connectivity=8,
 "corridors"}, optional
         The rasters wanted (default: the first three); the others are None.
     importance : bool, optional
-        Compute dIIC and dPC (one index per patch left out: about
-        n_c**2 (n_c + m_c) operations per component of n_c patches and
-        m_c links).  None: only when there are at most
-        ``IMPORTANCE_AUTO_LIMIT`` patches.
+        Compute dIIC and dPC (the index with each patch left out, from
+        each patch's shortest-path tree: about n_c * (the sum of the tree
+        depths) steps per component of n_c patches).  None: only when
+        there are at most ``IMPORTANCE_AUTO_LIMIT`` patches.
 
     Returns
     -------
@@ -321,8 +323,10 @@ def habitat_network(habitat, resistance, habitat_values=None, connectivity=8,
         patch_count = int(patch_cells.size)
 
         # 2. least-cost regions
-        source_raster = patches if cols != 2 or isinstance(
-            patches, np.memmap) else patches.astype(np.float64)
+        # an integer raster of two columns would be read as a list of
+        # (row, col) cells: hand that one over as floats (ids stay exact)
+        source_raster = patches if cols != 2 else np.asarray(
+            patches, dtype=np.float64)
         regions = cost_distance(
             resistance, source_raster, connectivity, nodata=resistance_nodata,
             band=resistance_band, progress=progress.span(*PHASES["cost"]),

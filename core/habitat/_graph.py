@@ -20,14 +20,15 @@ x > MAX_EXPONENT, so each Dijkstra stops there without changing a bit.
 
 A patch's importance dI_k = 100 * (I - I_k) / I, I_k the index of the
 landscape without patch k (its area and its links removed, A_L unchanged).
-Only pairs inside k's graph component change, so I_k is recomputed over that
-component alone: O(n_c * n_c * (n_c + m_c) log) per component.
+Only pairs inside k's graph component change; :mod:`._importance` finds
+the pairs whose distance grows from each source's shortest-path tree.
 """
 
 import numpy as np
 from numba import njit, prange
 
 from .._unionfind import find_root
+from . import _importance
 
 # exp(-x) rounds to 0.0 in float64 for every x above this (the smallest
 # subnormal is 2**-1074, exp(-745.14) < 2**-1075).
@@ -143,25 +144,6 @@ def _iic_rows(sources, removed, offsets, neighbours, area, members_mask):
     return rows
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _iic_without(members, offsets, neighbours, area, members_mask):
-    """For each patch k of ``members`` (one component): the component's
-    IIC numerator without k."""
-    out = np.zeros(members.size)
-    n = area.size
-    for r in prange(members.size):
-        level = np.empty(n, dtype=np.int64)
-        queue = np.empty(n, dtype=np.int64)
-        removed = members[r]
-        total = 0.0
-        for s in range(members.size):
-            if members[s] != removed:
-                total += _iic_row(members[s], removed, offsets, neighbours,
-                                  area, members_mask, level, queue)
-        out[r] = total
-    return out
-
-
 # -------------------------------------------------------------------- PC
 
 
@@ -245,28 +227,6 @@ def _pc_rows(sources, removed, offsets, neighbours, weight, area,
     return rows
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _pc_without(members, offsets, neighbours, weight, area, members_mask,
-                theta):
-    out = np.zeros(members.size)
-    n = area.size
-    m = neighbours.size + 1
-    for r in prange(members.size):
-        distance = np.empty(n)
-        settled = np.empty(n, dtype=np.bool_)
-        heap_key = np.empty(m)
-        heap_node = np.empty(m, dtype=np.int64)
-        removed = members[r]
-        total = 0.0
-        for s in range(members.size):
-            if members[s] != removed:
-                total += _pc_row(members[s], removed, offsets, neighbours,
-                                 weight, area, members_mask, theta, distance,
-                                 settled, heap_key, heap_node)
-        out[r] = total
-    return out
-
-
 # ------------------------------------------------------------- the indices
 
 
@@ -294,6 +254,11 @@ def connectivity_index(kind, count, from_id, to_id, cost, area,
         return index, None
     component, components = graph_components(count, from_id, to_id,
                                              np.ones(len(from_id), bool))
+    if kind == "iic":  # link counts: every link weighs 1
+        weight = np.ones_like(weight)
+        limit = np.inf
+    else:
+        limit = MAX_EXPONENT / theta
     d_index = np.zeros(count)
     order = np.argsort(component, kind="stable")
     bounds = np.searchsorted(component[order], np.arange(1, components + 2))
@@ -301,13 +266,10 @@ def connectivity_index(kind, count, from_id, to_id, cost, area,
         members = order[bounds[c]:bounds[c + 1]].astype(np.int64)
         mask = np.zeros(count, dtype=np.bool_)
         mask[members] = True
-        with_all = _ordered_sum(rows[members])
-        if kind == "iic":
-            without = _iic_without(members, offsets, neighbours, area, mask)
-        else:
-            without = _pc_without(members, offsets, neighbours, weight, area,
-                                  mask, float(theta))
-        d_index[members] = 100.0 * (with_all - without) / numerator
+        loss = _importance.removal_loss(members, offsets, neighbours, weight,
+                                        area, mask, kind == "pc",
+                                        theta or 0.0, limit)
+        d_index[members] = 100.0 * (rows[members] + loss) / numerator
     return index, d_index
 
 

@@ -1,0 +1,161 @@
+"""Habitat network benchmark: a synthetic landscape of about 10 000 habitat
+patches over a fractal resistance raster, end to end through
+``gridgraph.core.habitat_network`` beside the sum of the separate GridGraph
+steps it is made of (connected components of the habitat, one multi-source
+cost distance from every patch), timed in the same run.
+
+No peer runs here: Graphab (Java, not packaged by Debian) and grainscape (R,
+CRAN only) are not installable on this box, so the comparison is with the
+steps a user would otherwise chain by hand (components -> cost distance ->
+the crossing scan, graph and indices, which have no GridGraph equivalent).
+
+Median of --repeat runs after a warm-up (numba compiles).  The graph phase
+(links traced, spanning forest, components, IIC and PC) is timed from the
+same runs: end to end minus the steps.  dIIC/dPC are timed separately on
+the first --importance-patches patches' graph (they recompute an index per
+patch).  --write appends the table to docs/benchmarks.md's habitat section.
+
+    .venv/bin/python bench/network.py --size 8192 --patches 10000 --repeat 3
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from rasters import fractal_surface  # noqa: E402
+
+from gridgraph.core import (connected_components, cost_distance,  # noqa: E402
+                            habitat_network)
+from gridgraph.core.habitat import _graph  # noqa: E402
+
+
+def synthetic_landscape(size, patches, seed=0):
+    """(habitat uint8, resistance float32): ``patches`` discs on a jittered
+    grid (one per grid cell, never touching), over a fractal resistance of
+    1..100 that is 1 on the habitat."""
+    rng = np.random.default_rng(seed)
+    per_side = int(round(patches ** 0.5))
+    spacing = size // per_side
+    habitat = np.zeros((size, size), dtype=np.uint8)
+    for i in range(per_side):
+        for j in range(per_side):
+            radius = int(rng.integers(1, max(2, spacing // 4)))
+            margin = radius + 1
+            r0 = i * spacing + int(rng.integers(margin, spacing - margin))
+            c0 = j * spacing + int(rng.integers(margin, spacing - margin))
+            rr, cc = np.ogrid[-radius:radius + 1, -radius:radius + 1]
+            disc = (rr * rr + cc * cc) <= radius * radius
+            window = habitat[r0 - radius:r0 + radius + 1,
+                             c0 - radius:c0 + radius + 1]
+            window[disc] = 1
+    resistance = 1.0 + 99.0 * (fractal_surface((size, size), seed=seed + 1)
+                               - 1.0) / 999.0
+    resistance = resistance.astype(np.float32)
+    resistance[habitat == 1] = 1.0
+    return habitat, resistance
+
+
+def timed(function, repeat):
+    """Median wall time of ``repeat`` calls after one warm-up, and the last
+    result."""
+    result = function()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times, result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--patches", type=int, default=10000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--importance-patches", type=int, default=1000)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    habitat, resistance = synthetic_landscape(args.size, args.patches)
+    made = time.perf_counter() - start
+    distance_p05 = 50.0 * args.size / 1024
+
+    def steps():
+        components = connected_components(habitat, 8, "nonzero",
+                                          backend=args.backend)
+        regions = cost_distance(resistance, components.labels, 8,
+                                backend=args.backend)
+        return components, regions
+
+    def end_to_end():
+        return habitat_network(habitat, resistance, connectivity=8,
+                               distance_p05=distance_p05,
+                               backend=args.backend, importance=False)
+
+    step_time, step_times, (components, regions) = timed(steps, args.repeat)
+    net_time, net_times, net = timed(end_to_end, args.repeat)
+    # the same patches and regions as the separate steps
+    assert net.patch_count == components.count
+    assert np.array_equal(net.allocation, regions.allocation)
+    assert np.array_equal(net.accumulated, regions.accumulated,
+                          equal_nan=True)
+    del components, regions
+
+    # importance on the first patches' graph (the induced sub-graph)
+    k = min(args.importance_patches, net.patch_count)
+    keep = (net.links.from_id <= k) & (net.links.to_id <= k)
+    start = time.perf_counter()
+    _graph.connectivity_index(
+        "iic", k, net.links.from_id[keep], net.links.to_id[keep],
+        net.links.cost[keep], net.patch_area[:k], net.landscape_area)
+    iic_importance = time.perf_counter() - start
+    start = time.perf_counter()
+    _graph.connectivity_index(
+        "pc", k, net.links.from_id[keep], net.links.to_id[keep],
+        net.links.cost[keep], net.patch_area[:k], net.landscape_area,
+        theta=np.log(2) / distance_p05)
+    pc_importance = time.perf_counter() - start
+
+    machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, "
+               f"{platform.node()}")
+    date = datetime.date.today().isoformat()
+    lines = [
+        f"Machine: {machine}; {date}; backend {args.backend}; "
+        f"{args.size}² float32 fractal resistance (1..100), "
+        f"{net.patch_count} patches ({int(net.patch_cells.sum())} habitat "
+        f"cells), {len(net.links)} links, 8-connected; median of "
+        f"{args.repeat} after a warm-up (landscape made in {made:.1f} s).",
+        "",
+        "| what | median | runs |",
+        "|---|---|---|",
+        f"| habitat_network end to end (no dIIC/dPC) | {net_time:.2f} s | "
+        + ", ".join(f"{t:.2f}" for t in net_times) + " |",
+        f"| separate steps: connected_components + cost_distance | "
+        f"{step_time:.2f} s | " + ", ".join(f"{t:.2f}" for t in step_times)
+        + " |",
+        f"| the rest (masks, relabel, crossing scan, paths, tree, IIC, PC) | "
+        f"{net_time - step_time:.2f} s | end to end minus steps |",
+        f"| dIIC on the first {k} patches' graph ({int(keep.sum())} links) | "
+        f"{iic_importance:.2f} s | one run |",
+        f"| dPC on the same graph | {pc_importance:.2f} s | one run |",
+    ]
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        print("\n(paste the table into docs/benchmarks.md's habitat section)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Each patch's importance dI_k for IIC and PC, exactly, without
+recomputing the whole index once per patch.
+
+The numerator of either index is N = sum_i sum_j a_i a_j f(D_ij), with
+f(D) = 1 / (1 + D) over link counts (IIC) or exp(-theta D) over link costs
+(PC), and D_ij the shortest-path distance.  Without patch k it loses row k
+(all of a_k's pairs) and, in every other row i, the term of j = k and the
+change of the pairs whose shortest distance grows when k is gone.
+
+Those pairs are found from a shortest-path tree T_i of source i: if k is
+not an ancestor of j in T_i, j's tree path avoids k and D_ij stays.  Only
+the descendants S of k can change; their distances without k are a
+Dijkstra restricted to S, seeded from the neighbours u outside S + {k}
+with D_iu + w(u, v): a shortest path to v in G - k enters S for the last
+time through such an edge, and every node before it keeps its distance.
+(When several shortest paths tie, T_i picks one; a descendant that has
+another shortest path is recomputed to the same distance.)
+
+Work per source: one Dijkstra, plus sum over k of |descendants of k| (the
+sum of the tree depths) -- against n Dijkstras per source for the
+recomputation, so O(n * sum of depths) instead of O(n^3) on planar graphs.
+
+Sources are processed in a fixed number of chunks, each adding into its
+own row; the rows are added in chunk order, so the result does not depend
+on the number of threads.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+CHUNKS = 64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _push(heap_key, heap_node, size, key, node):
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if heap_key[parent] <= key:
+            break
+        heap_key[i] = heap_key[parent]
+        heap_node[i] = heap_node[parent]
+        i = parent
+    heap_key[i] = key
+    heap_node[i] = node
+    return size + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pop(heap_key, heap_node, size):
+    """Removes the root; returns the new size (the root was read before)."""
+    size -= 1
+    if size > 0:
+        last_key = heap_key[size]
+        last_node = heap_node[size]
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= size:
+                break
+            if child + 1 < size and heap_key[child + 1] < heap_key[child]:
+                child += 1
+            if heap_key[child] < last_key:
+                heap_key[i] = heap_key[child]
+                heap_node[i] = heap_node[child]
+                i = child
+            else:
+                break
+        heap_key[i] = last_key
+        heap_node[i] = last_node
+    return size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _f(distance, kind_pc, theta):
+    if kind_pc:
+        return np.exp(-theta * distance)
+    return 1.0 / (1.0 + distance)
+
+
+@njit(cache=True, nogil=True)
+def _tree(source, offsets, neighbours, weight, members_mask, limit, distance,
+          parent, order, settled, heap_key, heap_node):
+    """Dijkstra from ``source``: distances, tree parents and the settle
+    order (parents before children); returns the number settled."""
+    for v in range(distance.size):
+        distance[v] = np.inf
+        settled[v] = False
+        parent[v] = -1
+    distance[source] = 0.0
+    size = _push(heap_key, heap_node, 0, 0.0, source)
+    count = 0
+    while size > 0:
+        key = heap_key[0]
+        v = heap_node[0]
+        size = _pop(heap_key, heap_node, size)
+        if settled[v] or key > distance[v]:
+            continue
+        settled[v] = True
+        order[count] = v
+        count += 1
+        for e in range(offsets[v], offsets[v + 1]):
+            w = neighbours[e]
+            if settled[w] or not members_mask[w]:
+                continue
+            candidate = key + weight[e]
+            if candidate < distance[w] and candidate <= limit:
+                distance[w] = candidate
+                parent[w] = v
+                size = _push(heap_key, heap_node, size, candidate, w)
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _chunk(sources, offsets, neighbours, weight, area, members_mask, kind_pc,
+           theta, limit, loss):
+    """Adds a_i * (loss of row i without k) into loss[k] for each source i
+    of this chunk and every k != i."""
+    n = area.size
+    distance = np.empty(n)
+    parent = np.empty(n, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    settled = np.empty(n, dtype=np.bool_)
+    heap_key = np.empty(neighbours.size + n + 1)
+    heap_node = np.empty(neighbours.size + n + 1, dtype=np.int64)
+    child_start = np.empty(n + 1, dtype=np.int64)
+    children = np.empty(n, dtype=np.int64)
+    fill = np.empty(n, dtype=np.int64)
+    in_subtree = np.zeros(n, dtype=np.bool_)
+    subtree = np.empty(n, dtype=np.int64)
+    new_distance = np.empty(n)
+    done = np.zeros(n, dtype=np.bool_)
+    for source in sources:
+        count = _tree(source, offsets, neighbours, weight, members_mask,
+                      limit, distance, parent, order, settled, heap_key,
+                      heap_node)
+        # children of each settled node (CSR), by counting
+        for v in range(n + 1):
+            child_start[v] = 0
+        for p in range(1, count):
+            child_start[parent[order[p]] + 1] += 1
+        for v in range(n):
+            child_start[v + 1] += child_start[v]
+        for v in range(n):
+            fill[v] = child_start[v]
+        for p in range(1, count):
+            v = order[p]
+            children[fill[parent[v]]] = v
+            fill[parent[v]] += 1
+        a_source = area[source]
+        for p in range(1, count):
+            k = order[p]
+            row_loss = area[k] * _f(distance[k], kind_pc, theta)
+            # the descendants of k
+            size = 0
+            for c in range(child_start[k], child_start[k + 1]):
+                subtree[size] = children[c]
+                size += 1
+            head = 0
+            while head < size:
+                v = subtree[head]
+                head += 1
+                for c in range(child_start[v], child_start[v + 1]):
+                    subtree[size] = children[c]
+                    size += 1
+            if size > 0:
+                for s in range(size):
+                    in_subtree[subtree[s]] = True
+                    new_distance[subtree[s]] = np.inf
+                    done[subtree[s]] = False
+                heap = 0
+                for s in range(size):  # seeds from outside the subtree
+                    v = subtree[s]
+                    for e in range(offsets[v], offsets[v + 1]):
+                        u = neighbours[e]
+                        if u == k or in_subtree[u] or not settled[u]:
+                            continue
+                        candidate = distance[u] + weight[e]
+                        if candidate < new_distance[v] and candidate <= limit:
+                            new_distance[v] = candidate
+                            heap = _push(heap_key, heap_node, heap,
+                                         candidate, v)
+                while heap > 0:
+                    key = heap_key[0]
+                    v = heap_node[0]
+                    heap = _pop(heap_key, heap_node, heap)
+                    if done[v] or key > new_distance[v]:
+                        continue
+                    done[v] = True
+                    for e in range(offsets[v], offsets[v + 1]):
+                        w = neighbours[e]
+                        if not in_subtree[w] or done[w]:
+                            continue
+                        candidate = key + weight[e]
+                        if candidate < new_distance[w] and candidate <= limit:
+                            new_distance[w] = candidate
+                            heap = _push(heap_key, heap_node, heap,
+                                         candidate, w)
+                for s in range(size):
+                    v = subtree[s]
+                    in_subtree[v] = False
+                    after = 0.0
+                    if new_distance[v] < np.inf:
+                        after = _f(new_distance[v], kind_pc, theta)
+                    row_loss += area[v] * (_f(distance[v], kind_pc, theta)
+                                           - after)
+            loss[k] += a_source * row_loss
+    return loss
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _all_chunks(bounds, sources, offsets, neighbours, weight, area,
+                members_mask, kind_pc, theta, limit):
+    chunks = bounds.size - 1
+    loss = np.zeros((chunks, area.size))
+    for c in prange(chunks):
+        _chunk(sources[bounds[c]:bounds[c + 1]], offsets, neighbours, weight,
+               area, members_mask, kind_pc, theta, limit, loss[c])
+    return loss
+
+
+def removal_loss(members, offsets, neighbours, weight, area, members_mask,
+                 kind_pc, theta, limit):
+    """For each patch k of one component (``members``): sum over the other
+    sources i of a_i * (their row's loss without k).  Row k itself is not
+    included."""
+    members = np.asarray(members, dtype=np.int64)
+    bounds = np.linspace(0, members.size, min(CHUNKS, members.size) + 1)
+    bounds = bounds.astype(np.int64)
+    loss = _all_chunks(bounds, members, offsets, neighbours, weight,
+                       np.asarray(area, np.float64), members_mask,
+                       bool(kind_pc), float(theta), float(limit))
+    total = np.zeros(area.size)
+    for row in loss:  # chunk order: the same bits on any number of threads
+        total += row
+    return total[members]

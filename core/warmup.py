@@ -1,0 +1,185 @@
+"""Compile the CPU kernels ahead of a user's first run.
+
+numba compiles each kernel the first time it meets a new combination of
+argument types, then keeps the machine code in its on-disk cache (the
+kernels are declared with ``cache=True``).  On an empty cache the first
+minimum spanning tree of a session took about 20 s on a 256 x 256 raster.
+:func:`warm_up` calls every public operation on tiny rasters of each band
+data type GDAL commonly hands over, which fills that cache; later processes
+(QGIS, qgis_process, scripts) load the kernels in well under a second.
+
+It runs at install (``make setup``: ``python -m gridgraph.core.warmup``)
+and, in the QGIS desktop, in a background thread at plugin load
+(:func:`start_in_background`).  :func:`is_warm` tells an algorithm whether
+its run will have to compile first, so it can say so in the log.
+
+Only the in-memory CPU path is warmed: the tiled path and the CUDA kernels
+compile on their first use (both serve runs that take far longer than the
+compile).  Nothing here imports qgis.
+"""
+
+import hashlib
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+# Band data types a GDAL raster is read as (Byte, Int16, UInt16, Int32,
+# UInt32, Float32, Float64); each one compiles its own kernels.
+DTYPES = (np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.float32,
+          np.float64)
+
+_CORE = os.path.dirname(os.path.abspath(__file__))
+_lock = threading.Lock()
+_thread = None
+
+
+def _sources_digest():
+    """A digest of the engine's sources and numba's version: the marker of
+    a finished warm-up is only trusted for the code it compiled."""
+    import numba
+    digest = hashlib.sha1(f"{numba.__version__} {sys.version}".encode())
+    for folder, _, names in sorted(os.walk(_CORE)):
+        for name in sorted(names):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                stat = os.stat(path)
+                digest.update(f"{path} {stat.st_size} {stat.st_mtime_ns}"
+                              .encode())
+    return digest.hexdigest()[:16]
+
+
+def _marker_path():
+    """Where a finished warm-up is recorded: beside numba's cache files
+    (NUMBA_CACHE_DIR when set, else the package's __pycache__)."""
+    folder = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        _CORE, "__pycache__")
+    return os.path.join(folder, f"gridgraph-warm-{_sources_digest()}")
+
+
+def is_warm():
+    """True when a warm-up of this code finished (its kernels are cached)."""
+    try:
+        return os.path.exists(_marker_path())
+    except OSError:
+        return False
+
+
+def is_running():
+    """True while :func:`start_in_background`'s thread is compiling."""
+    return _thread is not None and _thread.is_alive()
+
+
+def _tiny_raster(dtype):
+    """A 6 x 7 raster of ``dtype`` with two patches, a plateau and nodata."""
+    values = (np.arange(42).reshape(6, 7) * 7 % 5 + 1).astype(dtype)
+    values[2, :3] = 0
+    values[4, 4] = 3
+    return values
+
+
+def warm_up(dtypes=DTYPES, progress=None):
+    """Run every in-memory CPU operation on tiny rasters of each dtype.
+
+    ``progress(done, total)`` is called after each dtype.  Returns the
+    seconds spent.  Writes the marker :func:`is_warm` looks for.
+    """
+    from . import (component_summary, connected_components, cost_distance,
+                   least_cost_path, minimum_spanning_tree,
+                   segment_by_threshold)
+    start = time.perf_counter()
+    with _lock:
+        for done, dtype in enumerate(dtypes, start=1):
+            values = _tiny_raster(dtype)
+            nodata = 0
+            for mode in ("equal", "nonzero"):
+                result = connected_components(values, connectivity=8,
+                                              mode=mode, nodata=nodata,
+                                              backend="cpu")
+                component_summary(result.labels, values, result.count)
+            # point sources as the algorithm passes them (cells, feature
+            # ids), or a source raster (labels: Int32, or the same type)
+            points = {"sources": np.array([[0, 0], [5, 6]], dtype=np.int64),
+                      "source_ids": np.array([1, 2], dtype=np.int64)}
+            labels = {"sources": (values == 3).astype(np.int32),
+                      "source_nodata": 0}
+            same = {"sources": values * (values == 3), "source_nodata": 0}
+            for sources in (points, labels, same):
+                for cell_size, max_cost in ((None, None), ((30.0, 30.0), 9.0)):
+                    distance = cost_distance(values, connectivity=16,
+                                             nodata=nodata, backend="cpu",
+                                             cell_size=cell_size,
+                                             max_cost=max_cost, **sources)
+                    least_cost_path(distance, 5, 0)
+            for weight in ("max", "min", "mean", "absdiff"):
+                tree = minimum_spanning_tree(values, connectivity=8,
+                                             weight=weight, nodata=nodata,
+                                             backend="cpu", edges=True)
+                segment_by_threshold(tree, 2)
+                minimum_spanning_tree(values, connectivity=4, weight=weight,
+                                      nodata=nodata, backend="cpu",
+                                      edges=False)
+            if progress is not None:
+                progress(done, len(dtypes))
+        # the accumulated cost (float64 with NaN) fed to the next algorithm
+        minimum_spanning_tree(distance.accumulated, backend="cpu",
+                              nodata=float("nan"), edges=True)
+        marker = _marker_path()
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        with open(marker, "w", encoding="utf-8") as handle:
+            handle.write(f"warmed in {time.perf_counter() - start:.1f} s\n")
+    return time.perf_counter() - start
+
+
+def start_in_background(log=None):
+    """Start :func:`warm_up` in a daemon thread unless the cache is warm.
+
+    ``log(message)`` receives one line at the start and one at the end.
+    Returns the thread, or None when there was nothing to do.  numba
+    compiles under its own lock, so a run started meanwhile waits for the
+    kernel it needs rather than compiling it twice.
+    """
+    global _thread
+    if is_warm() or is_running():
+        return None
+
+    def work():
+        try:
+            seconds = warm_up()
+        except Exception as error:  # never let a warm-up break the plugin
+            if log is not None:
+                log(f"GridGraph: preparing the computing code failed "
+                    f"({error}); each algorithm compiles what it needs on "
+                    "its first run instead")
+            return
+        if log is not None:
+            log(f"GridGraph: computing code ready ({seconds:.0f} s, once "
+                "after installing)")
+
+    if log is not None:
+        log("GridGraph: preparing (compiling) the computing code in the "
+            "background, once after installing")
+    _thread = threading.Thread(target=work, name="gridgraph-warmup",
+                               daemon=True)
+    _thread.start()
+    return _thread
+
+
+def main():
+    if is_warm():
+        print(f"gridgraph: kernels already compiled ({_marker_path()})")
+        return
+
+    def report(done, total):
+        print(f"  {done}/{total} data types", flush=True)
+    print("gridgraph: compiling the CPU kernels into numba's cache ...",
+          flush=True)
+    seconds = warm_up(progress=report)
+    print(f"gridgraph: kernels compiled and cached in {seconds:.1f} s "
+          f"({_marker_path()})")
+
+
+if __name__ == "__main__":
+    main()
