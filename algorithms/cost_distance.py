@@ -1,5 +1,7 @@
 """gridgraph:costdistance: accumulated cost from sources over a cost raster."""
 
+import math
+
 import numpy as np
 from qgis.core import (QgsCoordinateTransform, QgsCsException, QgsFeature,
                        QgsField, QgsFields, QgsGeometry,
@@ -219,8 +221,7 @@ class CostDistance(GridGraphAlgorithm):
                                        feedback)
         cell_size = None
         if map_units:
-            _, xres, _, _, _, yres = raster.geotransform
-            cell_size = (xres, yres)
+            cell_size = self.cellSize(layer, raster)
         # the paths follow the directions; otherwise the engine computes
         # (and on the tiled path writes) only the requested rasters
         engine_names = {self.OUTPUT: "accumulated",
@@ -282,6 +283,24 @@ class CostDistance(GridGraphAlgorithm):
                 results[self.OUTPUT_PATHS] = sink_id
         return results
 
+    def cellSize(self, layer, raster):  # noqa: N802
+        """(xres, yres) in map units from the geotransform: the lengths of
+        a column step and a row step, so a rotated grid gets its true cell
+        sizes; a sheared grid (steps not at right angles) is refused, its
+        diagonal and knight's steps having no length from two sizes."""
+        _, a, b, _, d, e = raster.geotransform
+        xres, yres = math.hypot(a, d), math.hypot(b, e)
+        if abs(a * b + d * e) > 1e-9 * xres * yres:
+            raise QgsProcessingException(self.tr(
+                "{layer} has a sheared grid (geotransform {gt}: its rows and "
+                "columns are not at right angles), so steps have no length "
+                "in map units; warp it to a north-up grid first (e.g. "
+                "gdal:warpreproject), or measure steps in cells (turn off "
+                "{map_units})").format(
+                    layer=layer.name(), gt=tuple(raster.geotransform),
+                    map_units=self.parameterLabel(self.MAP_UNITS)))
+        return xres, yres
+
     def logReach(self, result, raster, feedback):  # noqa: N802
         """The result in plain words: cells reached, highest cost (in
         memory only: on the tiled path that would read the rasters again)."""
@@ -322,8 +341,9 @@ class CostDistance(GridGraphAlgorithm):
         if outside:
             raise QgsProcessingException(self.tr(
                 "{n} source feature(s) lie outside the cost raster (feature "
-                "id(s) {ids}): remove them or use a raster that covers them"
-            ).format(n=len(outside), ids=_list_ids(outside)))
+                "id(s) {ids}): remove them or use a raster that covers them. "
+                "{crs}").format(n=len(outside), ids=_list_ids(outside),
+                                crs=self.crsNote(source.sourceCrs(), layer)))
         cells = np.array([cell for _, cell in points], dtype=np.int64)
         ids = np.array([fid for fid, _ in points], dtype=np.int64)
         on_cell = valid_mask(raster.cellValues(cells)[None, :],
@@ -374,6 +394,31 @@ class CostDistance(GridGraphAlgorithm):
                     sgt=tuple(sources.geotransform),
                     scrs=source_layer.crs().authid()))
         return {"sources": sources.values, "source_nodata": sources.nodata}
+
+    def crsNote(self, points_crs, layer):  # noqa: N802
+        """Both CRSs, and the usual cause when points fall outside."""
+        def name(crs):
+            if not crs.isValid():
+                return self.tr("none (unknown)")
+            return "{id} ({description})".format(
+                id=crs.authid() or self.tr("custom"),
+                description=crs.description())
+        note = self.tr(
+            "The point layer's CRS is {points}; the cost raster's CRS is "
+            "{raster}.").format(points=name(points_crs),
+                                raster=name(layer.crs()))
+        if not points_crs.isValid() or not layer.crs().isValid():
+            note += self.tr(
+                " A layer without a CRS is not reprojected: set its CRS "
+                "(Layer Properties > Source) so the points are moved into "
+                "the raster's.")
+        elif points_crs != layer.crs():
+            note += self.tr(
+                " The points are reprojected; if their coordinates are in "
+                "another CRS than the layer declares (e.g. a GeoJSON, always "
+                "read as EPSG:4326, holding projected coordinates), assign "
+                "the right CRS to the layer.")
+        return note
 
     def pointCells(self, source, context, layer, raster):  # noqa: N802
         """[(feature id, (row, col) or None when outside)] of every point."""
@@ -449,7 +494,9 @@ class CostDistance(GridGraphAlgorithm):
         if outside:
             feedback.pushWarning(self.tr(
                 "Skipped {n} destination(s) outside the cost raster (feature "
-                "id(s) {ids})").format(n=len(outside), ids=_list_ids(outside)))
+                "id(s) {ids}). {crs}").format(
+                    n=len(outside), ids=_list_ids(outside),
+                    crs=self.crsNote(source.sourceCrs(), layer)))
         if unreached:
             feedback.pushWarning(self.tr(
                 "Skipped {n} destination(s) that no source reaches (behind "

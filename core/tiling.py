@@ -1057,6 +1057,95 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
         raise
 
 
+class TaskPool:
+    """Tile tasks submitted one by one and collected as they finish, for
+    drivers that decide the next task from the last results (the cost
+    distance's propagation).
+
+    ``submit(tag, function, *arguments)`` starts a task (in-process: runs
+    it at once); ``next_done()`` waits for a finished one and returns
+    ``(tag, result)``; ``len(pool)`` counts those not collected yet.  With
+    ``keep=True`` results are ``(message, state)`` as in :func:`run_tasks`
+    (state a future on a Dask client).  ``cancel()`` cancels what is
+    outstanding (on errors and on cancel).
+    """
+
+    def __init__(self, executor, keep=False, name="tile"):
+        self.executor = executor
+        self.keep = keep
+        self.name = name
+        self.outstanding = {}
+        self._done = []
+        self._serial = 0
+        self._dask = distributed.is_dask_client(executor)
+        if self._dask:
+            import uuid
+
+            from distributed import as_completed
+            self._completed = as_completed(loop=executor.loop)
+            self._run = uuid.uuid4().hex[:12]
+
+    def __len__(self):
+        return len(self.outstanding) + len(self._done)
+
+    def submit(self, tag, function, *arguments):
+        if self.executor is None:
+            self._done.append((tag, function(*arguments)))
+            release_free_memory()
+            return
+        if not self._dask:
+            self.outstanding[self.executor.submit(function, *arguments)] = \
+                (tag, None)
+            return
+        import operator
+        key = f"{self.name}-{self._run}-{self._serial}"
+        self._serial += 1
+        client = self.executor
+        future = client.submit(function, *arguments, key=key, pure=False)
+        state = None
+        if self.keep:
+            state = client.submit(operator.getitem, future, 1,
+                                  key=key + "-state")
+            future = client.submit(operator.getitem, future, 0,
+                                   key=key + "-message")
+        self.outstanding[future] = (tag, state)
+        self._completed.add(future)
+
+    def next_done(self):
+        """``(tag, result)`` of a finished task (waits for one)."""
+        if self._done:
+            return self._done.pop(0)
+        if self._dask:
+            future = next(self._completed)
+        else:
+            future = next(iter(wait(list(self.outstanding),
+                                    return_when=FIRST_COMPLETED).done))
+        tag, state = self.outstanding.pop(future)
+        try:
+            value = future.result()
+        except Exception as error:
+            explained = distributed.explain_failure(error, self.name) \
+                if self._dask else None
+            if explained is not None:
+                raise explained from None
+            raise
+        return tag, ((value, state) if self._dask and self.keep else value)
+
+    def cancel(self):
+        futures = list(self.outstanding)
+        if self._dask:
+            futures += [state for _, state in self.outstanding.values()
+                        if state is not None]
+            if futures:
+                self.executor.cancel(futures, force=True)
+        else:
+            for future in futures:
+                future.cancel()
+            wait(futures)
+        self.outstanding.clear()
+        self._done.clear()
+
+
 @njit(cache=True, nogil=True)
 def border_label_index(labels, count):
     """Index of each label among the labels that touch the tile border

@@ -382,3 +382,24 @@ def test_processing_unreachable_scheduler_message(run_algorithm, tmp_path):
         error.value)
     assert "executor" not in str(error.value)
     assert not (tmp_path / "o.tif").exists()
+
+
+# ------------------------------------------------------------ thread pools
+
+@pytest.mark.parametrize("connectivity", [8, 16])
+def test_cost_distance_thread_pool_identical(tmp_path, connectivity):
+    """The same scheduling of tile solves in a thread pool (several tiles
+    in flight, solved from different snapshots) gives the in-memory pairs
+    bit for bit."""
+    from concurrent.futures import ThreadPoolExecutor
+    cost = costs((33, 29), 40 + connectivity)
+    for row, col in SOURCES:
+        cost[row, col] = 1.0
+    expected = cost_distance(cost, SOURCES, source_ids=[1, 2, 3],
+                             connectivity=connectivity)
+    with ThreadPoolExecutor(3) as pool:
+        result = cost_distance(save_npy(tmp_path, "cost", cost), SOURCES,
+                               source_ids=[1, 2, 3],
+                               connectivity=connectivity, tile_size=TILE,
+                               executor=pool)
+    assert_same(result, expected, ["accumulated", "direction", "allocation"])

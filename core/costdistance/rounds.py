@@ -4,18 +4,19 @@ The tile protocol (the per-tile tasks live in :mod:`.tiled`):
 
 0. :func:`survey_round` -- every tile in parallel: cost checks, band costs,
    the sources of a source raster.
-1. :func:`distance_rounds` -- propagation in rounds.  A tile waits with a
-   key, the least distance its band received (0 for a tile with sources).
-   Each round solves, from the same snapshot of the band arrays, every
-   waiting tile whose key is within :data:`ROUND_DELTA_TILES` tile
-   crossings of the least key (and at least as many tiles as the executor
-   runs at once); their band distances come back as messages and are
-   relaxed into the neighbours' bands, which wakes the tiles they improve.
+1. :func:`distance_rounds` -- propagation.  A tile waits with a key, the
+   least distance its band received (0 for a tile with sources).  Whenever
+   a worker is free, the waiting tile with the least key is solved, if its
+   key is within :data:`ROUND_DELTA_TILES` tile crossings of the least key
+   waiting or being solved (Delta-stepping, Meyer & Sanders, "Delta-stepping:
+   a parallelizable shortest path algorithm", 2003, with tiles for
+   vertices); its band distances come back as a message and are relaxed
+   into the neighbours' bands, which wakes the tiles they improve.
    Distances only decrease and every value is a path sum computed term by
    term as in memory, so the process stops at the least fixed point of
    the relaxation whatever the order or grouping of the solves: the same
-   distances as one tile at a time, bit for bit (Δ-stepping in the sense
-   of Meyer & Sanders, with tiles as buckets' members).
+   distances as one tile at a time, bit for bit.  In this process (one
+   task at a time) the order is exactly the old one: least key first.
 2. :func:`hops_rounds` -- the same for the steps of the least (cost, steps)
    pairs, with the distances final (a breadth-first search over tight
    moves; its unique fixed point again).
@@ -126,18 +127,6 @@ class Bands:
         return tiled.tile_halo(window, self.margin, self.grid, self.offset,
                                self.cost, self.distance, self.hops, label,
                                flag, label_mode)
-
-
-def _pick_round(keys, delta, at_least):
-    """The tiles of the next round: every waiting tile (finite key) within
-    ``delta`` of the least key, and at least the ``at_least`` lowest."""
-    waiting = np.flatnonzero(keys < np.inf)
-    if waiting.size == 0:
-        return waiting
-    order = waiting[np.lexsort((waiting, keys[waiting]))]
-    low = keys[order[0]]
-    within = int(np.count_nonzero(keys[order] <= low + delta))
-    return order[:max(within, min(at_least, order.size))]
 
 
 # --------------------------------------------------------------------------
@@ -370,8 +359,14 @@ NO_SOURCES = (np.empty(0, np.int64), np.empty(0, np.int64))
 
 
 def distance_rounds(problem, bands, states, tile_sources, progress):
-    """Propagate distances in rounds until no tile waits; returns which
-    tiles were reached (have a state)."""
+    """Propagate distances until no tile waits; returns which tiles were
+    reached (have a state).
+
+    Tiles are solved as workers free up, not in lock-step rounds: the next
+    tile is the waiting one with the least key (a tile is never in flight
+    twice), started when its key is within the round's slack of the least
+    key waiting or in flight (:func:`_next_tile`).  In this process (one
+    task at a time) that is exactly one tile at a time by least key."""
     grid = problem.grid
     rows, cols = grid.shape
     n_tiles = grid.count
@@ -381,36 +376,31 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
     solved = np.zeros(n_tiles, dtype=bool)
     drow = problem.offsets[:, 0].copy()
     dcol = problem.offsets[:, 1].copy()
-    if problem.executor is None:
-        delta, at_least = -1.0, 1  # one tile at a time: the least work
-    else:
-        finite = bands.cost[~np.isnan(bands.cost)]
-        mean_cost = float(finite.mean()) if finite.size else 0.0
-        delta = ROUND_DELTA_TILES * grid.tile_size * mean_cost
-        at_least = problem.workers
-
-    def report(_):
-        progress(min(0.99, solved.sum() / n_tiles))
-
-    while True:
-        pick = _pick_round(dirty_key, delta, at_least)
-        if pick.size == 0:
-            break
-        dirty_key[pick] = np.inf
-        seeds = [bands.incoming[bands.of(t)].copy() for t in pick]
-
-        def arguments():
-            for t, seed in zip(pick, seeds):
-                local = tile_sources.get(int(t), NO_SOURCES)[0] \
+    finite = bands.cost[~np.isnan(bands.cost)]
+    mean_cost = float(finite.mean()) if finite.size else 0.0
+    slack = ROUND_DELTA_TILES * grid.tile_size * mean_cost
+    flight_key = np.full(n_tiles, np.inf)  # key of each tile in flight
+    pool = tiling.TaskPool(problem.executor, keep=True,
+                           name="solve_round_tile")
+    try:
+        while True:
+            while len(pool) < problem.workers:
+                t = _next_tile(dirty_key, flight_key, slack, len(pool) == 0)
+                if t < 0:
+                    break
+                flight_key[t], dirty_key[t] = dirty_key[t], np.inf
+                local = tile_sources.get(t, NO_SOURCES)[0] \
                     if not solved[t] else NO_SOURCES[0]
-                yield (problem.source, problem.window(t), problem.nodata,
-                       states.get(int(t)), local, seed, problem.margin,
-                       problem.offsets, problem.step_lengths,
-                       problem.max_cost, problem.passed, problem.backend)
-
-        def apply(index, result):
-            band_distance, state = result
-            t = int(pick[index])
+                pool.submit(t, tiled.solve_round_tile, problem.source,
+                            problem.window(t), problem.nodata, states.get(t),
+                            local, bands.incoming[bands.of(t)].copy(),
+                            problem.margin, problem.offsets,
+                            problem.step_lengths, problem.max_cost,
+                            problem.passed, problem.backend)
+            if len(pool) == 0:
+                break
+            t, (band_distance, state) = pool.next_done()
+            flight_key[t] = np.inf
             states.put(t, state)
             solved[t] = True
             problem.solves += 1
@@ -427,10 +417,24 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
                 bands.cost, bands.incoming, bands.distance, drow, dcol,
                 problem.passed, problem.step_lengths, problem.max_cost,
                 dirty_key)
-
-        problem.tasks(tiled.solve_round_tile, (len(pick), arguments()),
-                      report, apply, keep=True)
+            progress(min(0.99, solved.sum() / n_tiles))
+    except BaseException:
+        pool.cancel()
+        raise
     return solved
+
+
+def _next_tile(keys, flight_key, slack, idle):
+    """The waiting tile (finite key, not in flight) with the least (key,
+    tile number), or -1: none waits, or (``idle`` False) its key is more
+    than ``slack`` above the least key waiting or in flight."""
+    waiting = np.flatnonzero((keys < np.inf) & (flight_key == np.inf))
+    if waiting.size == 0:
+        return -1
+    best = waiting[np.argmin(keys[waiting])]  # the first of equal keys
+    if idle or keys[best] <= min(keys[best], flight_key.min()) + slack:
+        return int(best)
+    return -1
 
 
 # --------------------------------------------------------------------------
@@ -438,62 +442,55 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
 
 
 def hops_rounds(problem, bands, states, tile_sources, solved, progress):
-    """The hops of every reached tile, with the distances final, in rounds
-    by the least hops a tile's halo received (sources' tiles first); a tile
-    whose band hops dropped wakes the neighbours whose halo holds them.
-    Hops only drop, so this stops at the least fixed point: the hops of a
-    breadth-first search of the tight moves, as in memory."""
+    """The hops of every reached tile, with the distances final, by the
+    least hops a tile's halo received (sources' tiles first), scheduled as
+    :func:`distance_rounds` schedules distances; a tile whose band hops
+    dropped wakes the neighbours whose halo holds them.  Hops only drop, so
+    this stops at the least fixed point: the hops of a breadth-first search
+    of the tight moves, as in memory."""
     grid = problem.grid
     hop_key = np.full(grid.count, np.inf)
     visited = np.zeros(grid.count, dtype=bool)
     for t in tile_sources:
         hop_key[t] = 0.0
-    if problem.executor is None:
-        delta, at_least = -1.0, 1
-    else:
-        delta, at_least = ROUND_DELTA_TILES * grid.tile_size, problem.workers
-    reached = int(solved.sum())
-
-    def report(_):
-        progress(min(0.99, visited.sum() / max(reached, 1)))
-
-    while True:
-        pick = _pick_round(hop_key, delta, at_least)
-        if pick.size == 0:
-            break
-        hop_key[pick] = np.inf
-        pick = pick[solved[pick]]  # never reached: nothing to do
-        if pick.size == 0:
-            continue
-        halos = [bands.halo(int(t)) for t in pick]
-        first = ~visited[pick]
-        visited[pick] = True
-
-        def arguments():
-            for t, halo, first_visit in zip(pick, halos, first):
-                local = tile_sources.get(int(t), NO_SOURCES)[0] \
-                    if first_visit else NO_SOURCES[0]
-                yield (problem.source, problem.window(t), problem.nodata,
-                       states.get(int(t)), problem.margin, local, halo,
-                       problem.offsets, problem.passed, problem.step_lengths)
-
-        def apply(index, result):
-            new_hops, state = result
-            t = int(pick[index])
+    hop_key[~solved] = np.inf  # never reached: nothing to do
+    slack = ROUND_DELTA_TILES * grid.tile_size
+    flight_key = np.full(grid.count, np.inf)
+    reached = max(int(solved.sum()), 1)
+    pool = tiling.TaskPool(problem.executor, keep=True, name="hops_tile")
+    try:
+        while True:
+            while len(pool) < problem.workers:
+                t = _next_tile(hop_key, flight_key, slack, len(pool) == 0)
+                if t < 0:
+                    break
+                flight_key[t], hop_key[t] = hop_key[t], np.inf
+                local = tile_sources.get(t, NO_SOURCES)[0] \
+                    if not visited[t] else NO_SOURCES[0]
+                visited[t] = True
+                pool.submit(t, tiled.hops_tile, problem.source,
+                            problem.window(t), problem.nodata, states.get(t),
+                            problem.margin, local, bands.halo(t),
+                            problem.offsets, problem.passed,
+                            problem.step_lengths)
+            if len(pool) == 0:
+                break
+            t, (new_hops, state) = pool.next_done()
+            flight_key[t] = np.inf
             states.put(t, state)
-            window = problem.window(t)
             band = bands.of(t)
             changed = new_hops != bands.hops[band]
             bands.hops[band] = new_hops
             if changed.any():
-                _wake_neighbours(problem, t, window, new_hops, changed,
-                                 hop_key)
+                _wake_neighbours(problem, t, problem.window(t), new_hops,
+                                 changed, hop_key, solved)
+            progress(min(0.99, visited.sum() / reached))
+    except BaseException:
+        pool.cancel()
+        raise
 
-        problem.tasks(tiled.hops_tile, (len(pick), arguments()), report,
-                      apply, keep=True)
 
-
-def _wake_neighbours(problem, t, window, new_hops, changed, hop_key):
+def _wake_neighbours(problem, t, window, new_hops, changed, hop_key, solved):
     """Lower the key of the neighbouring tiles whose halo holds a band cell
     of tile ``t`` whose hops dropped."""
     grid = problem.grid
@@ -516,7 +513,7 @@ def _wake_neighbours(problem, t, window, new_hops, changed, hop_key):
             nr, nc = tr + dr, tc + dc
             if 0 <= nr < grid.tile_rows and 0 <= nc < grid.tile_cols:
                 other = nr * grid.tile_cols + nc
-                if least < hop_key[other]:
+                if solved[other] and least < hop_key[other]:
                     hop_key[other] = least
 
 
