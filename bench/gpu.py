@@ -15,8 +15,17 @@ One run on the GPU machine checks and times every operation:
   path's per-tile solve (``solve_seeded``) from the sources, identical to the in-memory
   distances.
 
+End to end through the public API (``*_e2e`` sections): ``minimum_spanning_tree``,
+``cost_distance`` and ``connected_components`` with ``backend="cuda"`` and ``"cpu"`` in the same
+run, numpy in and numpy out, every output identical (MST edges, weights, parent directions, trees,
+total weight; cost distance costs, directions, allocation; labels and their dtype), parity at
+--parity-size and on odd shapes, times and phases at --size; ``transfers`` measures the copy
+bandwidths (device to device: the floor used for the table; host to device; device to host into
+fresh, touched and pinned memory).
+
 Times: "device" = inputs already on the GPU, outputs left there (median of --repeat runs after a
-warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run);
+warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run; the
+``*_e2e`` sections: median after a warm-up);
 "first call" = the first call in a fresh process (kernel compilation, or loading numba's cache).
 Each device time is also given as a multiple of its memory-bandwidth floor: the bytes the
 operation must at least read and write once, divided by --bandwidth (4.25 TB/s, the H200's
@@ -704,7 +713,14 @@ def main():
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,
                                                  args.bandwidth, False, results,
                                                  args.deltas))
+    if "transfers" in args.only:
+        # the floor's bandwidth: this device's own device-to-device copy
+        measured = bench_transfers(results)
+        args.bandwidth = measured["d2d_bytes_per_s"]
+        log(f"floor bandwidth: {args.bandwidth / 1e12:.2f} TB/s (measured)")
     for section in args.only:
+        if section == "transfers":
+            continue
         try:
             sections[section]()
         except Exception as exc:  # report and go on with the other sections
