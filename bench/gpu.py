@@ -478,11 +478,27 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
             log("delta", multiplier, json.dumps(sweep[f"{multiplier} tiles"]))
         device, times, _ = median_time(device_run, repeat if side == parity_size else
                                        max(2, repeat // 2))
+        # the other sweep order (same distances, other sweep counts)
+        _cuda.CONSECUTIVE_ROWS = not _cuda.CONSECUTIVE_ROWS
+        other_stats = {}
+        device_run(other_stats)
+        other, _, (other_dist, _, _, _) = median_time(device_run, 2)
+        other_dist = other_dist.copy_to_host()
+        _cuda.CONSECUTIVE_ROWS = not _cuda.CONSECUTIVE_ROWS
+        dist_now = device_run()[0].copy_to_host()
+        same_order_free = bool(np.array_equal(other_dist, dist_now, equal_nan=True))
+        sweep_order = dict(consecutive_rows_default=_cuda.CONSECUTIVE_ROWS,
+                           other_order_device_s=other,
+                           other_order_sweeps_per_visit=other_stats["sweeps_per_visit"],
+                           other_order_tiles_relaxed=other_stats["tiles_relaxed"],
+                           same_distances=same_order_free)
+        log("sweep order", json.dumps(sweep_order, default=float))
+        del other_dist, dist_now
         end_to_end, gpu_out = wall(lambda: _cuda.solve(
             cost, valid, source, ids, 8, steps, np.inf, Progress()))
         entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {side}²",
                      device_s=device, device_runs=times, end_to_end_s=end_to_end, phases=stats,
-                     delta_sweep=sweep)
+                     delta_sweep=sweep, sweep_order=sweep_order)
         # read the costs, write float64 costs, int8 predecessors and int64 allocation
         entry["floor_s"] = side * side * (4 + 8 + 1 + 8) / bandwidth
         entry["times_floor"] = device / entry["floor_s"]
@@ -716,8 +732,10 @@ def main():
     if "transfers" in args.only:
         # the floor's bandwidth: this device's own device-to-device copy
         measured = bench_transfers(results)
+        given = f"{args.bandwidth / 1e12:.2f} TB/s"
         args.bandwidth = measured["d2d_bytes_per_s"]
         log(f"floor bandwidth: {args.bandwidth / 1e12:.2f} TB/s (measured)")
+        header = header.replace(given, f"{args.bandwidth / 1e12:.2f} TB/s (measured in the run)")
     for section in args.only:
         if section == "transfers":
             continue

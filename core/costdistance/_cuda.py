@@ -14,7 +14,9 @@ within the current threshold; when none is left the threshold moves to the
 least waiting key plus DELTA_TILES tiles' worth of cost (delta-stepping,
 Meyer & Sanders 2003; near-far, Davidson et al. 2014), which keeps tiles
 from being relaxed again and again with values that are not final yet.  The
-rounds end when no tile is woken.
+rounds end when no tile is woken.  The schedule's state (threshold, bucket
+moves, the end) lives on the device: the host queues rounds and reads it
+once per ROUNDS_PER_CHECK rounds, not once a round.
 
 Exactness.  Every cell gets the pair (d, h), the unique fixed point of
 ``(d, h)[c] = lexmin over allowed neighbours n of (d[n] + w(n, c), h[n] + 1)``
@@ -82,6 +84,11 @@ SPAN_CELLS = SPAN * SPAN
 # Rounds queued between two reads of the schedule's state (each read is a
 # host round trip; rounds queued after the end find no tile and do nothing).
 ROUNDS_PER_CHECK = 2 if SIMULATOR else 24
+# Distance sweeps: each thread relaxes ROWS_PER_THREAD consecutive rows of
+# its column, downward then upward on alternate sweeps (True), or every
+# THREADS_Y-th row (False).  Either gives the same distances (the fixed
+# point does not depend on the order); the number of sweeps differs.
+CONSECUTIVE_ROWS = True
 # Blocks of a relaxation launch: they take the listed tiles in turn.
 RELAX_BLOCKS = 4 if SIMULATOR else 2048
 # The schedule on the device: float64 [threshold, deferred, delta] and
@@ -182,11 +189,22 @@ def _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
                 wake_next[neighbour] = 1
 
 
+@cuda.jit(device=True, cache=True)
+def _tile_row(ly0, k, consecutive):
+    """Row of a tile a thread of row group ly0 relaxes k-th: rows ly0 * R
+    to ly0 * R + R - 1 (``consecutive``: a value travels R rows down, or
+    up, in one sweep), else every THREADS_Y-th row from ly0."""
+    if consecutive:
+        return ly0 * ROWS_PER_THREAD + k
+    return ly0 + k * THREADS_Y
+
+
 @cuda.jit(cache=True)
 def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
                           tiles_x, tiles_y, worklist, listed, connectivity,
                           halo, offsets, passed, half_step, max_cost,
-                          wake_next, tile_key, changed_key, work):
+                          wake_next, tile_key, changed_key, work,
+                          consecutive):
     """Phase 1, one round: relax the distances of each of the ``listed[0]``
     tiles of ``worklist`` to its fixed point (a fixed grid of blocks takes
     the tiles in turn, so the host need not know how many there are).
@@ -246,8 +264,12 @@ def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
         while True:
             sweeps += 1
             any_change = 0
-            for k in range(ROWS_PER_THREAD):
-                si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
+            for j in range(ROWS_PER_THREAD):
+                k = j
+                if consecutive and (sweeps & 1) == 0:
+                    k = ROWS_PER_THREAD - 1 - j  # upward on even sweeps
+                si = (_tile_row(ly0, k, consecutive) + HALO) * SPAN + lx \
+                    + HALO
                 cb = cost_s[si]
                 if cb == cb:  # a valid cell of the raster
                     best = dist_s[si]
@@ -280,7 +302,7 @@ def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
 
         for k in range(ROWS_PER_THREAD):
             if changed[k]:
-                ly = ly0 + k * THREADS_Y
+                ly = _tile_row(ly0, k, consecutive)
                 g = (r0 + ly) * cols + c0 + lx
                 value = dist_s[(ly + HALO) * SPAN + lx + HALO]
                 dist[g] = value
@@ -734,7 +756,7 @@ def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
             cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
             grid.tiles_x, grid.tiles_y, worklist, listed, grid.connectivity,
             grid.halo, grid.offsets, grid.passed, grid.half_step, max_cost,
-            wake, tile_key, changed_key, work)
+            wake, tile_key, changed_key, work, CONSECUTIVE_ROWS)
 
     rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,
                                 progress)
