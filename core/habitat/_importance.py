@@ -111,6 +111,30 @@ def _tree(source, offsets, neighbours, weight, members_mask, limit, distance,
     return count
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def rows(offsets, neighbours, weight, area, kind_pc, theta, limit):
+    """Row i of the numerator, a_i * sum_j a_j f(D_ij), for every patch i
+    (one Dijkstra each, stopped at ``limit``)."""
+    n = area.size
+    out = np.zeros(n)
+    everyone = np.ones(n, dtype=np.bool_)
+    for source in prange(n):
+        distance = np.empty(n)
+        parent = np.empty(n, dtype=np.int64)
+        order = np.empty(n, dtype=np.int64)
+        settled = np.empty(n, dtype=np.bool_)
+        heap_key = np.empty(neighbours.size + n + 1)
+        heap_node = np.empty(neighbours.size + n + 1, dtype=np.int64)
+        count = _tree(source, offsets, neighbours, weight, everyone, limit,
+                      distance, parent, order, settled, heap_key, heap_node)
+        total = 0.0
+        for p in range(count):
+            v = order[p]
+            total += area[v] * _f(distance[v], kind_pc, theta)
+        out[source] = area[source] * total
+    return out
+
+
 @njit(cache=True, nogil=True)
 def _chunk(sources, offsets, neighbours, weight, area, members_mask, kind_pc,
            theta, limit, loss):
