@@ -475,6 +475,9 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
             return (f"{self.parameterLabel(self.DASK_SCHEDULER)}: running "
                     "on a Dask cluster is not available in this version; "
                     "leave it empty to run in this process")
+        if "Dask" in message and not message.startswith("executor"):
+            # the cluster's own messages (core/distributed.py)
+            message = f"{self.parameterLabel(self.DASK_SCHEDULER)}: {message}"
         for keyword, name in self.ENGINE_KEYWORDS.items():
             if self.parameterDefinition(name) is not None:
                 message = re.sub(rf"\b{keyword}\b",

@@ -15,7 +15,9 @@ from ..core import io as raster_io
 from ..core import tiling
 from ..core.tiled_outputs import component_summary_streamed
 from ..core.components import tiled
-from .base import ENGINE_SHARE, GridGraphAlgorithm, progress_callback
+from ..core._common import Progress
+from .base import GridGraphAlgorithm
+from .progress import Phases
 from .styles import LabelStyle, PolygonStyle
 
 
@@ -103,6 +105,8 @@ class ConnectedComponents(GridGraphAlgorithm):
     SCRATCH_BYTES_PER_CELL = 24
 
     def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
+        phases = Phases(feedback)
+        phases.begin(self.tr("Reading the raster"), 0.05)
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         mode = self.MODES[self.parameterAsEnum(parameters, self.MODE, context)]
@@ -118,8 +122,8 @@ class ConnectedComponents(GridGraphAlgorithm):
             result = self.runTimed(
                 feedback, connected_components, raster.values,
                 connectivity=connectivity, mode=mode, nodata=raster.nodata,
-                progress=progress_callback(
-                    feedback, 0.0, 0.6 if want_polygons else ENGINE_SHARE),
+                progress=phases.begin(self.tr("Labelling the components"),
+                                      0.5 if want_polygons else 0.75),
                 **raster.engineKeywords(out_dir),
                 **self.scaleOptions(parameters, context))
             # the in-memory path checked this before reading; tiled, only a
@@ -127,19 +131,25 @@ class ConnectedComponents(GridGraphAlgorithm):
             if result.count == 0 and raster.tiled and (
                     mode == "equal" or not raster.hasValidCell()):
                 raise self.noValidCellError(layer, raster.band, raster.nodata)
-            feedback.pushInfo(self.tr("{count} component(s)").format(
-                count=result.count))
+            feedback.pushInfo(self.tr(
+                "Found {count} connected component(s) ({mode}, "
+                "{connectivity}-connected)").format(
+                    count=result.count, mode=mode, connectivity=connectivity))
 
             projection = self.outputProjection(layer, raster)
             features = []
             streamed = None
+            if want_polygons:
+                polygon_progress = phases.begin(
+                    self.tr("Making the component polygons"), 0.25)
             if want_polygons and raster.tiled:
                 streamed = self.streamedPolygons(result, raster, projection,
                                                  connectivity, mode, out_dir,
-                                                 feedback)
+                                                 polygon_progress)
             elif want_polygons:
                 features = self.componentPolygons(result, raster, projection,
-                                                  connectivity, mode, feedback)
+                                                  connectivity, mode,
+                                                  polygon_progress, feedback)
             self.checkCanceled(feedback)
 
             # publishing: everything under temporary names, moved into
@@ -149,15 +159,22 @@ class ConnectedComponents(GridGraphAlgorithm):
                 sink, sink_id = outputs.sink(
                     self.OUTPUT_POLYGONS, self.polygonFields(),
                     QgsWkbTypes.MultiPolygon, layer.crs())
+            share = phases.remaining(2 if want_polygons else 1)
+            phases.begin(self.tr("Writing the component labels"), share)
             if streamed is not None:
                 labels_file, polygons_file, cells, first_values = streamed
                 self.moveRaster(outputs, labels_file, output)
+                write_polygons = phases.begin(
+                    self.tr("Writing the component polygons"), share)
                 self.addStreamedPolygons(sink, polygons_file, cells,
-                                         first_values, raster, mode, feedback)
+                                         first_values, raster, mode,
+                                         write_polygons)
             else:
                 self.writeRaster(outputs, output, result.labels, raster,
                                  projection, nodata=0)
                 if want_polygons:
+                    phases.begin(self.tr("Writing the component polygons"),
+                                 share)
                     sink.add(features)
         self.setStyle(context, output, LabelStyle(result.count))
         results[self.OUTPUT] = output
@@ -194,7 +211,7 @@ class ConnectedComponents(GridGraphAlgorithm):
         return feature
 
     def componentPolygons(self, result, raster, projection, connectivity,  # noqa: N802
-                          mode, feedback):
+                          mode, progress, feedback):
         """One multipolygon feature per component, attributes filled in."""
         cells, first_values = component_summary(result.labels, raster.array,
                                                 result.count)
@@ -212,12 +229,12 @@ class ConnectedComponents(GridGraphAlgorithm):
                 fields, label, parts[label], int(cells[label - 1]),
                 cell_area, value))
             if done % 1000 == 0:
+                progress(done / max(len(parts), 1))
                 self.checkCanceled(feedback)
-                feedback.setProgress(60 + 30 * done / max(len(parts), 1))
         return features
 
     def streamedPolygons(self, result, raster, projection, connectivity,  # noqa: N802
-                         mode, out_dir, feedback):
+                         mode, out_dir, progress):
         """Tiled path: the labels GeoTIFF, its polygons and the attributes,
         made in ``out_dir`` without loading a raster.
 
@@ -234,15 +251,15 @@ class ConnectedComponents(GridGraphAlgorithm):
             component_summary_streamed, result.labels,
             raster.path if mode == "equal" else None, result.count,
             band=raster.band, out_dir=out_dir,
-            progress=progress_callback(feedback, 0.6, 0.7))
+            progress=Progress(progress).span(0.0, 0.3))
         polygons_file = self.runEngine(
             raster_io.polygonize_label_file, labels_file,
             os.path.join(out_dir, "polygons.gpkg"), connectivity,
-            progress=progress_callback(feedback, 0.7, ENGINE_SHARE))
+            progress=Progress(progress).span(0.3, 1.0))
         return labels_file, polygons_file, cells, first_values
 
     def addStreamedPolygons(self, sink, polygons_file, cells, first_values,  # noqa: N802
-                            raster, mode, feedback):
+                            raster, mode, progress):
         """Features from :meth:`streamedPolygons`' GeoPackage into the sink,
         a batch at a time, in label order (the in-memory order)."""
         cell_area = self.cellArea(raster)
@@ -258,5 +275,5 @@ class ConnectedComponents(GridGraphAlgorithm):
             if len(batch) == 1000:
                 sink.add(batch)
                 batch = []
-                feedback.setProgress(90 + 10 * label / total)
+                progress(label / total)
         sink.add(batch)

@@ -1,5 +1,7 @@
 """gridgraph:costdistance: accumulated cost from sources over a cost raster."""
 
+import math
+
 import numpy as np
 from qgis.core import (QgsCoordinateTransform, QgsCsException, QgsFeature,
                        QgsField, QgsFields, QgsGeometry,
@@ -18,7 +20,8 @@ from ..core import cost_distance, least_cost_path
 from ..core import io as raster_io
 from ..core._common import valid_mask
 from ..core.costdistance import tiled
-from .base import GridGraphAlgorithm, progress_callback
+from .base import GridGraphAlgorithm
+from .progress import Phases
 from .styles import (DirectionStyle, GraduatedLineStyle, LabelStyle,
                      RampStyle)
 
@@ -201,6 +204,8 @@ class CostDistance(GridGraphAlgorithm):
     SCRATCH_BYTES_PER_CELL = 28
 
     def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
+        phases = Phases(feedback)
+        phases.begin(self.tr("Reading the cost raster and the sources"), 0.05)
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         connectivity = self.CONNECTIVITIES[
@@ -216,8 +221,7 @@ class CostDistance(GridGraphAlgorithm):
                                        feedback)
         cell_size = None
         if map_units:
-            _, xres, _, _, _, yres = raster.geotransform
-            cell_size = (xres, yres)
+            cell_size = self.cellSize(layer, raster)
         # the paths follow the directions; otherwise the engine computes
         # (and on the tiled path writes) only the requested rasters
         engine_names = {self.OUTPUT: "accumulated",
@@ -231,15 +235,18 @@ class CostDistance(GridGraphAlgorithm):
                 outputs=None if want_paths or not wanted else wanted,
                 connectivity=connectivity, max_cost=max_cost or None,
                 nodata=raster.nodata, cell_size=cell_size,
-                progress=progress_callback(feedback, 0.0,
-                                           0.8 if want_paths else 0.9),
+                progress=phases.begin(self.tr("Computing the accumulated cost"),
+                                      0.6 if want_paths else 0.7),
                 **source_keywords, **raster.engineKeywords(out_dir),
                 **self.scaleOptions(parameters, context))
 
+            self.logReach(result, raster, feedback)
             paths = []
             if want_paths:
-                paths = self.paths(parameters, context, layer, raster, result,
-                                   feedback)
+                paths = self.paths(
+                    parameters, context, layer, raster, result,
+                    phases.begin(self.tr("Tracing the least-cost paths"), 0.1),
+                    feedback)
             self.checkCanceled(feedback)
 
             results = {}
@@ -254,19 +261,66 @@ class CostDistance(GridGraphAlgorithm):
                                               DirectionStyle()),
                       self.OUTPUT_ALLOCATION: (result.allocation, 0,
                                                LabelStyle())}
+            written = [name for name, path in destinations.items()
+                       if path is not None] + ([self.OUTPUT_PATHS]
+                                               if want_paths else [])
+            share = phases.remaining(len(written))
             for name, path in destinations.items():
                 if path is None:
                     continue
                 array, nodata, style = arrays[name]
+                phases.begin(self.tr("Writing {output}").format(
+                    output=self.parameterDefinition(name).description()),
+                    share)
                 self.writeRaster(outputs, path, array, raster, projection,
                                  nodata)
                 if style is not None:
                     self.setStyle(context, path, style)
                 results[name] = path
             if want_paths:
+                phases.begin(self.tr("Writing the least-cost paths"), share)
                 sink.add(paths)
                 results[self.OUTPUT_PATHS] = sink_id
         return results
+
+    def cellSize(self, layer, raster):  # noqa: N802
+        """(xres, yres) in map units from the geotransform: the lengths of
+        a column step and a row step, so a rotated grid gets its true cell
+        sizes; a sheared grid (steps not at right angles) is refused, its
+        diagonal and knight's steps having no length from two sizes."""
+        _, a, b, _, d, e = raster.geotransform
+        xres, yres = math.hypot(a, d), math.hypot(b, e)
+        if abs(a * b + d * e) > 1e-9 * xres * yres:
+            raise QgsProcessingException(self.tr(
+                "{layer} has a sheared grid (geotransform {gt}: its rows and "
+                "columns are not at right angles), so steps have no length "
+                "in map units; warp it to a north-up grid first (e.g. "
+                "gdal:warpreproject), or measure steps in cells (turn off "
+                "{map_units})").format(
+                    layer=layer.name(), gt=tuple(raster.geotransform),
+                    map_units=self.parameterLabel(self.MAP_UNITS)))
+        return xres, yres
+
+    def logReach(self, result, raster, feedback):  # noqa: N802
+        """The result in plain words: cells reached, highest cost (in
+        memory only: on the tiled path that would read the rasters again)."""
+        if raster.tiled:
+            return
+        if result.accumulated is not None:
+            reached = np.isfinite(result.accumulated)
+            count = int(reached.sum())
+            highest = (float(result.accumulated[reached].max()) if count
+                       else None)
+        elif result.allocation is not None:
+            count, highest = int((result.allocation != 0).sum()), None
+        else:
+            return
+        text = self.tr("Reached {count} of {total} cells").format(
+            count=count, total=raster.shape[0] * raster.shape[1])
+        if highest is not None:
+            text += self.tr("; the highest accumulated cost is {cost:.6g}"
+                            ).format(cost=highest)
+        feedback.pushInfo(text)
 
     # -------------------------------------------------------------- sources
 
@@ -287,8 +341,9 @@ class CostDistance(GridGraphAlgorithm):
         if outside:
             raise QgsProcessingException(self.tr(
                 "{n} source feature(s) lie outside the cost raster (feature "
-                "id(s) {ids}): remove them or use a raster that covers them"
-            ).format(n=len(outside), ids=_list_ids(outside)))
+                "id(s) {ids}): remove them or use a raster that covers them. "
+                "{crs}").format(n=len(outside), ids=_list_ids(outside),
+                                crs=self.crsNote(source.sourceCrs(), layer)))
         cells = np.array([cell for _, cell in points], dtype=np.int64)
         ids = np.array([fid for fid, _ in points], dtype=np.int64)
         on_cell = valid_mask(raster.cellValues(cells)[None, :],
@@ -340,6 +395,31 @@ class CostDistance(GridGraphAlgorithm):
                     scrs=source_layer.crs().authid()))
         return {"sources": sources.values, "source_nodata": sources.nodata}
 
+    def crsNote(self, points_crs, layer):  # noqa: N802
+        """Both CRSs, and the usual cause when points fall outside."""
+        def name(crs):
+            if not crs.isValid():
+                return self.tr("none (unknown)")
+            return "{id} ({description})".format(
+                id=crs.authid() or self.tr("custom"),
+                description=crs.description())
+        note = self.tr(
+            "The point layer's CRS is {points}; the cost raster's CRS is "
+            "{raster}.").format(points=name(points_crs),
+                                raster=name(layer.crs()))
+        if not points_crs.isValid() or not layer.crs().isValid():
+            note += self.tr(
+                " A layer without a CRS is not reprojected: set its CRS "
+                "(Layer Properties > Source) so the points are moved into "
+                "the raster's.")
+        elif points_crs != layer.crs():
+            note += self.tr(
+                " The points are reprojected; if their coordinates are in "
+                "another CRS than the layer declares (e.g. a GeoJSON, always "
+                "read as EPSG:4326, holding projected coordinates), assign "
+                "the right CRS to the layer.")
+        return note
+
     def pointCells(self, source, context, layer, raster):  # noqa: N802
         """[(feature id, (row, col) or None when outside)] of every point."""
         transform = None
@@ -376,7 +456,8 @@ class CostDistance(GridGraphAlgorithm):
         fields.append(QgsField("source", QVariant.LongLong))
         return fields
 
-    def paths(self, parameters, context, layer, raster, result, feedback):
+    def paths(self, parameters, context, layer, raster, result, progress,
+              feedback):
         """Least-cost path features from each destination point."""
         source = self.parameterAsSource(parameters, self.DESTINATIONS, context)
         if source is None:
@@ -405,12 +486,17 @@ class CostDistance(GridGraphAlgorithm):
                                    int(result.allocation[row, col])])
             features.append(feature)
             if done % 100 == 0:
+                progress(done / len(points))
                 self.checkCanceled(feedback)
-                feedback.setProgress(80 + 10 * done / len(points))
+        feedback.pushInfo(self.tr(
+            "Traced {n} least-cost path(s) for {total} destination point(s)"
+        ).format(n=len(features), total=len(points)))
         if outside:
             feedback.pushWarning(self.tr(
                 "Skipped {n} destination(s) outside the cost raster (feature "
-                "id(s) {ids})").format(n=len(outside), ids=_list_ids(outside)))
+                "id(s) {ids}). {crs}").format(
+                    n=len(outside), ids=_list_ids(outside),
+                    crs=self.crsNote(source.sourceCrs(), layer)))
         if unreached:
             feedback.pushWarning(self.tr(
                 "Skipped {n} destination(s) that no source reaches (behind "

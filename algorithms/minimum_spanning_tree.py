@@ -14,7 +14,8 @@ from ..core import minimum_spanning_tree, segments_by_threshold
 from ..core import io as raster_io
 from ..core.mst import tiled
 from ..core.tiled_outputs import segment_by_threshold_streamed
-from .base import GridGraphAlgorithm, progress_callback
+from .base import GridGraphAlgorithm
+from .progress import Phases
 from .styles import DirectionStyle, GraduatedLineStyle, LabelStyle
 
 # Tree edges turned into line features at a time.
@@ -162,6 +163,8 @@ class MinimumSpanningTree(GridGraphAlgorithm):
     SCRATCH_BYTES_PER_CELL = 48
 
     def runAlgorithm(self, parameters, context, feedback, outputs):  # noqa: N802
+        phases = Phases(feedback)
+        phases.begin(self.tr("Reading the raster"), 0.05)
         layer, raster = self.openInputBand(parameters, context, tiled.plan,
                                            feedback)
         weight = self.WEIGHTS[self.parameterAsEnum(parameters, self.WEIGHT,
@@ -186,7 +189,8 @@ class MinimumSpanningTree(GridGraphAlgorithm):
             result = self.runTimed(
                 feedback, minimum_spanning_tree, raster.values,
                 connectivity=connectivity, weight=weight, nodata=raster.nodata,
-                progress=progress_callback(feedback, 0.0, 0.8),
+                progress=phases.begin(self.tr("Building the minimum spanning "
+                                              "tree"), 0.55),
                 edges=want_lines or (segments_path is not None
                                      and raster.tiled),
                 **raster.engineKeywords(out_dir), **scale)
@@ -194,12 +198,15 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 raise self.noValidCellError(layer, raster.band, raster.nodata)
             if result.edges is not None:
                 feedback.pushInfo(self.tr(
-                    "{edges} edge(s) in {trees} tree(s), total weight {total}"
-                ).format(edges=len(result.edges), trees=result.trees,
-                         total=result.total_weight))
+                    "The tree has {edges} edge(s) in {trees} tree(s) (one "
+                    "per piece of raster cut off by nodata); total weight "
+                    "{total:.10g}").format(edges=len(result.edges),
+                                           trees=result.trees,
+                                           total=result.total_weight))
             else:
                 feedback.pushInfo(self.tr(
-                    "{trees} tree(s), total weight {total}").format(
+                    "{trees} tree(s) (one per piece of raster cut off by "
+                    "nodata); total weight {total:.10g}").format(
                         trees=result.trees, total=result.total_weight))
             if want_lines and len(result.edges) > max_lines:
                 raise QgsProcessingException(self.tr(
@@ -211,12 +218,15 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                                                   limit=max_lines))
 
             segments = None
+            if segments_path is not None:
+                segment_progress = phases.begin(
+                    self.tr("Cutting the tree into segments"), 0.1)
             if segments_path is not None and raster.tiled:
                 segments, count = self.runEngine(
                     segment_by_threshold_streamed, result, threshold,
                     out_dir=out_dir, strip_rows=scale["tile_size"],
                     memory_limit_mb=scale["memory_limit_mb"],
-                    progress=progress_callback(feedback, 0.8, 0.9))
+                    progress=segment_progress)
             elif segments_path is not None:  # from the raster: no edge list
                 segments, count = self.runEngine(
                     segments_by_threshold, raster.values, threshold,
@@ -224,11 +234,14 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                     nodata=raster.nodata)
             if segments is not None:
                 feedback.pushInfo(self.tr(
-                    "{n} segment(s) at threshold {t}").format(
+                    "{n} segment(s) with no step heavier than {t:g}").format(
                         n=count, t=threshold))
             lines = []
             if want_lines and not raster.tiled:
-                lines = self.edgeLines(result, raster, feedback)
+                lines = self.edgeLines(
+                    result, raster,
+                    phases.begin(self.tr("Making the tree edge lines"), 0.1),
+                    feedback)
             self.checkCanceled(feedback)
 
             # publishing: everything under temporary names, moved into
@@ -240,21 +253,32 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                     self.OUTPUT_LINES, self.lineFields(),
                     QgsWkbTypes.LineString, layer.crs())
             projection = self.outputProjection(layer, raster)
+            share = phases.remaining(sum(
+                (direction_path is not None, segments_path is not None,
+                 want_lines)))
             if direction_path is not None:
+                phases.begin(self.tr("Writing the parent direction"), share)
                 self.writeRaster(outputs, direction_path,
                                  result.parent_direction, raster, projection,
                                  float("nan"))
                 self.setStyle(context, direction_path, DirectionStyle())
                 results[self.OUTPUT_DIRECTION] = direction_path
             if segments_path is not None:
+                phases.begin(self.tr("Writing the segments"), share)
                 self.writeRaster(outputs, segments_path, segments, raster,
                                  projection, 0)
                 self.setStyle(context, segments_path, LabelStyle(count))
                 results[self.OUTPUT_SEGMENTS] = segments_path
+            if want_lines:
+                write_lines = phases.begin(self.tr("Writing the tree edges"),
+                                           share)
             if want_lines and raster.tiled:
                 # streamed from the edge memmap, a chunk at a time
-                for chunk in self.edgeLineChunks(result, raster):
+                total = max(len(result.edges), 1)
+                for done, chunk in enumerate(
+                        self.edgeLineChunks(result, raster)):
                     sink.add(chunk)
+                    write_lines(min(1.0, (done + 1) * LINE_CHUNK / total))
             elif want_lines:
                 sink.add(lines)
             if want_lines:
@@ -291,13 +315,13 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 chunk.append(feature)
             yield chunk
 
-    def edgeLines(self, result, raster, feedback):  # noqa: N802
+    def edgeLines(self, result, raster, progress, feedback):  # noqa: N802
         """All the line features (the in-memory path: made before any
         output is written, so a cancel leaves nothing)."""
         lines = []
         total = max(len(result.edges), 1)
         for chunk in self.edgeLineChunks(result, raster):
             lines.extend(chunk)
+            progress(len(lines) / total)
             self.checkCanceled(feedback)
-            feedback.setProgress(80 + 10 * len(lines) / total)
         return lines

@@ -68,13 +68,85 @@ def check_connectivity(connectivity, allowed):
     """Return ``connectivity`` as an int, or raise naming the bad value."""
     try:
         value = int(connectivity)
-    except (TypeError, ValueError):
-        value = None
-    if value not in allowed or value != connectivity:
+        same = bool(value == connectivity) and not isinstance(connectivity,
+                                                              bool)
+    except (TypeError, ValueError, OverflowError):
+        value, same = None, False
+    if value not in allowed or not same:
         raise InvalidInputError(
             f"connectivity must be one of {', '.join(map(str, allowed))}, "
             f"got {connectivity!r}")
     return value
+
+
+def is_number(value):
+    """True for a real number (Python or numpy), booleans excluded."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and \
+        not isinstance(value, (bool, np.bool_))
+
+
+def check_number(name, value, minimum=None, allow_none=True, finite=True,
+                 integer=False, above=False):
+    """``value`` as a float (an int when ``integer``), or raise naming it.
+
+    None passes when ``allow_none``; NaN never does; infinity only when
+    ``finite`` is False; ``minimum`` is inclusive (exclusive with ``above``).
+    """
+    if value is None and allow_none:
+        return None
+    if not is_number(value):
+        raise InvalidInputError(
+            f"{name} must be a number, got {value!r} of type "
+            f"{type(value).__name__}")
+    number = float(value)
+    if np.isnan(number) or (finite and not np.isfinite(number)):
+        raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
+    if integer and number != np.floor(number):
+        raise InvalidInputError(f"{name} must be a whole number, got {value!r}")
+    if minimum is not None and (number <= minimum if above
+                                else number < minimum):
+        relation = "greater than" if above else "at least"
+        raise InvalidInputError(
+            f"{name} must be {relation} {minimum}, got {value!r}")
+    return int(value) if integer else number
+
+
+def check_nodata(value, name="nodata"):
+    """None, or a real number (NaN allowed: it marks nothing new)."""
+    if value is None:
+        return None
+    if not is_number(value):
+        raise InvalidInputError(
+            f"{name} must be a number or None, got {value!r} of type "
+            f"{type(value).__name__}")
+    return value
+
+
+def check_common_arguments(values, nodata, band, progress, out_dir):
+    """Checks shared by every operation's public function: the raster, its
+    ``nodata``, ``band``, ``progress`` and ``out_dir`` (InvalidInputError
+    naming the argument, before any work)."""
+    if values is None or isinstance(values, (bytes, dict, set)):
+        raise InvalidInputError(
+            f"the raster must be a 2-D array or a path GDAL opens, got "
+            f"{type(values).__name__}")
+    if not isinstance(values, (str, os.PathLike, np.ndarray)):
+        try:
+            as_raster_array(values)
+        except (TypeError, ValueError) as error:
+            if isinstance(error, InvalidInputError):
+                raise
+            raise InvalidInputError(
+                f"the raster must be a 2-D array of numbers: {error}") from None
+    elif isinstance(values, np.ndarray):
+        as_raster_array(values)
+    check_nodata(nodata)
+    check_number("band", band, minimum=1, allow_none=False, integer=True)
+    if progress is not None and not callable(progress):
+        raise InvalidInputError("progress must be a callable taking a fraction")
+    if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
+        raise InvalidInputError(
+            f"out_dir must be a folder path or None, got {out_dir!r}")
 
 
 def load_raster(values, band=1):
@@ -93,7 +165,11 @@ def load_raster(values, band=1):
 
 def as_raster_array(values):
     """``values`` as a 2-D integer or float array (booleans viewed as uint8)."""
-    array = np.asarray(values)
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(
+            f"the raster must be a 2-D array of numbers: {error}") from None
     if array.ndim != 2:
         raise InvalidInputError(
             f"expected a 2-D raster, got an array of shape {array.shape}; "
@@ -116,7 +192,8 @@ def valid_mask(array, nodata):
     if nodata is not None and not (isinstance(nodata, float) and np.isnan(nodata)):
         if np.issubdtype(array.dtype, np.integer):
             info = np.iinfo(array.dtype)
-            if float(nodata) != int(nodata) or not info.min <= nodata <= info.max:
+            if not np.isfinite(float(nodata)) or float(nodata) != int(nodata) \
+                    or not info.min <= nodata <= info.max:
                 return mask  # nodata cannot occur in this dtype
             mask &= array != array.dtype.type(int(nodata))
         else:
@@ -171,6 +248,11 @@ def check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
     without a tiled path yet (``tiled=False``) reject tile_size and
     executor instead of ignoring them."""
     from . import tiling
+    if tile_size is not None and not (is_number(tile_size)
+                                      and np.isfinite(float(tile_size))):
+        raise InvalidInputError(
+            f"tile_size must be an integer power of two >= 8 (or 0 / None "
+            f"for automatic), got {tile_size!r}")
     if not tiled:
         if tile_size not in (None, 0):
             raise InvalidInputError(
@@ -183,7 +265,4 @@ def check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
                 "it empty to run in this process")
     tiling.check_tile_size(tile_size)
     tiling.check_executor(executor)
-    if memory_limit_mb is not None and not memory_limit_mb >= 0:
-        raise InvalidInputError(
-            f"memory_limit_mb must be positive (or 0 / None for automatic), "
-            f"got {memory_limit_mb!r}")
+    check_number("memory_limit_mb", memory_limit_mb, minimum=0)

@@ -4,7 +4,7 @@ sources and sinks, scratch folders, the memory budget and the executor hook.
 The tiled (out-of-core) versions of the operations (``<operation>/tiled.py``)
 cut the raster into square tiles of side 2**k, visit them in Morton (z-)
 order and run per-tile work as pure functions of (raster source, window,
-parameters) that return small messages (DESIGN.md, "Block hierarchy").
+parameters) that return small messages (docs/architecture.md).
 
 Sources and sinks never hold a whole raster: a numpy memmap (or a ``.npy``
 file) is read with ``pread`` so the pages never enter this process's resident
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from . import distributed
 from ._common import Progress, as_raster_array
 from .errors import InvalidInputError
 
@@ -96,20 +97,30 @@ def memory_limit_bytes(memory_limit_mb):
 
 
 def executor_workers(executor):
-    """How many tile tasks may run at once under ``executor``."""
+    """How many tile tasks may run at once under ``executor``: 1 in-process,
+    the pool's workers, or a Dask cluster's threads (asked of the
+    scheduler)."""
     if executor is None:
         return 1
+    if distributed.is_distributed(executor):
+        with distributed.client_for(executor) as client:
+            return distributed.cluster_threads(client)
     return max(1, int(getattr(executor, "_max_workers", 1) or 1))
 
 
 def check_executor(executor):
-    """Accept None (in-process) or a :class:`concurrent.futures.Executor`."""
-    if executor is None or isinstance(executor, Executor):
+    """Accept None (in-process), a :class:`concurrent.futures.Executor`, a
+    ``dask.distributed.Client`` or a scheduler address."""
+    if executor is None or isinstance(executor, Executor) or \
+            distributed.is_dask_client(executor):
         return executor
+    if isinstance(executor, str):
+        return distributed.check_address(executor)
     raise InvalidInputError(
-        "executor must be None (run in this process) or a "
-        "concurrent.futures executor (e.g. ThreadPoolExecutor); distributed "
-        "execution (a Dask client or scheduler address) is not available yet")
+        "executor must be None (run in this process), a concurrent.futures "
+        "executor (e.g. ThreadPoolExecutor), a dask.distributed.Client or a "
+        f"Dask scheduler address such as 'tcp://host:8786', got "
+        f"{type(executor).__name__}")
 
 
 # --------------------------------------------------------------------------
@@ -220,14 +231,20 @@ def plan_for(values, band, tile_size, memory_limit_mb, executor,
 
     Small arrays never reach GDAL or the file checks: an ndarray that is
     not a memmap and fits the limit goes straight back to the in-memory
-    path.
+    path.  With a Dask executor the raster is always tiled (the tiles run
+    on the cluster) and must be a file the workers can open.
     """
-    if tile_size in (None, 0) and isinstance(values, np.ndarray) and \
+    on_cluster = distributed.is_distributed(executor)
+    if on_cluster:
+        refuse_in_memory(values)
+    elif tile_size in (None, 0) and isinstance(values, np.ndarray) and \
             not isinstance(values, np.memmap) and values.ndim == 2:
         limit = memory_limit_bytes(memory_limit_mb)
         if values.size * in_memory_bytes_per_cell <= limit:
             return None
     source = open_source(values, band)
+    if on_cluster:
+        refuse_in_memory(source)
     grid = plan(source.shape, tile_size, memory_limit_mb,
                 in_memory_bytes_per_cell, tile_bytes_per_cell, executor,
                 tile_share)
@@ -236,24 +253,52 @@ def plan_for(values, band, tile_size, memory_limit_mb, executor,
     return TiledPlan(source, grid, memory_limit_bytes(memory_limit_mb))
 
 
+def refuse_in_memory(values):
+    """Raise when ``values`` (an array or a source) lives only in this
+    process's memory: Dask workers could not read it."""
+    if isinstance(values, ArraySource) or (
+            isinstance(values, np.ndarray)
+            and not isinstance(values, np.memmap)):
+        raise InvalidInputError(
+            "an in-memory array cannot be processed on a Dask cluster (it "
+            "would be copied into every task): write it to a file the "
+            "workers can open (a GeoTIFF, or a .npy file opened with "
+            "np.load(path, mmap_mode='r')) on shared storage, or run "
+            "without a Dask scheduler")
+
+
 def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
          tile_bytes_per_cell, executor=None, tile_share=0.25):
     """Decide between the in-memory and the tiled path.
 
     Returns None for the in-memory path, else the :class:`TileGrid` to use.
-    The tiled path is taken when ``tile_size`` forces it or when the
+    The tiled path is taken when ``tile_size`` forces it, when the
     in-memory run (about ``in_memory_bytes_per_cell`` per cell) would not
-    fit the memory limit.
+    fit the memory limit, or when the executor is a Dask cluster.  Automatic
+    tiles are sized from the memory of one task: the driver's budget shared
+    by the pool's workers, or the smallest memory limit per thread of the
+    cluster's workers (and ``memory_limit_mb`` when it is lower).
     """
     tile_size = check_tile_size(tile_size)
     check_executor(executor)
     limit = memory_limit_bytes(memory_limit_mb)
     cells = int(shape[0]) * int(shape[1])
+    if not distributed.is_distributed(executor):
+        if tile_size is None:
+            if cells * in_memory_bytes_per_cell <= limit:
+                return None
+            tile_size = auto_tile_size(shape, limit, tile_bytes_per_cell,
+                                       executor_workers(executor), tile_share)
+        return TileGrid(shape, tile_size)
+    with distributed.client_for(executor) as client:
+        threads = distributed.cluster_threads(client)
+        per_thread = distributed.memory_per_thread(client)
     if tile_size is None:
-        if cells * in_memory_bytes_per_cell <= limit:
-            return None
-        tile_size = auto_tile_size(shape, limit, tile_bytes_per_cell,
-                                   executor_workers(executor), tile_share)
+        task_bytes = limit / threads if per_thread is None else (
+            per_thread if memory_limit_mb in (None, 0)
+            else min(per_thread, limit))
+        tile_size = auto_tile_size(shape, task_bytes, tile_bytes_per_cell, 1,
+                                   tile_share)
     return TileGrid(shape, tile_size)
 
 
@@ -431,6 +476,31 @@ def _file_source(memmap):
                            file_offset, memmap.strides[0])
 
 
+def reopen_source(source):
+    """(shape, dtype) of ``source`` opened afresh from its path, after
+    reading its first cell: what a Dask worker's preflight checks."""
+    if isinstance(source, GdalSource):
+        from . import io
+        reader = io.open_band(source.path, source.band)
+        shape, dtype = reader.shape, reader.dtype
+    elif isinstance(source, FileArraySource):
+        size = os.stat(source.path).st_size
+        rows, cols = source.shape
+        needed = source.offset + max(rows - 1, 0) * source.row_stride \
+            + cols * source.dtype.itemsize
+        if rows and cols and size < needed:
+            raise InvalidInputError(
+                f"the file holds {size} bytes, {needed} are needed")
+        shape, dtype = source.shape, source.dtype
+    else:
+        raise InvalidInputError("an in-memory raster has no path to open")
+    if shape[0] and shape[1]:
+        # on a worker the source arrived pickled, without the driver's
+        # handle: this read opens the file there
+        source.read(Window(0, 0, 1, 1))
+    return tuple(shape), np.dtype(dtype)
+
+
 # --------------------------------------------------------------------------
 # sinks
 
@@ -482,14 +552,30 @@ class NpySink:
                             * self.shape[0] * self.shape[1])
         self._fd = os.open(self.partial, os.O_WRONLY)
 
+    def __getstate__(self):
+        # a copy in a worker process opens the partial file per write
+        # (never creating it: after an abort the write fails instead of
+        # leaving a file behind); writes of a window are idempotent, so a
+        # retried task may write it again
+        state = dict(self.__dict__)
+        state["_fd"] = None
+        return state
+
     def write(self, window, block):
         from . import scratch  # a full disk: DiskFullError naming the folder
         with scratch.disk_errors(os.path.dirname(self.partial),
                                  self.dtype.itemsize * self.shape[0]
                                  * self.shape[1], self.path):
-            self._write(window, block)
+            if self._fd is None:
+                fd = os.open(self.partial, os.O_WRONLY)
+                try:
+                    self._write(fd, window, block)
+                finally:
+                    os.close(fd)
+            else:
+                self._write(self._fd, window, block)
 
-    def _write(self, window, block):
+    def _write(self, fd, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
         itemsize = self.dtype.itemsize
         row_stride = self.shape[1] * itemsize
@@ -497,15 +583,16 @@ class NpySink:
         flat = block.reshape(-1).view(np.uint8)
         row_bytes = window.cols * itemsize
         if window.col == 0 and window.cols == self.shape[1]:
-            _pwrite_exact(self._fd, flat, start)
+            _pwrite_exact(fd, flat, start)
             return
         for r in range(window.rows):
-            _pwrite_exact(self._fd, flat[r * row_bytes:(r + 1) * row_bytes],
+            _pwrite_exact(fd, flat[r * row_bytes:(r + 1) * row_bytes],
                           start + r * row_stride)
 
     def finish(self):
-        os.close(self._fd)
-        self._fd = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         os.replace(self.partial, self.path)
         if self.shape[0] * self.shape[1] == 0:
             return np.load(self.path)  # an empty file cannot be mapped
@@ -743,6 +830,40 @@ class ScratchStore:
                 pass
 
 
+class TileStates:
+    """Per-tile state of a tiled run: Dask futures (the state stays on the
+    workers) kept by key, anything else in a :class:`ScratchStore`."""
+
+    def __init__(self, store):
+        self.store = store
+        self.remote = {}
+
+    def __contains__(self, key):
+        return key in self.remote or key in self.store
+
+    def put(self, key, state):
+        self.discard(key)
+        if distributed.is_future(state):
+            self.remote[key] = state
+        else:
+            self.store.put(key, state)
+
+    def get(self, key):
+        """The state: a future, or the arrays (fresh copies when on disk)."""
+        if key in self.remote:
+            return self.remote[key]
+        return self.store.get(key)
+
+    def reader(self, key, index):
+        return self.store.reader(key, index)
+
+    def discard(self, key):
+        future = self.remote.pop(key, None)
+        if future is not None:
+            future.release()
+        self.store.discard(key)
+
+
 class _ArrayReader:
     def __init__(self, array):
         self.array = array
@@ -805,7 +926,7 @@ def release_free_memory():
 
 
 def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
-              count=None):
+              count=None, keep=False):
     """Run ``function(*task)`` for every task.
 
     ``tasks`` may be a generator (then give ``count``): tasks are drawn
@@ -813,12 +934,20 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     scratch) need not all exist at once.
 
     ``executor=None`` runs them one after the other in this process;
-    a :class:`concurrent.futures.Executor` runs them concurrently with at
-    most twice its worker count in flight (so finished results do not pile
-    up).  ``on_result(index, result)`` consumes each result as it arrives
-    (in task order when in-process, in completion order otherwise); without
-    it the results are returned as a list in task order.  ``progress`` gets
-    the finished fraction after every task and may cancel.
+    a :class:`concurrent.futures.Executor` or a Dask client runs them
+    concurrently with at most twice its worker count in flight (so
+    finished results do not pile up).  ``on_result(index, result)``
+    consumes each result as it arrives (in task order when in-process, in
+    completion order otherwise); without it the results are returned as a
+    list in task order.  ``progress`` gets the finished fraction after
+    every task and may cancel: then no further task is submitted and the
+    outstanding ones are cancelled.
+
+    ``keep=True``: ``function`` returns ``(message, state)``; the result
+    handed on is ``(message, state)`` where, with a Dask client, ``state``
+    is a future that stays on the workers (pass it as an argument of later
+    tasks: Dask moves it only when it must, and recomputes it from its
+    inputs when its worker dies) and only the message travels.
     """
     progress = progress if progress is not None else Progress()
     total = len(tasks) if count is None else count
@@ -836,6 +965,10 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
             consume(index, function(*task))
             release_free_memory()
             progress((index + 1) / max(total, 1))
+        return results
+    if distributed.is_dask_client(executor):
+        _run_on_dask(executor, function, tasks, total, consume, progress,
+                     keep)
         return results
     in_flight = {}
     limit = 2 * executor_workers(executor)
@@ -859,6 +992,158 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
         wait(list(in_flight))
         raise
     return results
+
+
+def write_in_task(sink, function, source, window, *arguments):
+    """``function(source, window, *arguments)``'s block written to ``sink``
+    in the task (a thread, a process or a Dask worker sharing the sink's
+    folder); returns None so nothing travels back."""
+    sink.write(window, function(source, window, *arguments))
+
+
+def _run_on_dask(client, function, tasks, total, consume, progress, keep):
+    """:func:`run_tasks` on a Dask client (see there)."""
+    import operator
+    import uuid
+
+    from distributed import as_completed
+
+    name = getattr(function, "__name__", None) or getattr(
+        getattr(function, "func", None), "__name__", "tile")
+    limit = 2 * distributed.cluster_threads(client)
+    run = uuid.uuid4().hex[:12]
+    in_flight = {}  # the future the driver waits on -> (index, state)
+    # not distributed.wait: it needs a default client
+    completed = as_completed(loop=client.loop)
+    next_task = 0
+    done = 0
+    try:
+        while done < total:
+            while next_task < total and len(in_flight) < limit:
+                key = f"{name}-{run}-{next_task}"
+                future = client.submit(function, *next(tasks), key=key,
+                                       pure=False)
+                if keep:
+                    message = client.submit(operator.getitem, future, 0,
+                                            key=key + "-message")
+                    state = client.submit(operator.getitem, future, 1,
+                                          key=key + "-state")
+                    in_flight[message] = (next_task, state)
+                    completed.add(message)
+                else:
+                    in_flight[future] = (next_task, None)
+                    completed.add(future)
+                next_task += 1
+            finished = [next(completed)]
+            finished += completed.next_batch(block=False)
+            for future in finished:
+                index, state = in_flight.pop(future)
+                try:
+                    value = future.result()
+                except Exception as error:
+                    explained = distributed.explain_failure(error, name)
+                    if explained is not None:
+                        raise explained from None
+                    raise
+                consume(index, (value, state) if keep else value)
+                done += 1
+            progress(done / max(total, 1))
+    except BaseException:
+        outstanding = list(in_flight)
+        outstanding += [state for _, state in in_flight.values()
+                        if state is not None]
+        if outstanding:
+            client.cancel(outstanding, force=True)
+        raise
+
+
+class TaskPool:
+    """Tile tasks submitted one by one and collected as they finish, for
+    drivers that decide the next task from the last results (the cost
+    distance's propagation).
+
+    ``submit(tag, function, *arguments)`` starts a task (in-process: runs
+    it at once); ``next_done()`` waits for a finished one and returns
+    ``(tag, result)``; ``len(pool)`` counts those not collected yet.  With
+    ``keep=True`` results are ``(message, state)`` as in :func:`run_tasks`
+    (state a future on a Dask client).  ``cancel()`` cancels what is
+    outstanding (on errors and on cancel).
+    """
+
+    def __init__(self, executor, keep=False, name="tile"):
+        self.executor = executor
+        self.keep = keep
+        self.name = name
+        self.outstanding = {}
+        self._done = []
+        self._serial = 0
+        self._dask = distributed.is_dask_client(executor)
+        if self._dask:
+            import uuid
+
+            from distributed import as_completed
+            self._completed = as_completed(loop=executor.loop)
+            self._run = uuid.uuid4().hex[:12]
+
+    def __len__(self):
+        return len(self.outstanding) + len(self._done)
+
+    def submit(self, tag, function, *arguments):
+        if self.executor is None:
+            self._done.append((tag, function(*arguments)))
+            release_free_memory()
+            return
+        if not self._dask:
+            self.outstanding[self.executor.submit(function, *arguments)] = \
+                (tag, None)
+            return
+        import operator
+        key = f"{self.name}-{self._run}-{self._serial}"
+        self._serial += 1
+        client = self.executor
+        future = client.submit(function, *arguments, key=key, pure=False)
+        state = None
+        if self.keep:
+            state = client.submit(operator.getitem, future, 1,
+                                  key=key + "-state")
+            future = client.submit(operator.getitem, future, 0,
+                                   key=key + "-message")
+        self.outstanding[future] = (tag, state)
+        self._completed.add(future)
+
+    def next_done(self):
+        """``(tag, result)`` of a finished task (waits for one)."""
+        if self._done:
+            return self._done.pop(0)
+        if self._dask:
+            future = next(self._completed)
+        else:
+            future = next(iter(wait(list(self.outstanding),
+                                    return_when=FIRST_COMPLETED).done))
+        tag, state = self.outstanding.pop(future)
+        try:
+            value = future.result()
+        except Exception as error:
+            explained = distributed.explain_failure(error, self.name) \
+                if self._dask else None
+            if explained is not None:
+                raise explained from None
+            raise
+        return tag, ((value, state) if self._dask and self.keep else value)
+
+    def cancel(self):
+        futures = list(self.outstanding)
+        if self._dask:
+            futures += [state for _, state in self.outstanding.values()
+                        if state is not None]
+            if futures:
+                self.executor.cancel(futures, force=True)
+        else:
+            for future in futures:
+                future.cancel()
+            wait(futures)
+        self.outstanding.clear()
+        self._done.clear()
 
 
 @njit(cache=True, nogil=True)

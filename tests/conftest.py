@@ -138,6 +138,39 @@ def check_parameters(gridgraph_provider):
     return check
 
 
+# ------------------------------------------------------------- markers
+# Applied here from each test's file and fixtures, so that no test file has
+# to carry them (tests/README.md: the tiers and how to run them).
+
+# (pytest-qgis's qgis_app and qgis_iface are autouse: every test has them)
+QGIS_FIXTURES = {"gridgraph_provider", "run_algorithm", "check_parameters",
+                 "qgis_process", "qgis_processing", "qgis_new_project"}
+SLOW_FILES = {"test_tiled_components.py", "test_tiled_costdistance.py",
+              "test_tiled_mst.py", "test_tiled_memory.py",
+              "test_tiled_outputs.py", "test_mst_forest.py",
+              "test_faults_disk.py"}
+
+# engine tests that take many seconds each (64-bit index paths on large
+# rasters, many-dtype copies): slow, whatever their file
+SLOW_NAMES = ("64_bit", "int64", "two_to_the_31", "input_is_not_modified")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = str(item.fspath)
+        name = os.path.basename(path)
+        if QGIS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.qgis)
+        if name == "test_grass_oracle.py":
+            item.add_marker(pytest.mark.grass)
+        if os.sep + "cuda" + os.sep in path:
+            item.add_marker(pytest.mark.cuda)
+            item.add_marker(pytest.mark.slow)  # the simulator is slow
+        if name in SLOW_FILES or any(part in item.name
+                                     for part in SLOW_NAMES):
+            item.add_marker(pytest.mark.slow)
+
+
 QGIS_PROCESS = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "scripts", "qgis-process")
 

@@ -156,7 +156,7 @@ CANCEL_CASES = {
 }
 
 
-@pytest.mark.parametrize("level", [0.0, 30.0])
+@pytest.mark.parametrize("level", [0.0, 30.0, 70.0, 90.0])
 @pytest.mark.parametrize("name", sorted(CANCEL_CASES))
 def test_cancel_leaves_no_layer_and_no_file(project, rasters, tmp_path, name,
                                             level):

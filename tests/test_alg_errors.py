@@ -216,13 +216,14 @@ def test_cuda_backend_without_a_device(run_algorithm, rasters, tmp_path):
      "must be a power of two of at least 8"),
     (CD, "TILE_SIZE", 12, "[TILE_SIZE] must be a power of two"),
     (MST, "TILE_SIZE", 12, "[TILE_SIZE] must be a power of two"),
-    (CC, "DASK_SCHEDULER", "tcp://127.0.0.1:8786", "[DASK_SCHEDULER]: "
-     "running on a Dask cluster is not available")])
+    # nothing listens on port 9 (discard): the run fails at once
+    (CC, "DASK_SCHEDULER", "tcp://127.0.0.1:9", "[DASK_SCHEDULER]: "
+     "cannot reach the Dask scheduler at tcp://127.0.0.1:9")])
 def test_engine_errors_name_the_parameter(run_algorithm, rasters, tmp_path,
                                           algorithm_id, option, value,
                                           expected):
-    """Options the engine refuses (a tile size that is not a power of two;
-    today also a Dask scheduler address) fail naming the parameter by its
+    """Options the engine refuses (a tile size that is not a power of two,
+    an unreachable Dask scheduler) fail naming the parameter by its
     label and id, never in the Python API's words ("executor must be
     None", "tile_size")."""
     message = run_fails(run_algorithm, algorithm_id, {

@@ -273,3 +273,66 @@ def test_an_output_written_in_full_through_qgis_process(watched, tmp_path):
     leftovers = [n for n in os.listdir(temporary)
                  if not n.startswith("processing_")]
     assert leftovers == [], leftovers
+
+
+# ------------------------------------------------ rotated rasters, messages
+
+def rotated_geotransform(degrees, shear=0.0):
+    angle = np.radians(degrees)
+    return (500000.0, 10 * np.cos(angle), 10 * np.sin(angle) + shear,
+            5000000.0, 10 * np.sin(angle), -10 * np.cos(angle))
+
+
+def cell_point(geotransform, row, col):
+    from osgeo import gdal
+    return gdal.ApplyGeoTransform(geotransform, col + 0.5, row + 0.5)
+
+
+def test_map_units_on_a_rotated_raster_use_the_true_cell_size(
+        run_algorithm, watched):
+    """A grid rotated by 30 degrees with 10 m cells: steps of 10 m and
+    10 m x sqrt(2), exactly the north-up grid's costs."""
+    results = {}
+    for degrees in (0, 30):
+        geotransform = rotated_geotransform(degrees)
+        cost = write_geotiff(watched.input(f"cost{degrees}.tif"),
+                             np.ones((4, 5)), geotransform=geotransform)
+        point = write_points(watched.input(f"p{degrees}.gpkg"),
+                             [cell_point(geotransform, 0, 0)])
+        result = run_algorithm(CD, {
+            "INPUT": cost, "SOURCES": point, "MAP_UNITS": True,
+            "OUTPUT": watched.output(f"c{degrees}.tif")})
+        results[degrees] = read_raster(result["OUTPUT"])[0]
+    np.testing.assert_allclose(results[30], results[0], rtol=1e-12)
+    assert results[30][0, 1] == pytest.approx(10.0)
+    assert results[30][1, 1] == pytest.approx(10 * np.sqrt(2))
+
+
+def test_map_units_on_a_sheared_raster_are_refused(run_algorithm, watched):
+    geotransform = rotated_geotransform(0, shear=3.0)
+    cost = write_geotiff(watched.input("sheared.tif"), np.ones((4, 5)),
+                         geotransform=geotransform)
+    point = write_points(watched.input("p.gpkg"),
+                         [cell_point(geotransform, 1, 1)])
+    watched.mark()
+    message = fails(run_algorithm, CD, {
+        "INPUT": cost, "SOURCES": point, "MAP_UNITS": True,
+        "OUTPUT": watched.output("c.tif")})
+    assert "sheared grid" in message and "[MAP_UNITS]" in message
+    watched.assert_untouched()
+
+
+def test_sources_outside_the_raster_name_both_crs(run_algorithm, watched):
+    """Projected coordinates in a layer declared EPSG:4326 (a GeoJSON's
+    usual mistake): the message names both CRSs and the likely cause."""
+    x, y = cell_centre(2, 3)
+    point = write_points(watched.input("wrong.gpkg"), [(x / 1e4, y / 1e5)],
+                         crs="EPSG:4326")
+    watched.mark()
+    message = fails(run_algorithm, CD, {"INPUT": watched.cost,
+                                        "SOURCES": point,
+                                        "OUTPUT": watched.output("c.tif")})
+    assert "outside the cost raster" in message
+    assert "EPSG:4326" in message and "EPSG:32633" in message
+    assert "assign the right CRS" in message
+    watched.assert_untouched()

@@ -4,7 +4,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common import (as_progress, check_connectivity,
+from .._common import (as_progress, check_common_arguments,
+                       check_connectivity,
                        check_unsupported_scale_options, load_raster,
                        resolve_backend, valid_mask)
 
@@ -93,8 +94,9 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
            [0, 1, 0, 2],
            [3, 0, 0, 2]], dtype=int32)
     """
+    check_common_arguments(values, nodata, band, progress, out_dir)
     connectivity = check_connectivity(connectivity, (4, 8))
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:
         raise _invalid(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
                                     tiled=True)

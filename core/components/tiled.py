@@ -1,6 +1,6 @@
 """Connected components on the block hierarchy (out-of-core).
 
-Three rounds (DESIGN.md, "Block hierarchy"):
+Three rounds (docs/architecture.md, "The block hierarchy"):
 
 1. Per tile (:func:`tile_summary`, a pure function of source, window and
    parameters): label the tile with the in-memory kernel and return a small
@@ -23,10 +23,12 @@ Three rounds (DESIGN.md, "Block hierarchy"):
 Memory: a tile's kernel arrays, plus messages of O(tile side) per tile.
 """
 
+import functools
+
 import numpy as np
 from numba import njit
 
-from .. import tiling
+from .. import distributed, tiling
 from .._common import Progress, index_dtype, valid_mask
 from .._unionfind import find_root as _find
 
@@ -34,6 +36,9 @@ from .._unionfind import find_root as _find
 # mask, the labels (8 for large tiles), the kernel's union-find array (8) and
 # the renumbered output block (8).
 TILE_BYTES_PER_CELL = 33
+# Progress spans of the two tile rounds (the merge between them is quick).
+SUMMARY_SPAN = (0.0, 0.45)
+LABEL_SPAN = (0.5, 1.0)
 # The in-memory run: the values, valid mask, labels and union-find array.
 IN_MEMORY_BYTES_PER_CELL = 24
 
@@ -59,8 +64,17 @@ def label_tiled(source, grid, connectivity, mode, nodata, out_dir=None,
 
     Returns ``(labels, count)``: labels is an in-memory array when
     ``out_dir`` is None, else a read-only memmap of ``out_dir/labels.npy``.
-    Identical to the in-memory labels for every tile size.
+    Identical to the in-memory labels for every tile size and executor.
     """
+    with distributed.tile_executor(
+            executor, [source], out_dir,
+            functools.partial(warm_up, source.dtype)) as executor:
+        return _label_tiled(source, grid, connectivity, mode, nodata,
+                            out_dir, executor, progress, backend)
+
+
+def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
+                 progress, backend):
     progress = progress if progress is not None else Progress()
     rows, cols = source.shape
     label_dtype = index_dtype(rows * cols)
@@ -73,24 +87,40 @@ def label_tiled(source, grid, connectivity, mode, nodata, out_dir=None,
         tile_summary,
         [(source, window, shape, connectivity, mode, nodata, backend)
          for window in windows],
-        executor, progress.span(0.0, 0.45))
+        executor, progress.span(*SUMMARY_SPAN))
     by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
     answers, count = merge(grid, by_tile, eight, mode == "equal")
-    progress(0.5)
+    progress(LABEL_SPAN[0])
 
     sink = tiling.make_sink(out_dir, "labels", shape, label_dtype)
     with tiling.output_sinks([sink]):
-        def write(index, block):
-            sink.write(windows[index], block)
+        # a sink on disk is written by the tasks themselves (pwrite of
+        # their own window, idempotent); an in-memory one here
+        in_task = isinstance(sink, tiling.NpySink)
 
+        def write(index, block):
+            if not in_task:
+                sink.write(windows[index], block)
+
+        arguments = [(source, window, shape, connectivity, mode, nodata,
+                      answers[tile], label_dtype, backend)
+                     for tile, window in zip(tiles, windows)]
         tiling.run_tasks(
-            tile_labels,
-            [(source, window, shape, connectivity, mode, nodata,
-              answers[tile], label_dtype, backend)
-             for tile, window in zip(tiles, windows)],
-            executor, progress.span(0.5, 1.0), on_result=write)
+            functools.partial(tiling.write_in_task, sink, tile_labels)
+            if in_task else tile_labels,
+            arguments, executor, progress.span(*LABEL_SPAN), on_result=write)
         labels = sink.finish()
     return labels, count
+
+
+def warm_up(dtype=np.float64):
+    """Compile this module's tile kernels (a Dask worker's preflight): the
+    tiled path on a tiny raster of ``dtype``, in this process."""
+    values = (np.arange(16 * 16) % 3).reshape(16, 16).astype(dtype)
+    for connectivity in (4, 8):
+        label_tiled(tiling.ArraySource(values), tiling.TileGrid(values.shape,
+                                                               8),
+                    connectivity, "equal", None)
 
 
 def _local_labels(source, window, connectivity, mode, nodata, backend):

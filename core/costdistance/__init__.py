@@ -4,7 +4,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common import (as_progress, check_connectivity,
+from .._common import (as_progress, check_common_arguments,
+                       check_connectivity, check_nodata, check_number,
                        check_unsupported_scale_options, load_raster,
                        resolve_backend, valid_mask)
 from ..errors import InvalidInputError
@@ -105,7 +106,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         (its band's nodata value, when it is not 0).
     backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.  The tiled path
-        (DESIGN.md, "Block hierarchy") gives the same rasters to the bit.
+        (docs/architecture.md) gives the same rasters to the bit.
         With ``backend="cuda"`` a raster too large for the GPU goes to the
         tiled path with tiles that fit it.
     out_dir : str, optional
@@ -142,17 +143,20 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
            [1., 2., 3., 4.],
            [2., 3., 4., 5.]])
     """
+    check_common_arguments(cost, nodata, band, progress, out_dir)
     connectivity = check_connectivity(connectivity, (4, 8, 16))
     outputs = _check_outputs(outputs)
     check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
                                     tiled=True)
     progress = as_progress(progress)
+    check_nodata(source_nodata, "source_nodata")
+    _step_lengths(connectivity, cell_size)
     if max_cost is not None:
-        max_cost = float(max_cost)
-        if not max_cost > 0:
-            raise InvalidInputError(
-                f"max_cost must be positive (or None for no limit), got {max_cost}")
-    from . import tiled
+        max_cost = check_number("max_cost", max_cost, minimum=0, above=True,
+                                finite=False)
+        if max_cost == np.inf:
+            max_cost = None  # no limit
+    from . import rounds, tiled
     backend = resolve_backend(backend)
     plan = tiled.plan(cost, band, tile_size, memory_limit_mb, executor)
     if plan is None and backend == "cuda":
@@ -162,7 +166,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
                               lambda n, dtype: _cuda.device_bytes(n, 8),
                               tiled.plan)
     if plan is not None:
-        return tiled.cost_distance_tiled(
+        return rounds.cost_distance_tiled(
             plan, sources, source_ids, source_nodata, connectivity,
             _step_lengths(connectivity, cell_size), max_cost, nodata,
             out_dir, executor, progress, backend, outputs)
@@ -200,9 +204,22 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         from . import _cuda as kernels
     else:
         from . import _cpu as kernels
+    largest = _largest_finite_cost(array, valid)
+    exponent = _overflow_exponent(largest, step_lengths)
+    limit = np.inf if max_cost is None else max_cost
+    unscaled = array
+    if exponent:
+        array = np.ldexp(array.astype(np.float64), -exponent)
+        limit = np.ldexp(limit, -exponent)
     accumulated, predecessor, allocation = kernels.solve(
         array, valid, source_cells, ids, connectivity, step_lengths,
-        np.inf if max_cost is None else max_cost, progress)
+        limit, progress)
+    if exponent:
+        with np.errstate(over="ignore"):
+            accumulated = np.ldexp(accumulated, exponent)
+    if largest and (max_cost is None or exponent):
+        _check_no_overflow(unscaled, valid, accumulated, predecessor,
+                           max_cost is None, largest, step_lengths)
     direction = _direction_from_predecessor(predecessor) \
         if "direction" in outputs else None
     progress(1.0)
@@ -219,8 +236,12 @@ def _check_outputs(outputs):
         return OUTPUTS
     if isinstance(outputs, str):
         outputs = (outputs,)
-    outputs = tuple(outputs)
-    unknown = [o for o in outputs if o not in OUTPUTS]
+    try:
+        outputs = tuple(outputs)
+    except TypeError:
+        outputs = (outputs,)
+    unknown = [o for o in outputs if not isinstance(o, str)
+               or o not in OUTPUTS]
     if unknown or not outputs:
         raise InvalidInputError(
             f"outputs must name one or more of {', '.join(OUTPUTS)}, got "
@@ -235,7 +256,13 @@ def least_cost_path(result, row, col):
     (row, col) starting at the given cell and ending at a source, or None
     when the cell was not reached.
     """
+    if not isinstance(result, CostDistanceResult) or result.direction is None:
+        raise InvalidInputError(
+            "least_cost_path takes a cost_distance result with its direction "
+            "raster (outputs including 'direction')")
     direction = result.direction
+    row = check_number("row", row, allow_none=False, integer=True)
+    col = check_number("col", col, allow_none=False, integer=True)
     if not (0 <= row < direction.shape[0] and 0 <= col < direction.shape[1]):
         raise InvalidInputError(
             f"cell ({row}, {col}) lies outside the {direction.shape} raster")
@@ -255,7 +282,16 @@ def least_cost_path(result, row, col):
 
 
 def _source_cells(sources, source_ids, shape, source_nodata=None):
-    sources = np.asarray(sources)
+    try:
+        sources = np.asarray(sources)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(
+            "sources must be a (k, 2) array of (row, col) cells or a raster "
+            f"of shape {shape}: {error}") from None
+    if sources.dtype.kind not in "biuf":
+        raise InvalidInputError(
+            "sources must be a (k, 2) array of (row, col) cells or a raster "
+            f"of shape {shape}, got values of dtype {sources.dtype}")
     # A (k, 2) integer array is a list of cells even when the raster happens
     # to have two columns; pass a boolean mask for such a raster.
     if sources.ndim == 2 and sources.shape == shape and not (
@@ -288,7 +324,9 @@ def _source_cells(sources, source_ids, shape, source_nodata=None):
             f"sources must be a (k, 2) array of (row, col) cells or a raster of "
             f"shape {shape}, got an array of shape {sources.shape}")
     if not np.issubdtype(sources.dtype, np.integer):
-        if not np.all(np.equal(np.mod(sources, 1), 0)):
+        if not (np.all(np.isfinite(sources))
+                and np.all(np.equal(np.mod(sources, 1), 0))
+                and np.all(np.abs(sources) < 2**62)):
             raise InvalidInputError("source (row, col) cells must be integers")
     cells = sources.astype(np.int64)
     outside = ((cells[:, 0] < 0) | (cells[:, 0] >= shape[0])
@@ -301,7 +339,18 @@ def _source_cells(sources, source_ids, shape, source_nodata=None):
     if source_ids is None:
         ids = np.arange(1, len(cells) + 1, dtype=np.int64)
     else:
-        ids = np.asarray(source_ids, dtype=np.int64)
+        try:
+            ids = np.asarray(source_ids)
+            if ids.dtype.kind not in "biu" and not (
+                    ids.dtype.kind == "f" and np.all(np.isfinite(ids))
+                    and np.all(ids == np.floor(ids))
+                    and np.all(np.abs(ids) < 2**63)):
+                raise ValueError(f"got values of dtype {ids.dtype}")
+            ids = ids.astype(np.int64)
+        except (TypeError, ValueError, OverflowError) as error:
+            raise InvalidInputError(
+                f"source_ids must be whole numbers, one per source: {error}"
+            ) from None
         if ids.shape != (len(cells),):
             raise InvalidInputError(
                 f"source_ids must have one id per source ({len(cells)}), "
@@ -321,11 +370,88 @@ def _step_lengths(connectivity, cell_size):
     if cell_size is None:
         xres = yres = 1.0
     else:
-        xres, yres = (abs(float(v)) for v in cell_size)
+        try:
+            xres, yres = cell_size
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"cell_size must be two positive numbers (xres, yres), got "
+                f"{cell_size!r}") from None
+        xres, yres = (abs(check_number("cell_size", v, allow_none=False))
+                      for v in (xres, yres))
         if not (xres > 0 and yres > 0):
             raise InvalidInputError(
                 f"cell_size must be two positive numbers, got {cell_size!r}")
     return np.hypot(offsets[:, 0] * yres, offsets[:, 1] * xres)
+
+
+# Largest finite float64.
+FLOAT64_MAX = np.finfo(np.float64).max
+
+
+def _largest_finite_cost(array, valid):
+    """The largest finite valid cost of a float64 raster; 0 for integer
+    and float32 rasters, whose costs cannot add up to the float64 limit."""
+    if not np.issubdtype(array.dtype, np.floating) or array.dtype.itemsize < 8:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        finite = np.where(valid & (array < np.inf), array, -np.inf)
+    largest = float(finite.max(initial=-np.inf))
+    return largest if largest > 0 else 0.0
+
+
+def _overflow_exponent(largest, step_lengths):
+    """k > 0 when costs this large would overflow a single step's
+    (c_a + c_b) / 2 * L: the kernels then run on cost / 2**k and the
+    accumulated costs are multiplied back by 2**k.  A power of two scales
+    every sum and comparison exactly (no rounding changes; costs below
+    2**-1000 or so would lose bits, which no real friction raster mixes
+    with costs near 1e308), so the result is the one exact arithmetic on
+    the unscaled costs would give, where that fits in a float64."""
+    if not largest:
+        return 0
+    # a step's cost and a sum of two accumulated costs stay finite below
+    # a quarter of the range
+    excess = (np.log2(largest) + 1.0 + np.log2(float(np.max(step_lengths)))
+              - np.log2(FLOAT64_MAX / 4))
+    if excess < 0:
+        return 0
+    return int(np.ceil(excess)) + 1
+
+
+def _check_no_overflow(cost, valid, accumulated, predecessor, unlimited,
+                       largest, step_lengths):
+    """Raise when an accumulated cost overflowed float64.
+
+    Two signs: a reached cell whose accumulated cost is +inf (after
+    scaling back), and, without max_cost, a valid finite-cost cell left
+    unreached beside a reached finite-cost cell (the kernels drop a sum
+    that became +inf as if the cell were behind a barrier).  +inf cost
+    cells are barriers and never count.
+    """
+    farthest = float(np.nanmax(accumulated, initial=0.0))
+    if farthest + largest * float(np.max(step_lengths)) < FLOAT64_MAX:
+        return  # one more step from the farthest cell still fits
+    reached = predecessor != -1
+    overflowed = reached & ~np.isfinite(accumulated)
+    if unlimited:
+        open_cell = valid & np.isfinite(cost)
+        settled = reached & open_cell
+        stuck = open_cell & ~reached
+        rows, cols = cost.shape
+        for drow, dcol in ((0, 1), (1, 0)):
+            here = (slice(0, rows - drow), slice(0, cols - dcol))
+            there = (slice(drow, rows), slice(dcol, cols))
+            overflowed[there] |= settled[here] & stuck[there]
+            overflowed[here] |= settled[there] & stuck[here]
+    if overflowed.any():
+        row, col = np.argwhere(overflowed)[0]
+        raise InvalidInputError(
+            f"accumulated costs pass the largest float64 ({FLOAT64_MAX:.3g}) "
+            f"at {int(overflowed.sum())} cell(s), first at row {row}, "
+            f"column {col}: the costs (up to {largest:.6g}) are too large to "
+            "add up along a path; divide the cost raster by a constant "
+            "(e.g. 1e300) and multiply the result back, or set a maximum "
+            "cost")
 
 
 def _direction_from_predecessor(predecessor):

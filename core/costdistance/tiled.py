@@ -1,6 +1,7 @@
 """Cost distance on the block hierarchy (out-of-core, exact).
 
-The thesis's I/O-efficient SSSP (ch. 4) keeps a priority queue of clusters
+Haverkort's I/O-efficient SSSP (references in docs/architecture.md) keeps a
+priority queue of clusters
 keyed by the smallest tentative distance on their boundary.  This module
 does the same at tile granularity:
 
@@ -41,9 +42,7 @@ an LRU cache sized from the memory limit; evicted states go to the scratch
 folder and come back when the tile is solved again.
 """
 
-import heapq
-import math
-from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -209,7 +208,9 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
     if state is None:
         distance, hops = new_state(window)
     else:
-        distance, hops = state
+        # copies: the task must not change its input (a retried or
+        # recomputed task starts from the same state)
+        distance, hops = state[0].copy(), state[1].copy()
     distance[~valid.reshape(-1)] = -np.inf
     if passed is None:
         from . import KNIGHT_PASSED_CELLS
@@ -439,51 +440,110 @@ def _band_index(row, col, raster_rows, raster_cols, tile_size, tile_cols,
 # round 2: predecessors and allocation per tile
 
 
+@dataclass
+class Halo:
+    """What a tile task needs from its neighbours: the ``margin``-wide ring
+    of cells around the tile, in frame order (row by row, skipping the
+    tile), as the driver's band arrays hold them.
+
+    ``distance`` is -inf on barriers and outside the raster; ``hops`` and
+    ``cost`` are 0 there.  ``label`` and ``flag`` (None when not needed)
+    are each cell's band index with flag 1 (labels not resolved yet) or the
+    resolved label and its flag.
+    """
+
+    distance: np.ndarray
+    hops: np.ndarray
+    cost: np.ndarray
+    label: np.ndarray = None
+    flag: np.ndarray = None
+
+
+def tile_halo(window, margin, grid, band_offset, all_band_cost,
+              band_distance, band_hops, band_label=None, band_flag=None,
+              label_mode=0):
+    """The :class:`Halo` of the tile at ``window`` from the global band
+    arrays (in the driver): ``label_mode`` 0 leaves labels out, 1 gives
+    each cell its band index (flag 1), 2 the band's label and flag."""
+    rows, cols = window.rows, window.cols
+    n = (rows + 2 * margin) * (cols + 2 * margin) - rows * cols
+    distance = np.full(n, -np.inf)
+    hops = np.zeros(n, np.int64)
+    cost = np.zeros(n)
+    label = np.zeros(n if label_mode else 0, np.int64)
+    flag = np.zeros(n if label_mode else 0, np.uint8)
+    if band_label is None:
+        band_label = np.zeros(0, np.int64)
+        band_flag = np.zeros(0, np.uint8)
+    _gather_halo(window.row, window.col, rows, cols, margin, grid.shape[0],
+                 grid.shape[1], grid.tile_size, grid.tile_cols, band_offset,
+                 all_band_cost, band_distance, band_hops, band_label,
+                 band_flag, distance, hops, cost, label, flag, label_mode)
+    if not label_mode:
+        return Halo(distance, hops, cost)
+    return Halo(distance, hops, cost, label, flag)
+
+
 @njit(cache=True, nogil=True)
-def _frame_halo(row0, col0, rows, cols, margin, raster_rows, raster_cols,
-                tile_size, tile_cols, band_offset, all_band_cost,
-                band_distance, band_hops, band_label, band_flag,
-                frame_distance, frame_hops, frame_cost, frame_label,
-                frame_flag, frame_known, label_mode):
-    """Fill the ``margin``-wide halo of a tile's frame from the global band
-    arrays: distance (-inf on barriers and outside the raster), hops, cost
-    and, known, the label: none (``label_mode`` 0), the band index itself
-    with flag 1 (1), or the band's label and flag (2)."""
+def _gather_halo(row0, col0, rows, cols, margin, raster_rows, raster_cols,
+                 tile_size, tile_cols, band_offset, all_band_cost,
+                 band_distance, band_hops, band_label, band_flag,
+                 halo_distance, halo_hops, halo_cost, halo_label, halo_flag,
+                 label_mode):
+    """Fill the halo arrays (frame order) from the global band arrays."""
+    k = 0
+    for fr in range(rows + 2 * margin):
+        for fc in range(cols + 2 * margin):
+            if margin <= fr < rows + margin and margin <= fc < cols + margin:
+                continue
+            row = row0 + fr - margin
+            col = col0 + fc - margin
+            if 0 <= row < raster_rows and 0 <= col < raster_cols:
+                index = _band_index(row, col, raster_rows, raster_cols,
+                                    tile_size, tile_cols, margin, band_offset)
+                cost = all_band_cost[index]
+                if cost == cost:  # not a barrier
+                    halo_distance[k] = band_distance[index]
+                    halo_hops[k] = band_hops[index]
+                    halo_cost[k] = cost
+                    if label_mode == 1:
+                        halo_label[k] = index
+                        halo_flag[k] = 1
+                    elif label_mode == 2:
+                        halo_label[k] = band_label[index]
+                        halo_flag[k] = band_flag[index]
+            k += 1
+
+
+@njit(cache=True, nogil=True)
+def _scatter_halo(rows, cols, margin, halo_distance, halo_hops, halo_cost,
+                  halo_label, halo_flag, frame_distance, frame_hops,
+                  frame_cost, frame_label, frame_flag, frame_known):
+    """Put a :class:`Halo`'s arrays into the ring of a tile's frame (all
+    its cells known; labels only when the halo has them)."""
     frame_cols = cols + 2 * margin
+    with_labels = halo_label.size > 0
+    k = 0
     for fr in range(rows + 2 * margin):
         for fc in range(frame_cols):
             if margin <= fr < rows + margin and margin <= fc < cols + margin:
                 continue
             cell = fr * frame_cols + fc
+            frame_distance[cell] = halo_distance[k]
+            frame_hops[cell] = halo_hops[k]
+            frame_cost[cell] = halo_cost[k]
             frame_known[cell] = True
-            row = row0 + fr - margin
-            col = col0 + fc - margin
-            if not (0 <= row < raster_rows and 0 <= col < raster_cols):
-                frame_distance[cell] = -np.inf
-                continue
-            index = _band_index(row, col, raster_rows, raster_cols,
-                                tile_size, tile_cols, margin, band_offset)
-            cost = all_band_cost[index]
-            if cost != cost:
-                frame_distance[cell] = -np.inf
-                continue
-            frame_distance[cell] = band_distance[index]
-            frame_hops[cell] = band_hops[index]
-            frame_cost[cell] = cost
-            if label_mode == 1:
-                frame_label[cell] = index
-                frame_flag[cell] = 1
-            elif label_mode == 2:
-                frame_label[cell] = band_label[index]
-                frame_flag[cell] = band_flag[index]
+            if with_labels:
+                frame_label[cell] = halo_label[k]
+                frame_flag[cell] = halo_flag[k]
+            k += 1
 
 
-def _tile_frame(cost_source, window, nodata, state, margin, grid,
-                band_offset, all_band_cost, band_distance, band_hops,
-                band_label, band_flag, frame_label, frame_flag, frame_known,
-                label_mode):
-    """A tile's (distance, hops, cost) with a ``margin``-wide halo from the
-    band arrays, flat; the halo's labels as ``_frame_halo`` fills them."""
+def _tile_frame(cost_source, window, nodata, state, margin, halo,
+                frame_label, frame_flag, frame_known):
+    """A tile's (distance, hops, cost) with its ``margin``-wide halo, flat
+    (new arrays: ``state`` is only read); the halo's labels go into
+    ``frame_label`` and ``frame_flag`` when it has them."""
     rows, cols = window.rows, window.cols
     frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
     inner = (slice(margin, margin + rows), slice(margin, margin + cols))
@@ -497,17 +557,14 @@ def _tile_frame(cost_source, window, nodata, state, margin, grid,
     frame_distance[inner] = np.where(valid, distance.reshape(rows, cols),
                                      -np.inf)
     frame_hops[inner] = hops.reshape(rows, cols)
-    if band_label is None:
-        band_label = np.zeros(0, np.int64)
-        band_flag = np.zeros(0, np.uint8)
     frame_distance = frame_distance.reshape(-1)
     frame_hops = frame_hops.reshape(-1)
     frame_cost = frame_cost.reshape(-1)
-    _frame_halo(window.row, window.col, rows, cols, margin, grid.shape[0],
-                grid.shape[1], grid.tile_size, grid.tile_cols, band_offset,
-                all_band_cost, band_distance, band_hops, band_label,
-                band_flag, frame_distance, frame_hops, frame_cost,
-                frame_label, frame_flag, frame_known, label_mode)
+    label = halo.label if halo.label is not None else np.zeros(0, np.int64)
+    flag = halo.flag if halo.flag is not None else np.zeros(0, np.uint8)
+    _scatter_halo(rows, cols, margin, halo.distance, halo.hops, halo.cost,
+                  label, flag, frame_distance, frame_hops, frame_cost,
+                  frame_label, frame_flag, frame_known)
     return frame_distance, frame_hops, frame_cost
 
 
@@ -610,39 +667,37 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
 
 
 def hops_tile(cost_source, window, nodata, state, margin, source_local,
-              grid, band_offset, all_band_cost, band_distance, band_hops,
-              offsets, passed, step_lengths):
+              halo, offsets, passed, step_lengths):
     """Phase 2 for one tile, with the distances final: lower its hops from
     ``source_local`` (its sources, on its first visit) and from the hops of
-    its halo.  Pure: returns the new state."""
+    its :class:`Halo`.  Pure: returns ``(band_hops, state)``, the new hops
+    of its band cells and its new state."""
     rows, cols = window.rows, window.cols
     frame_cols = cols + 2 * margin
     n = (rows + 2 * margin) * frame_cols
     frame_distance, frame_hops, frame_cost = _tile_frame(
-        cost_source, window, nodata, state, margin, grid, band_offset,
-        all_band_cost, band_distance, band_hops, None, None,
-        np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(n, np.bool_),
-        0)
+        cost_source, window, nodata, state, margin, halo,
+        np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(n, np.bool_))
     band_r, band_c = band_cells(rows, cols, margin)
     _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
                 band_r, band_c, source_local,
                 np.ascontiguousarray(offsets[:, 0]),
                 np.ascontiguousarray(offsets[:, 1]), passed, step_lengths)
-    hops = frame_hops.reshape(rows + 2 * margin, frame_cols)[
-        margin:margin + rows, margin:margin + cols]
-    return state[0], np.ascontiguousarray(hops).reshape(-1)
+    hops = np.ascontiguousarray(frame_hops.reshape(
+        rows + 2 * margin, frame_cols)[margin:margin + rows,
+                                       margin:margin + cols]).reshape(-1)
+    return hops[band_r * cols + band_c], (state[0], hops)
 
 
 def tile_trees(cost_source, window, nodata, state, margin, source_local,
-               source_ids, grid, band_offset, all_band_cost, band_distance,
-               band_hops, band_label, band_flag, offsets, passed,
-               step_lengths):
+               source_ids, halo, offsets, passed, step_lengths):
     """Predecessor codes and allocation labels of one tile.  Pure.
 
-    With ``band_label`` None the halo cells are labelled with their own
-    band index (flag 1), so a cell whose tree leaves the tile gets the
-    index of the band cell it leaves through; otherwise with the resolved
-    band labels.  Returns (predecessor, label, flag), each rows x cols.
+    With a :class:`Halo` of label mode 1 the halo cells are labelled with
+    their own band index (flag 1), so a cell whose tree leaves the tile
+    gets the index of the band cell it leaves through; with mode 2 with
+    the resolved band labels.  Returns (predecessor, label, flag), each
+    rows x cols.
     """
     from ._cpu import canonical_predecessors, walk_to_roots
     rows, cols = window.rows, window.cols
@@ -652,11 +707,9 @@ def tile_trees(cost_source, window, nodata, state, margin, source_local,
     frame_label = np.zeros(n, np.int64)
     frame_flag = np.zeros(n, np.uint8)
     frame_known = np.zeros(n, np.bool_)
-    resolved = band_label is not None
     frame_distance, frame_hops, frame_cost = _tile_frame(
-        cost_source, window, nodata, state, margin, grid, band_offset,
-        all_band_cost, band_distance, band_hops, band_label, band_flag,
-        frame_label, frame_flag, frame_known, 2 if resolved else 1)
+        cost_source, window, nodata, state, margin, halo, frame_label,
+        frame_flag, frame_known)
     predecessor = np.full(n, -1, np.int8)
     drow = np.ascontiguousarray(offsets[:, 0])
     dcol = np.ascontiguousarray(offsets[:, 1])
@@ -703,359 +756,71 @@ def _resolve_band_labels(label, flag):
 
 
 # --------------------------------------------------------------------------
-# the driver
+# the tile tasks of the rounds (pure; small messages out, state kept)
 
 
-class _StateCache:
-    """Tile states in an LRU cache of at most ``capacity`` tiles; evicted
-    states are written to the scratch folder."""
+def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
+                     margin, offsets, step_lengths, max_cost, passed,
+                     backend="cpu"):
+    """A propagation round's task for one tile: :func:`solve_tile`.
 
-    def __init__(self, folder, capacity):
-        self.scratch = tiling.ScratchStore(folder, budget_bytes=0)
-        self.capacity = max(1, capacity)
-        self.cached = OrderedDict()
-
-    def get(self, tile):
-        if tile in self.cached:
-            self.cached.move_to_end(tile)
-            return self.cached[tile]
-        if tile in self.scratch:
-            return tuple(self.scratch.get(tile))
-        return None
-
-    def put(self, tile, state):
-        self.cached[tile] = state
-        self.cached.move_to_end(tile)
-        while len(self.cached) > self.capacity:
-            old, old_state = self.cached.popitem(last=False)
-            self.scratch.put(old, old_state)
+    Returns ``(band_distance, state)``: the distances of its band cells
+    (the message the driver relaxes into the neighbours) and the new
+    state (kept where it was computed)."""
+    state = solve_tile(cost_source, window, nodata, state, source_local,
+                       seeds, margin, offsets, step_lengths, max_cost, passed,
+                       backend)
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    return state[0][band_r * window.cols + band_c], state
 
 
-def cost_distance_tiled(plan, sources, source_ids, source_nodata,
-                        connectivity, step_lengths, max_cost, nodata,
-                        out_dir, executor, progress, backend="cpu",
-                        outputs=("accumulated", "direction", "allocation")):
-    """The tiled path of :func:`gridgraph.core.cost_distance`.
-
-    ``backend`` "cuda" solves the tiles on the GPU.  Returns a
-    CostDistanceResult whose arrays are in memory, or read-only memmaps of ``out_dir/accumulated.npy``, ``direction.npy`` and
-    ``allocation.npy``.
-    """
-    from . import (KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS, CostDistanceResult,
-                   GRASS_DIRECTION_DEGREES, _describe_cells, _source_cells)
-    source = plan.source
-    grid = plan.grid
-    if nodata is None:
-        nodata = source.nodata
-    rows, cols = source.shape
-    progress = progress if progress is not None else Progress()
-    out_dir = tiling.check_out_dir(out_dir, rows * cols * 20, plan.limit_bytes)
-    margin = 2 if connectivity == 16 else 1
-
-    source_raster = None
-    source_list = None
-    candidate = sources if isinstance(sources, (np.ndarray, str)) else \
-        np.asarray(sources)
-    if isinstance(candidate, str) or (
-            candidate.ndim == 2 and candidate.shape == (rows, cols) and not (
-                cols == 2 and np.issubdtype(candidate.dtype, np.integer))):
-        if source_ids is not None:
-            raise InvalidInputError(
-                "source_ids only applies to (row, col) sources; a source "
-                "raster's ids are its cell values")
-        source_raster = tiling.open_source(candidate)
-    else:
-        source_list = _source_cells(candidate, source_ids, (rows, cols))
-
-    tiles = grid.morton_order()
-    surveys = tiling.run_tasks(
-        survey_tile,
-        [(source, grid.window(*tile), nodata, margin, source_raster,
-          source_nodata) for tile in tiles],
-        executor, progress.span(0.0, 0.1))
-    survey = dict(zip(tiles, surveys))
-    if sum(s["valid"] for s in surveys) == 0:
-        raise InvalidInputError(
-            "the cost raster has no valid cell (every cell is nodata or NaN): "
-            "check the band and its nodata value")
-    negatives = [s["first_negative"] for s in surveys if s["negative"]]
-    if negatives:
-        count = sum(s["negative"] for s in surveys)
-        row, col, value = min(negatives, key=lambda f: (f[0], f[1]))
-        raise InvalidInputError(
-            f"the cost raster has {count} negative cell(s), "
-            f"first at row {row}, column {col} (value {value}): "
-            "costs must be >= 0; set them to nodata to make barriers, or "
-            "shift/rescale the raster")
-    if source_raster is not None:
-        order = sorted(tiles)
-        cells = np.concatenate([survey[t]["source_cells"] for t in order])
-        ids = np.concatenate([survey[t]["source_ids"] for t in order])
-        # scan order, as np.argwhere lists them in memory
-        scan = np.lexsort((cells[:, 1], cells[:, 0]))
-        cells, ids = cells[scan], ids[scan]
-        if len(cells) == 0:
-            raise InvalidInputError(
-                "the source raster has no source cell (no valid non-zero "
-                "cell): give sources as non-zero cells of the raster")
-        blocked_cells = np.concatenate([survey[t]["blocked"] for t in order])
-        blocked_cells = blocked_cells[np.lexsort((blocked_cells[:, 1],
-                                                  blocked_cells[:, 0]))]
-    else:
-        cells, ids = source_list
-        blocked = np.zeros(len(cells), dtype=bool)
-        for k, (r, c) in enumerate(cells):
-            blocked[k] = not _cell_valid(source, nodata, r, c)
-        blocked_cells = cells[blocked]
-    if len(blocked_cells) == len(cells):
-        raise InvalidInputError(
-            "every source lies on a barrier (nodata or NaN cost) cell: "
-            + _describe_cells(blocked_cells)
-            + "; move the sources onto cells with a valid cost")
-    if len(blocked_cells):
-        raise InvalidInputError(
-            f"{len(blocked_cells)} source(s) lie on barrier (nodata or NaN "
-            "cost) cells: " + _describe_cells(blocked_cells)
-            + "; move them onto cells with a valid cost or remove them")
-
-    offsets = np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity])
-    drow = offsets[:, 0].copy()
-    dcol = offsets[:, 1].copy()
-    passed = np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity])
-    step_lengths = np.ascontiguousarray(step_lengths, dtype=np.float64)
-    max_cost = math.inf if max_cost is None else float(max_cost)
-
-    n_tiles = grid.count
-    index_of = {tile: grid.index(*tile) for tile in tiles}
-    band_offset = np.zeros(n_tiles + 1, dtype=np.int64)
-    for tile in tiles:
-        band_offset[index_of[tile] + 1] = survey[tile]["band_cost"].size
-    band_offset = np.cumsum(band_offset)
-    all_band_cost = np.empty(band_offset[-1], dtype=np.float64)
-    for tile in tiles:
-        t = index_of[tile]
-        all_band_cost[band_offset[t]:band_offset[t + 1]] = \
-            survey[tile]["band_cost"]
-    del surveys, survey
-    total_band = int(band_offset[-1])
-    in_distance = np.full(total_band, np.inf)
-    out_distance = np.full(total_band, np.inf)
-    dirty_key = np.full(n_tiles, np.inf)
-
-    size = grid.tile_size
-    tile_sources = {}
-    tile_of_source = (cells[:, 0] // size) * grid.tile_cols + cells[:, 1] // size
-    for t in np.unique(tile_of_source):
-        pick = np.flatnonzero(tile_of_source == t)  # list order kept
-        tr, tc = divmod(int(t), grid.tile_cols)
-        window = grid.window(tr, tc)
-        local = (cells[pick, 0] - window.row) * window.cols \
-            + cells[pick, 1] - window.col
-        tile_sources[int(t)] = (local.astype(np.int64), ids[pick].astype(np.int64))
-        dirty_key[int(t)] = 0.0
-
-    state_bytes = STATE_BYTES_PER_CELL * size * size
-    global_bytes = total_band * BAND_BYTES_PER_CELL
-    cache_tiles = int((plan.limit_bytes * 0.6 - global_bytes
-                       - TILE_BYTES_PER_CELL * size * size) // state_bytes)
-    no_sources = (np.empty(0, np.int64), np.empty(0, np.int64))
-    distinct_ids = np.unique(ids)
-
-    with tiling.scratch_folder(out_dir) as folder:
-        cache = _StateCache(folder, cache_tiles)
-        queue = [(0.0, t) for t in tile_sources]
-        heapq.heapify(queue)
-        solved = np.zeros(n_tiles, dtype=bool)
-        propagate = progress.span(0.1, 0.7)
-        solves = 0
-        while queue:
-            key, t = heapq.heappop(queue)
-            if key != dirty_key[t]:
-                continue  # stale: solved since, or queued again lower
-            dirty_key[t] = np.inf
-            tr, tc = divmod(t, grid.tile_cols)
-            window = grid.window(tr, tc)
-            band = slice(band_offset[t], band_offset[t + 1])
-            state = cache.get(t)
-            local = tile_sources.get(t, no_sources)[0] if state is None \
-                else no_sources[0]
-            state = solve_tile(source, window, nodata, state, local,
-                               in_distance[band], margin,
-                               offsets, step_lengths, max_cost, passed,
-                               backend)
-            cache.put(t, state)
-            solves += 1
-            band_r, band_c = band_cells(window.rows, window.cols, margin)
-            flat = band_r * window.cols + band_c
-            new_distance = state[0][flat]
-            changed = new_distance != out_distance[band]
-            out_distance[band] = new_distance
-            before = dirty_key.copy()
-            _relax_out(window.row, window.col, window.rows, window.cols,
-                       band_r, band_c, new_distance, changed, rows, cols,
-                       size, grid.tile_cols, margin, band_offset[t],
-                       band_offset, all_band_cost, in_distance,
-                       out_distance, drow, dcol, passed, step_lengths,
-                       max_cost, dirty_key)
-            for other in np.flatnonzero(dirty_key < before):
-                heapq.heappush(queue, (float(dirty_key[other]), int(other)))
-            solved[t] = True
-            propagate(min(0.99, solved.sum() / n_tiles))
-        del in_distance
-
-        # barriers: -inf in the band distances, as inside the tiles
-        out_distance[np.isnan(all_band_cost)] = -np.inf
-        need_trees = "direction" in outputs or "allocation" in outputs
-        out_hops = np.full(total_band, HOPS_UNREACHED, np.int64)
-        if need_trees:
-            _propagate_hops(source, grid, tiles, index_of, cache,
-                            tile_sources, nodata, margin, band_offset,
-                            all_band_cost, out_distance, out_hops, offsets,
-                            passed, step_lengths, progress.span(0.7, 0.8))
-
-        def trees(tile, band_label=None, band_flag=None):
-            t = index_of[tile]
-            window = grid.window(*tile)
-            local, local_ids = tile_sources.get(t, no_sources)
-            return tile_trees(source, window, nodata, cache.get(t), margin,
-                              local, local_ids, grid, band_offset,
-                              all_band_cost, out_distance, out_hops,
-                              band_label, band_flag, offsets, passed,
-                              step_lengths)
-
-        band_label = band_flag = None
-        if len(distinct_ids) > 1 and "allocation" in outputs:
-            # where each band cell's tree leaves its tile (or its source
-            # id), then those chains followed across tiles to an id
-            band_label = np.zeros(total_band, np.int64)
-            band_flag = np.zeros(total_band, np.uint8)
-            label_pass = progress.span(0.8, 0.85)
-            for k, tile in enumerate(tiles):
-                t = index_of[tile]
-                if cache.get(t) is not None:
-                    window = grid.window(*tile)
-                    _, label, flag = trees(tile)
-                    band_r, band_c = band_cells(window.rows, window.cols,
-                                                margin)
-                    band = slice(band_offset[t], band_offset[t + 1])
-                    band_label[band] = label[band_r, band_c]
-                    band_flag[band] = flag[band_r, band_c]
-                label_pass((k + 1) / len(tiles))
-            _resolve_band_labels(band_label, band_flag)
-
-        sink_types = {"accumulated": (np.float64, np.nan),
-                      "direction": (np.float32, np.nan),
-                      "allocation": (np.int64, 0)}
-        sinks = {name: tiling.make_sink(out_dir, name, (rows, cols),
-                                        *sink_types[name])
-                 for name in outputs}
-        finish = progress.span(0.85, 1.0)
-        with tiling.output_sinks(list(sinks.values())):
-            for k, tile in enumerate(tiles):
-                t = index_of[tile]
-                window = grid.window(*tile)
-                state = cache.get(t)
-                shape = (window.rows, window.cols)
-                if state is None:
-                    blocks = {
-                        "accumulated": np.full(shape, np.nan),
-                        "direction": np.full(shape, np.nan, np.float32),
-                        "allocation": np.zeros(shape, np.int64)}
-                elif not need_trees:
-                    distance = state[0].reshape(shape)
-                    blocks = {"accumulated": np.where(
-                        np.isfinite(distance), distance, np.nan)}
-                else:
-                    predecessor, label, _ = trees(tile, band_label, band_flag)
-                    reached = predecessor >= 0
-                    direction = np.full(shape, np.nan, np.float32)
-                    direction[reached] = GRASS_DIRECTION_DEGREES[
-                        predecessor[reached]]
-                    direction[predecessor == PREDECESSOR_SOURCE] = 0.0
-                    unreached = predecessor == PREDECESSOR_UNREACHED
-                    blocks = {
-                        "accumulated": np.where(unreached, np.nan,
-                                                state[0].reshape(shape)),
-                        "direction": direction,
-                        "allocation": np.where(
-                            unreached, 0,
-                            distinct_ids[0] if band_label is None else label)}
-                for name, sink in sinks.items():
-                    sink.write(window, blocks[name])
-                finish((k + 1) / len(tiles))
-            results = {name: sink.finish() for name, sink in sinks.items()}
-    result = CostDistanceResult(*(results.get(name) for name in (
-        "accumulated", "direction", "allocation")))
-    result.tile_solves = solves
-    return result
+def tile_band_labels(cost_source, window, nodata, state, margin,
+                     source_local, source_ids, halo, offsets, passed,
+                     step_lengths):
+    """The label pass's task for one tile (several source ids): for each
+    band cell, its source id (flag 0) or the band index its tree leaves
+    the tile through (flag 1), from :func:`tile_trees` with a label-mode-1
+    halo.  Returns ``(band_label, band_flag)``."""
+    _, label, flag = tile_trees(cost_source, window, nodata, state, margin,
+                                source_local, source_ids, halo, offsets,
+                                passed, step_lengths)
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    return label[band_r, band_c], flag[band_r, band_c]
 
 
-def _propagate_hops(source, grid, tiles, index_of, cache, tile_sources,
-                    nodata, margin, band_offset, all_band_cost, out_distance,
-                    out_hops, offsets, passed, step_lengths, progress):
-    """Phase 2: the hops of every tile, with the distances final.
+def tile_outputs(cost_source, window, nodata, state, margin, source_local,
+                 source_ids, halo, offsets, passed, step_lengths, outputs,
+                 single_id):
+    """The output pass's task for one tile: its blocks of ``outputs``
+    (accumulated cost, GRASS direction, allocation) as a dict.
 
-    Tiles are taken by the least hops their halo received (sources' tiles
-    first); a tile whose band hops dropped wakes the neighbours whose halo
-    holds them.  Hops only drop, so this stops, at the least fixed point:
-    the hops of a breadth-first search of the tight moves, as in memory.
-    """
-    tile_cols = grid.tile_cols
-    hop_key = np.full(grid.count, np.inf)
-    visited = np.zeros(grid.count, dtype=bool)
-    for t in tile_sources:
-        hop_key[t] = 0.0
-    queue = [(0.0, t) for t in tile_sources]
-    heapq.heapify(queue)
-    no_sources = np.empty(0, np.int64)
-    done = 0
-    while queue:
-        key, t = heapq.heappop(queue)
-        if key != hop_key[t]:
-            continue
-        hop_key[t] = np.inf
-        state = cache.get(t)
-        if state is None:
-            continue  # never reached
-        tr, tc = divmod(t, tile_cols)
-        window = grid.window(tr, tc)
-        local = tile_sources[t][0] if t in tile_sources and not visited[t] \
-            else no_sources
-        if not visited[t]:
-            visited[t] = True
-            done += 1
-        state = hops_tile(source, window, nodata, state, margin, local, grid,
-                          band_offset, all_band_cost, out_distance, out_hops,
-                          offsets, passed, step_lengths)
-        cache.put(t, state)
-        band_r, band_c = band_cells(window.rows, window.cols, margin)
-        band = slice(band_offset[t], band_offset[t + 1])
-        new_hops = state[1][band_r * window.cols + band_c]
-        changed = new_hops != out_hops[band]
-        out_hops[band] = new_hops
-        if changed.any():
-            least = float(new_hops[changed].min() + 1)
-            rows_changed = band_r[changed]
-            cols_changed = band_c[changed]
-            up = (rows_changed < margin).any()
-            down = (rows_changed >= window.rows - margin).any()
-            left = (cols_changed < margin).any()
-            right = (cols_changed >= window.cols - margin).any()
-            for dr in (-1, 0, 1):
-                for dc in (-1, 0, 1):
-                    if (dr, dc) == (0, 0) or (dr == -1 and not up) or (
-                            dr == 1 and not down) or (
-                            dc == -1 and not left) or (dc == 1 and not right):
-                        continue
-                    nr, nc = tr + dr, tc + dc
-                    if 0 <= nr < grid.tile_rows and 0 <= nc < tile_cols:
-                        other = nr * tile_cols + nc
-                        if least < hop_key[other]:
-                            hop_key[other] = least
-                            heapq.heappush(queue, (least, other))
-        progress(min(0.99, done / grid.count))
+    ``halo`` is None when neither direction nor allocation is wanted;
+    ``single_id`` is the allocation of every reached cell when there is
+    only one source id (else the halo holds the resolved labels)."""
+    from . import GRASS_DIRECTION_DEGREES
+    shape = (window.rows, window.cols)
+    distance = state[0].reshape(shape)
+    if halo is None:
+        return {"accumulated": np.where(np.isfinite(distance), distance,
+                                        np.nan)}
+    predecessor, label, _ = tile_trees(cost_source, window, nodata, state,
+                                       margin, source_local, source_ids,
+                                       halo, offsets, passed, step_lengths)
+    reached = predecessor >= 0
+    direction = np.full(shape, np.nan, np.float32)
+    direction[reached] = GRASS_DIRECTION_DEGREES[predecessor[reached]]
+    direction[predecessor == PREDECESSOR_SOURCE] = 0.0
+    unreached = predecessor == PREDECESSOR_UNREACHED
+    blocks = {"accumulated": np.where(unreached, np.nan, distance),
+              "direction": direction,
+              "allocation": np.where(unreached, 0, single_id
+                                     if single_id is not None else label)}
+    return {name: blocks[name] for name in outputs}
 
 
-def _cell_valid(source, nodata, row, col):
-    value = source.read(tiling.Window(int(row), int(col), 1, 1))
-    return bool(valid_mask(value, nodata)[0, 0])
+def write_outputs(sinks, function, cost_source, window, *arguments):
+    """``function``'s blocks written to their ``sinks`` (a dict by output
+    name) in the task; returns None so nothing travels back."""
+    blocks = function(cost_source, window, *arguments)
+    for name, sink in sinks.items():
+        sink.write(window, blocks[name])

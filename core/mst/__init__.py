@@ -4,7 +4,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common import (as_progress, check_connectivity,
+from .._common import (as_progress, check_common_arguments,
+                       check_connectivity, check_number,
                        check_unsupported_scale_options, load_raster,
                        resolve_backend, valid_mask)
 from ..errors import InvalidInputError
@@ -72,7 +73,7 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
         of 32 bits or fewer, float64 for 64-bit input.
     nodata, backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.  The tiled path
-        follows Haverkort's block hierarchy (DESIGN.md) and gives the same
+        follows Haverkort's hierarchy (docs/architecture.md) and gives the same
         forest, edge order, weights and parent directions.  With a
         ``concurrent.futures.ThreadPoolExecutor`` the tiles run in its
         threads (the automatic tile size shrinks so that every worker's
@@ -114,8 +115,9 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
     >>> float(tree.total_weight), tree.trees
     (4.0, 1)
     """
+    check_common_arguments(values, nodata, band, progress, out_dir)
     connectivity = check_connectivity(connectivity, (4, 8))
-    if weight not in WEIGHTS:
+    if not isinstance(weight, str) or weight not in WEIGHTS:
         raise InvalidInputError(
             f"weight must be one of {', '.join(WEIGHTS)}, got {weight!r}")
     check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
@@ -162,6 +164,12 @@ def segment_by_threshold(result, threshold):
     scan order of each piece's first cell, 0 on nodata, and n.
     """
     from . import _cpu
+    if not isinstance(result, MSTResult):
+        raise InvalidInputError(
+            "segment_by_threshold takes the result of minimum_spanning_tree, "
+            f"got {type(result).__name__}")
+    threshold = check_number("threshold", threshold, allow_none=False,
+                             finite=False)
     if result.edges is None:
         raise InvalidInputError(
             "this spanning tree was computed without its edge list "

@@ -1,6 +1,6 @@
 """Minimum spanning forest on the block hierarchy (out-of-core).
 
-Haverkort's I/O-efficient grid MST as described in the thesis (ch. 2):
+Haverkort's I/O-efficient grid MST (references in docs/architecture.md):
 
 1. Leaf tiles (:func:`leaf_tile`, per tile): the in-memory kernel gives the
    tile's minimum spanning forest (MSF), kept in the scratch folder.  The
@@ -48,7 +48,7 @@ import threading
 import numpy as np
 from numba import njit
 
-from .. import tiling
+from .. import distributed, tiling
 from .._common import Progress, valid_mask
 from . import PARENT_DEGREES, PARENT_OFFSETS
 from .._unionfind import find_root as _find
@@ -67,6 +67,11 @@ IN_MEMORY_BYTES_PER_CELL = 130
 # sinks chunk by chunk).
 MERGE_CHUNK = 8192 * 128
 MERGE_RUN_BUFFER = 1 << 16
+# Progress spans of the rounds (the edge list's merge takes the rest).
+LEAF_SPAN = (0.0, 0.5)
+HIERARCHY_SPAN = (0.5, 0.6)
+PIECES_SPAN = (0.6, 0.7)
+FINISH_SPAN = (0.7, 0.85)
 
 # One CUDA solve at a time: tile threads share the device (its memory is
 # sized for one tile's solve) and numba's CUDA layer is not meant to be
@@ -505,53 +510,91 @@ def separator_edges(grid, messages, connectivity, weight_index, weight_dtype):
     return result
 
 
-def merge_hierarchy(grid, messages, separators, weight_dtype, progress=None):
+def merge_hierarchy(grid, messages, separators, weight_dtype, progress=None,
+                    executor=None):
     """Round 2: MSF level by level; returns the removed original edge ids
-    (sorted)."""
-    rows, cols = grid.shape
-    size = grid.tile_size
+    (sorted).
+
+    The blocks of one level are independent 2 x 2 merges
+    (:func:`merge_block`), run as tasks on ``executor``; each level takes
+    the compressed graphs the level below returned.
+    """
     top = grid.levels
-    removed = []
-    empty = (np.empty(0, np.int64), np.empty(0, np.int64),
-             np.empty(0, weight_dtype), np.empty(0, np.int64))
-    blocks_done = [0]
-    total_blocks = sum(4 ** (top - h) for h in range(1, top + 1)) or 1
     progress = progress if progress is not None else Progress()
+    empty = _empty_graph(weight_dtype)
+    graphs = {tile: (msg["a"], msg["b"], msg["w"], msg["e"])
+              for tile, msg in messages.items()}
+    removed = []
+    total_blocks = sum(-(-grid.tile_rows // (1 << h))
+                       * -(-grid.tile_cols // (1 << h))
+                       for h in range(1, top + 1)) or 1
+    blocks_done = 0
+    for h in range(1, top + 1):
+        blocks = [(by, bx) for by in range(-(-grid.tile_rows // (1 << h)))
+                  for bx in range(-(-grid.tile_cols // (1 << h)))]
+        tasks = []
+        for by, bx in blocks:
+            parts = [graphs.get((2 * by + dy, 2 * bx + dx), empty)
+                     for dy in (0, 1) for dx in (0, 1)]
+            parts.append(separators.get((h, (by, bx)), empty))
+            tasks.append((h, by, bx, parts, top, grid.tile_size, grid.shape,
+                          weight_dtype))
+        level = {}
 
-    def block(h, by, bx):
-        if h == 0:
-            msg = messages.get((by, bx))
-            if msg is None:
-                return empty
-            return msg["a"], msg["b"], msg["w"], msg["e"]
-        parts = [block(h - 1, 2 * by + dy, 2 * bx + dx)
-                 for dy in (0, 1) for dx in (0, 1)]
-        parts.append(separators.get((h, (by, bx)), empty))
-        a, b, w, e = (np.concatenate([p[k] for p in parts]) for k in range(4))
-        blocks_done[0] += 1
-        progress(blocks_done[0] / total_blocks)
-        if a.size == 0:
-            return empty
-        vertices, inverse = np.unique(np.concatenate([a, b]),
-                                      return_inverse=True)
-        local_a, local_b = inverse[:a.size], inverse[a.size:]
-        order = np.lexsort((e, w))
-        kept = _kruskal(vertices.size, local_a, local_b, order)
-        removed.append(e[~kept])
-        if h == top:
-            return empty
-        span = size << h
-        row0, col0 = by * span, bx * span
-        boundary = _boundary_of(vertices, cols, row0, min(row0 + span, rows),
-                                col0, min(col0 + span, cols), grid.shape)
-        ca, cb, cw, ce = _compress(vertices.size, local_a[kept],
-                                   local_b[kept], w[kept], e[kept], boundary)
-        return vertices[ca], vertices[cb], cw, ce
+        def keep(index, result):
+            graph, level_removed = result
+            if graph is not None:
+                level[blocks[index]] = graph
+            if level_removed is not None:
+                removed.append(level_removed)
 
-    block(top, 0, 0)
+        tiling.run_tasks(merge_block, tasks, executor if len(tasks) > 1
+                         else None,
+                         progress.span(blocks_done / total_blocks,
+                                       (blocks_done + len(tasks))
+                                       / total_blocks),
+                         on_result=keep)
+        blocks_done += len(tasks)
+        graphs = level
     if not removed:
         return np.empty(0, np.int64)
     return np.sort(np.concatenate(removed))
+
+
+def _empty_graph(weight_dtype):
+    return (np.empty(0, np.int64), np.empty(0, np.int64),
+            np.empty(0, weight_dtype), np.empty(0, np.int64))
+
+
+def merge_block(h, block_row, block_col, parts, top, tile_size, shape,
+                weight_dtype):
+    """One block of level ``h`` (pure): the MSF (Kruskal) of its four
+    children's compressed graphs and the separator edges between them
+    (``parts``: five (a, b, w, e) tuples), compressed against the block's
+    boundary.
+
+    Returns ``(graph, removed)``: the compressed graph (None when empty or
+    at the top level) and the original edge ids left out of the MSF (None
+    when the block has no edge).
+    """
+    rows, cols = shape
+    a, b, w, e = (np.concatenate([p[k] for p in parts]) for k in range(4))
+    if a.size == 0:
+        return None, None
+    vertices, inverse = np.unique(np.concatenate([a, b]), return_inverse=True)
+    local_a, local_b = inverse[:a.size], inverse[a.size:]
+    order = np.lexsort((e, w))
+    kept = _kruskal(vertices.size, local_a, local_b, order)
+    removed = e[~kept]
+    if h == top:
+        return None, removed
+    span = tile_size << h
+    row0, col0 = block_row * span, block_col * span
+    boundary = _boundary_of(vertices, cols, row0, min(row0 + span, rows),
+                            col0, min(col0 + span, cols), shape)
+    ca, cb, cw, ce = _compress(vertices.size, local_a[kept], local_b[kept],
+                               w[kept], e[kept], boundary)
+    return (vertices[ca], vertices[cb], cw, ce), removed
 
 
 # --------------------------------------------------------------------------
@@ -1133,6 +1176,28 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
                                 executor, progress, keep_edges=True):
     """The tiled path of :func:`gridgraph.core.minimum_spanning_tree`;
     ``keep_edges=False`` skips the edge list (edges and weights None)."""
+    with distributed.tile_executor(
+            executor, [plan.source], out_dir,
+            functools.partial(warm_up, plan.source.dtype,
+                              connectivity)) as executor:
+        return _minimum_spanning_tree_tiled(
+            plan, connectivity, weight_index, weight_dtype, nodata, backend,
+            out_dir, executor, progress, keep_edges)
+
+
+def warm_up(dtype=np.float32, connectivity=4):
+    """Compile this module's tile kernels (a Dask worker's preflight): the
+    tiled path on a tiny raster of ``dtype``, in this process."""
+    from . import minimum_spanning_tree
+    values = ((np.arange(16 * 16) * 7) % 11).reshape(16, 16).astype(dtype)
+    for keep_edges in (True, False):
+        minimum_spanning_tree(values, connectivity=connectivity,
+                              tile_size=8, backend="cpu", edges=keep_edges)
+
+
+def _minimum_spanning_tree_tiled(plan, connectivity, weight_index,
+                                 weight_dtype, nodata, backend, out_dir,
+                                 executor, progress, keep_edges):
     from . import MSTResult
     source = plan.source
     grid = plan.grid
@@ -1153,7 +1218,8 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
     # share of the budget
     store_budget = int(plan.limit_bytes * 0.3)
     with tiling.scratch_folder(out_dir) as folder:
-        store = tiling.ScratchStore(folder, store_budget)
+        # forests stay on the Dask workers as futures; otherwise here
+        store = tiling.TileStates(tiling.ScratchStore(folder, store_budget))
         messages = {}
         n_valid = 0
 
@@ -1168,12 +1234,13 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
             [(source, windows[t], (rows, cols), nodata, connectivity,
               weight_index, weight_dtype, backend, keep_edges)
              for t in tiles],
-            executor, progress.span(0.0, 0.5), on_result=keep_leaf)
+            executor, progress.span(*LEAF_SPAN), on_result=keep_leaf,
+            keep=True)
         n_valid = sum(m["valid"] for m in messages.values())
         separators = separator_edges(grid, messages, connectivity,
                                      weight_index, weight_dtype)
         removed = merge_hierarchy(grid, messages, separators, weight_dtype,
-                                  progress.span(0.5, 0.6))
+                                  progress.span(*HIERARCHY_SPAN), executor)
         del messages
 
         # the separators that stay, and the removed edges inside each tile
@@ -1206,7 +1273,7 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
             tile_pieces,
             ((source, windows[t], nodata, store.get(("msf", t)),
               local_removed(t)) for t in tiles),
-            executor, progress.span(0.6, 0.7), count=len(tiles))
+            executor, progress.span(*PIECES_SPAN), count=len(tiles))
         roots = orient_pieces(grid, dict(zip(tiles, pieces)), sep_low,
                               sep_high)
         del pieces
@@ -1239,25 +1306,29 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
                 run_sizes[tile] = count
                 parts[:] += tile_parts  # integers: exact in any order
 
-            # threads write their own blocks (pwrite at distinct offsets):
-            # one thread writing every block would hold up the others
-            in_thread = executor is None or isinstance(
-                executor, concurrent.futures.ThreadPoolExecutor)
+            # tasks write their own blocks (pwrite at distinct offsets)
+            # when they can reach the sink (threads; processes and Dask
+            # workers for a sink on disk): one thread writing every block
+            # would hold up the others
+            in_task = executor is None or isinstance(
+                executor, concurrent.futures.ThreadPoolExecutor) or \
+                isinstance(direction_sink, tiling.NpySink)
             tiling.run_tasks(
                 functools.partial(_finish_and_write, direction_sink)
-                if in_thread else tile_finish,
+                if in_task else tile_finish,
                 ((source, windows[t], (rows, cols), nodata,
                   store.get(("msf", t)), local_removed(t), roots[t],
                   owned.get(t, empty_sep), weight_index, weight_dtype)
                  for t in tiles),
-                executor, progress.span(0.7, 0.85 if keep_edges else 1.0),
+                executor, progress.span(FINISH_SPAN[0], FINISH_SPAN[1]
+                                        if keep_edges else 1.0),
                 on_result=keep_run, count=len(tiles))
             total = sum(run_sizes.values())
             edges = weights = None
             if keep_edges:
                 edges, weights = merge_runs(
                     store, [("run", t) for t in tiles], total, weight_dtype,
-                    (rows, cols), out_dir, progress.span(0.85, 1.0),
+                    (rows, cols), out_dir, progress.span(FINISH_SPAN[1], 1.0),
                     budget_bytes=plan.limit_bytes * 0.3)
             parent_direction = direction_sink.finish()
     progress(1.0)

@@ -1,0 +1,198 @@
+"""Tile-phase throughput and parallel efficiency on a local Dask cluster.
+
+For each worker count k (``--workers 1 2``) a ``LocalCluster`` of k worker
+processes with one thread each runs every operation on a synthetic fractal
+DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
+
+- components: ``nonzero`` on a derived mask (DEM cells whose value mod 50
+  is under 25; many components),
+- mst: weight max, 8-connected, parent directions (``edges=False``: the
+  sorted edge list is still one k-way merge in the driver),
+- costdistance: the DEM as friction, one source at the centre, 8-connected,
+  every output (accumulated cost, direction, allocation).
+
+Outputs go to ``out_dir`` (.npy on the local disk every worker shares); the
+outputs of every worker count are compared bit for bit with the first
+count's.  Prints a Markdown table: seconds (end to end: preflight, tile
+rounds, driver work, outputs), Mcells/s, speed-up and parallel efficiency
+T1 / (k Tk) against the smallest worker count, and the load average seen
+before and after (the box may be shared).
+
+    .venv/bin/python bench/dask.py --shape 2048 2048 --tile-size 256 --workers 1 2
+    python3 bench/dask.py --neuse40 --tile-size 1024 --workers 1 4 8 16 \
+        --workdir /tmp/gg-dask --operations costdistance
+"""
+
+import argparse
+import datetime
+import hashlib
+import os
+import platform
+import shutil
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# this file's folder must not be on the path: "import dask" would find it
+sys.path[:] = [p for p in sys.path
+               if os.path.abspath(p or os.curdir) != HERE]
+
+
+def _load_scale():
+    """bench/scale.py (it also makes gridgraph importable from a bare
+    checkout)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "gridgraph_bench_scale", os.path.join(HERE, "scale.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+scale = _load_scale()
+
+NEUSE40 = (17630, 12555)
+
+
+def make_inputs(workdir, shape):
+    """The DEM and the components mask as .npy files (made once)."""
+    os.makedirs(workdir, exist_ok=True)
+    dem = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
+    mask = os.path.join(workdir, f"mask-{shape[0]}x{shape[1]}.npy")
+    if not os.path.exists(dem):
+        start = time.perf_counter()
+        scale.synthetic_dem(dem, shape)
+        print(f"built {dem} in {time.perf_counter() - start:.1f} s",
+              flush=True)
+    if not os.path.exists(mask):
+        values = np.load(dem, mmap_mode="r")
+        out = np.lib.format.open_memmap(mask + ".partial", "w+", np.uint8,
+                                        shape)
+        for top in range(0, shape[0], 1024):
+            block = values[top:top + 1024]
+            out[top:top + 1024] = (np.floor(block) % 50) < 25
+        out.flush()
+        del out
+        os.replace(mask + ".partial", mask)
+    return dem, mask
+
+
+def run(operation, dem, mask, executor, tile_size, out_dir):
+    from gridgraph.core import (connected_components, cost_distance,
+                                minimum_spanning_tree)
+    if operation == "components":
+        values = np.load(mask, mmap_mode="r")
+        result = connected_components(values, mode="nonzero",
+                                      tile_size=tile_size, executor=executor,
+                                      out_dir=out_dir)
+        return {"labels": result.labels}, f"{result.count} components"
+    values = np.load(dem, mmap_mode="r")
+    if operation == "mst":
+        result = minimum_spanning_tree(values, connectivity=8, weight="max",
+                                       edges=False, tile_size=tile_size,
+                                       executor=executor, out_dir=out_dir)
+        return ({"parent_direction": result.parent_direction},
+                f"total {result.total_weight!r}, {result.trees} tree(s)")
+    centre = [(values.shape[0] // 2, values.shape[1] // 2)]
+    result = cost_distance(values, centre, connectivity=8,
+                           tile_size=tile_size, executor=executor,
+                           out_dir=out_dir)
+    return ({"accumulated": result.accumulated,
+             "direction": result.direction,
+             "allocation": result.allocation},
+            f"{result.tile_solves} tile solves")
+
+
+def digest(array):
+    """SHA-256 of an array's bytes, read in strips."""
+    hasher = hashlib.sha256()
+    step = max(1, (64 << 20) // max(1, array.shape[1] * array.itemsize))
+    for top in range(0, array.shape[0], step):
+        hasher.update(np.ascontiguousarray(array[top:top + step]).tobytes())
+    return hasher.hexdigest()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", default="/tmp/gridgraph-bench-dask")
+    parser.add_argument("--shape", nargs=2, type=int, default=(2048, 2048))
+    parser.add_argument("--neuse40", action="store_true",
+                        help="17630 x 12555 (bench/scale.py's neuse40)")
+    parser.add_argument("--tile-size", type=int, default=256)
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--operations", nargs="+",
+                        default=["components", "mst", "costdistance"])
+    parser.add_argument("--memory-limit", default="auto",
+                        help="per worker, as LocalCluster takes it")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    from distributed import Client, LocalCluster
+    shape = NEUSE40 if args.neuse40 else tuple(args.shape)
+    dem, mask = make_inputs(args.workdir, shape)
+    crops = []
+    for path in (dem, mask):
+        crop = path.replace(".npy", "-crop.npy")
+        np.save(crop, np.load(path, mmap_mode="r")[:2 * args.tile_size,
+                                                   :2 * args.tile_size])
+        crops.append(crop)
+    cells = shape[0] * shape[1]
+    rows = []
+    reference = {}
+    for workers in args.workers:
+        load_before = os.getloadavg()[0]
+        with LocalCluster(n_workers=workers, threads_per_worker=1,
+                          processes=True, host="127.0.0.1",
+                          dashboard_address=None,
+                          memory_limit=args.memory_limit) as cluster, \
+                Client(cluster, set_as_default=False) as client:
+            for operation in args.operations:
+                out_dir = os.path.join(args.workdir, f"out-{operation}")
+                shutil.rmtree(out_dir, ignore_errors=True)
+                os.makedirs(out_dir)
+                # a first run on a crop compiles the kernels on every worker
+                # (the preflight's warm-up) outside the timing
+                run(operation, crops[0], crops[1], client, args.tile_size,
+                    out_dir)
+                shutil.rmtree(out_dir)
+                os.makedirs(out_dir)
+                start = time.perf_counter()
+                outputs, note = run(operation, dem, mask, client,
+                                    args.tile_size, out_dir)
+                seconds = time.perf_counter() - start
+                digests = {name: digest(array)
+                           for name, array in outputs.items()}
+                same = reference.setdefault(operation, digests) == digests
+                rows.append(dict(operation=operation, workers=workers,
+                                 seconds=seconds, same=same, note=note,
+                                 load=(load_before, os.getloadavg()[0])))
+                print(rows[-1], flush=True)
+                del outputs
+                shutil.rmtree(out_dir, ignore_errors=True)
+    print()
+    print(f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs), "
+          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
+          f"UTC; raster {shape[0]} x {shape[1]} ({cells / 1e6:.0f}M cells), "
+          f"tiles of {args.tile_size}")
+    print()
+    print("| operation | workers | s | Mcells/s | speed-up | efficiency | "
+          "identical | load avg before/after | note |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    base = {}
+    for row in rows:
+        first = base.setdefault(row["operation"], row)
+        speedup = first["seconds"] / row["seconds"]
+        efficiency = speedup * first["workers"] / row["workers"]
+        print(f"| {row['operation']} | {row['workers']} | "
+              f"{row['seconds']:.1f} | {cells / row['seconds'] / 1e6:.2f} | "
+              f"{speedup:.2f} | {efficiency:.0%} | "
+              f"{'yes' if row['same'] else 'NO'} | "
+              f"{row['load'][0]:.1f} / {row['load'][1]:.1f} | "
+              f"{row['note']} |")
+    for path in crops + ([] if args.keep else [dem, mask]):
+        os.remove(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,605 @@
+"""The driver of the tiled cost distance: its rounds, top to bottom.
+
+The tile protocol (the per-tile tasks live in :mod:`.tiled`):
+
+0. :func:`survey_round` -- every tile in parallel: cost checks, band costs,
+   the sources of a source raster.
+1. :func:`distance_rounds` -- propagation.  A tile waits with a key, the
+   least distance its band received (0 for a tile with sources).  Whenever
+   a worker is free, the waiting tile with the least key is solved, if its
+   key is within :data:`ROUND_DELTA_TILES` tile crossings of the least key
+   waiting or being solved (Delta-stepping, Meyer & Sanders, "Delta-stepping:
+   a parallelizable shortest path algorithm", 2003, with tiles for
+   vertices); its band distances come back as a message and are relaxed
+   into the neighbours' bands, which wakes the tiles they improve.
+   Distances only decrease and every value is a path sum computed term by
+   term as in memory, so the process stops at the least fixed point of
+   the relaxation whatever the order or grouping of the solves: the same
+   distances as one tile at a time, bit for bit.  In this process (one
+   task at a time) the order is exactly the old one: least key first.
+2. :func:`hops_rounds` -- the same for the steps of the least (cost, steps)
+   pairs, with the distances final (a breadth-first search over tight
+   moves; its unique fixed point again).
+3. :func:`label_round` -- with several source ids: per tile, where each
+   band cell's tree leaves the tile (or its id); the chains are followed
+   in memory.
+4. :func:`output_round` -- per tile: accumulated cost, direction,
+   allocation, written by the task itself into a sink on disk.
+
+Tile states (distance and hops, 16 bytes a cell) stay where they were
+computed: as futures on the Dask workers, or in an LRU cache here spilling
+to the scratch folder.  Only band messages and halos (O(tile side)) travel.
+"""
+
+import functools
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import distributed, tiling
+from .._common import Progress, valid_mask
+from ..errors import InvalidInputError
+from . import tiled
+from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
+                    TILE_BYTES_PER_CELL, HOPS_UNREACHED, band_cells)
+
+# A round solves the waiting tiles whose key is within this many tile
+# crossings (tile side x mean band cost) of the least key: more tiles per
+# round keep more workers busy, at the price of tiles solved again when a
+# lower distance reaches them later.
+ROUND_DELTA_TILES = 2
+# Progress spans of the rounds.
+SURVEY_SPAN = (0.0, 0.1)
+DISTANCE_SPAN = (0.1, 0.7)
+HOPS_SPAN = (0.7, 0.8)
+LABEL_SPAN = (0.8, 0.85)
+OUTPUT_SPAN = (0.85, 1.0)
+# Share of the memory budget for the tile states cached here.
+STATE_CACHE_SHARE = 0.6
+
+
+class StateCache:
+    """Tile states: Dask futures by tile, or an LRU cache of at most
+    ``capacity`` tiles whose evicted states go to the scratch folder."""
+
+    def __init__(self, folder, capacity):
+        self.scratch = tiling.ScratchStore(folder, budget_bytes=0)
+        self.capacity = max(1, capacity)
+        self.cached = OrderedDict()
+        self.remote = {}
+
+    def get(self, tile):
+        if tile in self.remote:
+            return self.remote[tile]
+        if tile in self.cached:
+            self.cached.move_to_end(tile)
+            return self.cached[tile]
+        if tile in self.scratch:
+            return tuple(self.scratch.get(tile))
+        return None
+
+    def put(self, tile, state):
+        if distributed.is_future(state):
+            old = self.remote.get(tile)
+            self.remote[tile] = state
+            if old is not None and old is not state:
+                old.release()
+            return
+        self.cached[tile] = state
+        self.cached.move_to_end(tile)
+        while len(self.cached) > self.capacity:
+            old, old_state = self.cached.popitem(last=False)
+            self.scratch.put(old, old_state)
+
+
+class Bands:
+    """The driver's global band arrays: each tile's band cells back to
+    back (``offset[t]:offset[t + 1]``), their costs (NaN on barriers),
+    the distances received from neighbours (``incoming``), the tiles' own
+    last distances (``distance``) and hops."""
+
+    def __init__(self, grid, margin, band_costs):
+        self.grid = grid
+        self.margin = margin
+        sizes = np.zeros(grid.count + 1, dtype=np.int64)
+        for t, cost in band_costs.items():
+            sizes[t + 1] = cost.size
+        self.offset = np.cumsum(sizes)
+        self.cost = np.empty(self.offset[-1], dtype=np.float64)
+        for t, cost in band_costs.items():
+            self.cost[self.of(t)] = cost
+        self.incoming = np.full(self.size, np.inf)
+        self.distance = np.full(self.size, np.inf)
+        self.hops = np.full(self.size, HOPS_UNREACHED, np.int64)
+
+    @property
+    def size(self):
+        return int(self.offset[-1])
+
+    def of(self, t):
+        """The slice of tile ``t``'s band."""
+        return slice(self.offset[t], self.offset[t + 1])
+
+    def halo(self, t, label=None, flag=None, label_mode=0):
+        """The :class:`.tiled.Halo` of tile ``t``."""
+        window = self.grid.window(*divmod(t, self.grid.tile_cols))
+        return tiled.tile_halo(window, self.margin, self.grid, self.offset,
+                               self.cost, self.distance, self.hops, label,
+                               flag, label_mode)
+
+
+# --------------------------------------------------------------------------
+# the driver
+
+
+def cost_distance_tiled(plan, sources, source_ids, source_nodata,
+                        connectivity, step_lengths, max_cost, nodata,
+                        out_dir, executor, progress, backend="cpu",
+                        outputs=("accumulated", "direction", "allocation")):
+    """The tiled path of :func:`gridgraph.core.cost_distance`.
+
+    ``backend`` "cuda" solves the tiles on the GPU.  Returns a
+    CostDistanceResult whose arrays are in memory, or read-only memmaps of
+    ``out_dir/accumulated.npy``, ``direction.npy`` and ``allocation.npy``.
+    """
+    from . import _source_cells
+    rows, cols = plan.source.shape
+    out_dir = tiling.check_out_dir(out_dir, rows * cols * 20, plan.limit_bytes)
+    source_raster = source_list = None
+    candidate = sources if isinstance(sources, (np.ndarray, str)) else \
+        np.asarray(sources)
+    if isinstance(candidate, str) or (
+            candidate.ndim == 2 and candidate.shape == (rows, cols) and not (
+                cols == 2 and np.issubdtype(candidate.dtype, np.integer))):
+        if source_ids is not None:
+            raise InvalidInputError(
+                "source_ids only applies to (row, col) sources; a source "
+                "raster's ids are its cell values")
+        source_raster = tiling.open_source(candidate)
+    else:
+        source_list = _source_cells(candidate, source_ids, (rows, cols))
+    rasters = [plan.source] + ([source_raster] if source_raster else [])
+    if distributed.is_distributed(executor):
+        for raster in rasters:
+            tiling.refuse_in_memory(raster)
+    with distributed.tile_executor(
+            executor, rasters, out_dir,
+            functools.partial(warm_up, plan.source.dtype,
+                              connectivity)) as executor:
+        return _run(plan, source_raster, source_list, source_nodata,
+                    connectivity, step_lengths, max_cost, nodata, out_dir,
+                    executor, progress, backend, outputs)
+
+
+def warm_up(dtype=np.float64, connectivity=8):
+    """Compile the tile kernels (a Dask worker's preflight): the tiled path
+    on a tiny raster of ``dtype`` with two source ids, in this process."""
+    from . import cost_distance
+    cost = (1 + (np.arange(16 * 16) % 3)).reshape(16, 16).astype(dtype)
+    cost_distance(cost, [(0, 0), (15, 15)], source_ids=[1, 2],
+                  connectivity=connectivity, tile_size=8, backend="cpu")
+
+
+def _run(plan, source_raster, source_list, source_nodata, connectivity,
+         step_lengths, max_cost, nodata, out_dir, executor, progress, backend,
+         outputs):
+    from . import (KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS, CostDistanceResult,
+                   _describe_cells)
+    source = plan.source
+    grid = plan.grid
+    if nodata is None:
+        nodata = source.nodata
+    progress = progress if progress is not None else Progress()
+    margin = 2 if connectivity == 16 else 1
+    problem = Problem(
+        source=source, grid=grid, nodata=nodata, margin=margin,
+        offsets=np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity]),
+        passed=np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity]),
+        step_lengths=np.ascontiguousarray(step_lengths, dtype=np.float64),
+        max_cost=math.inf if max_cost is None else float(max_cost),
+        backend=backend, executor=executor,
+        workers=tiling.executor_workers(executor)
+        if executor is not None else 1)
+
+    surveys = survey_round(problem, source_raster, source_nodata,
+                           progress.span(*SURVEY_SPAN))
+    cells, ids = _sources(problem, surveys, source_raster, source_list,
+                          _describe_cells)
+    bands = Bands(grid, margin, {t: s["band_cost"]
+                                 for t, s in surveys.items()})
+    del surveys
+    tile_sources = _tile_sources(grid, cells, ids)
+    distinct_ids = np.unique(ids)
+
+    size = grid.tile_size
+    cache_tiles = int((plan.limit_bytes * STATE_CACHE_SHARE
+                       - bands.size * BAND_BYTES_PER_CELL
+                       - TILE_BYTES_PER_CELL * size * size)
+                      // (STATE_BYTES_PER_CELL * size * size))
+    with tiling.scratch_folder(out_dir) as folder:
+        states = StateCache(folder, cache_tiles)
+        solved = distance_rounds(problem, bands, states, tile_sources,
+                                 progress.span(*DISTANCE_SPAN))
+        solves = problem.solves
+        bands.incoming = None
+        # barriers: -inf in the band distances, as inside the tiles
+        bands.distance[np.isnan(bands.cost)] = -np.inf
+        need_trees = "direction" in outputs or "allocation" in outputs
+        if need_trees:
+            hops_rounds(problem, bands, states, tile_sources, solved,
+                        progress.span(*HOPS_SPAN))
+        band_label = band_flag = None
+        if len(distinct_ids) > 1 and "allocation" in outputs:
+            band_label, band_flag = label_round(
+                problem, bands, states, tile_sources, solved,
+                progress.span(*LABEL_SPAN))
+        results = output_round(problem, bands, states, tile_sources, solved,
+                               outputs, need_trees, band_label, band_flag,
+                               distinct_ids[0], out_dir,
+                               progress.span(*OUTPUT_SPAN))
+    result = CostDistanceResult(*(results.get(name) for name in (
+        "accumulated", "direction", "allocation")))
+    result.tile_solves = solves
+    return result
+
+
+class Problem:
+    """What every round needs: the cost source and grid, the moves, the
+    executor."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+        self.solves = 0
+
+    def window(self, t):
+        return self.grid.window(*divmod(int(t), self.grid.tile_cols))
+
+    def tasks(self, function, arguments, progress, on_result, keep=False):
+        """Run ``function`` over the argument tuples (a list, or a
+        generator of ``len`` known via ``(count, generator)``)."""
+        count = None
+        if isinstance(arguments, tuple):
+            count, arguments = arguments
+        return tiling.run_tasks(function, arguments, self.executor, progress,
+                                on_result=on_result, count=count, keep=keep)
+
+
+# --------------------------------------------------------------------------
+# round 0: survey
+
+
+def survey_round(problem, source_raster, source_nodata, progress):
+    """Every tile's survey message, by tile number."""
+    tiles = problem.grid.morton_order()
+    surveys = tiling.run_tasks(
+        tiled.survey_tile,
+        [(problem.source, problem.grid.window(*tile), problem.nodata,
+          problem.margin, source_raster, source_nodata) for tile in tiles],
+        problem.executor, progress)
+    return {problem.grid.index(*tile): s for tile, s in zip(tiles, surveys)}
+
+
+def _sources(problem, surveys, source_raster, source_list, describe_cells):
+    """Check the surveys and the sources; return the sources' cells and
+    ids in scan order (as the in-memory path lists them)."""
+    if sum(s["valid"] for s in surveys.values()) == 0:
+        raise InvalidInputError(
+            "the cost raster has no valid cell (every cell is nodata or NaN): "
+            "check the band and its nodata value")
+    negatives = [s["first_negative"] for s in surveys.values()
+                 if s["negative"]]
+    if negatives:
+        count = sum(s["negative"] for s in surveys.values())
+        row, col, value = min(negatives, key=lambda f: (f[0], f[1]))
+        raise InvalidInputError(
+            f"the cost raster has {count} negative cell(s), "
+            f"first at row {row}, column {col} (value {value}): "
+            "costs must be >= 0; set them to nodata to make barriers, or "
+            "shift/rescale the raster")
+    if source_raster is not None:
+        order = sorted(surveys)
+        cells = np.concatenate([surveys[t]["source_cells"] for t in order])
+        ids = np.concatenate([surveys[t]["source_ids"] for t in order])
+        # scan order, as np.argwhere lists them in memory
+        scan = np.lexsort((cells[:, 1], cells[:, 0]))
+        cells, ids = cells[scan], ids[scan]
+        if len(cells) == 0:
+            raise InvalidInputError(
+                "the source raster has no source cell (no valid non-zero "
+                "cell): give sources as non-zero cells of the raster")
+        blocked_cells = np.concatenate([surveys[t]["blocked"] for t in order])
+        blocked_cells = blocked_cells[np.lexsort((blocked_cells[:, 1],
+                                                  blocked_cells[:, 0]))]
+    else:
+        cells, ids = source_list
+        blocked = np.zeros(len(cells), dtype=bool)
+        for k, (r, c) in enumerate(cells):
+            blocked[k] = not _cell_valid(problem.source, problem.nodata, r, c)
+        blocked_cells = cells[blocked]
+    if len(blocked_cells) == len(cells):
+        raise InvalidInputError(
+            "every source lies on a barrier (nodata or NaN cost) cell: "
+            + describe_cells(blocked_cells)
+            + "; move the sources onto cells with a valid cost")
+    if len(blocked_cells):
+        raise InvalidInputError(
+            f"{len(blocked_cells)} source(s) lie on barrier (nodata or NaN "
+            "cost) cells: " + describe_cells(blocked_cells)
+            + "; move them onto cells with a valid cost or remove them")
+    return cells, ids
+
+
+def _cell_valid(source, nodata, row, col):
+    value = source.read(tiling.Window(int(row), int(col), 1, 1))
+    return bool(valid_mask(value, nodata)[0, 0])
+
+
+def _tile_sources(grid, cells, ids):
+    """{tile: (local cell indices, ids)} in list order."""
+    size = grid.tile_size
+    tile_sources = {}
+    tile_of_source = (cells[:, 0] // size) * grid.tile_cols \
+        + cells[:, 1] // size
+    for t in np.unique(tile_of_source):
+        pick = np.flatnonzero(tile_of_source == t)  # list order kept
+        window = grid.window(*divmod(int(t), grid.tile_cols))
+        local = (cells[pick, 0] - window.row) * window.cols \
+            + cells[pick, 1] - window.col
+        tile_sources[int(t)] = (local.astype(np.int64),
+                                ids[pick].astype(np.int64))
+    return tile_sources
+
+
+NO_SOURCES = (np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+# --------------------------------------------------------------------------
+# round 1: distances
+
+
+def distance_rounds(problem, bands, states, tile_sources, progress):
+    """Propagate distances until no tile waits; returns which tiles were
+    reached (have a state).
+
+    Tiles are solved as workers free up, not in lock-step rounds: the next
+    tile is the waiting one with the least key (a tile is never in flight
+    twice), started when its key is within the round's slack of the least
+    key waiting or in flight (:func:`_next_tile`).  In this process (one
+    task at a time) that is exactly one tile at a time by least key."""
+    grid = problem.grid
+    rows, cols = grid.shape
+    n_tiles = grid.count
+    dirty_key = np.full(n_tiles, np.inf)
+    for t in tile_sources:
+        dirty_key[t] = 0.0
+    solved = np.zeros(n_tiles, dtype=bool)
+    drow = problem.offsets[:, 0].copy()
+    dcol = problem.offsets[:, 1].copy()
+    finite = bands.cost[~np.isnan(bands.cost)]
+    mean_cost = float(finite.mean()) if finite.size else 0.0
+    slack = ROUND_DELTA_TILES * grid.tile_size * mean_cost
+    flight_key = np.full(n_tiles, np.inf)  # key of each tile in flight
+    pool = tiling.TaskPool(problem.executor, keep=True,
+                           name="solve_round_tile")
+    try:
+        while True:
+            while len(pool) < problem.workers:
+                t = _next_tile(dirty_key, flight_key, slack, len(pool) == 0)
+                if t < 0:
+                    break
+                flight_key[t], dirty_key[t] = dirty_key[t], np.inf
+                local = tile_sources.get(t, NO_SOURCES)[0] \
+                    if not solved[t] else NO_SOURCES[0]
+                pool.submit(t, tiled.solve_round_tile, problem.source,
+                            problem.window(t), problem.nodata, states.get(t),
+                            local, bands.incoming[bands.of(t)].copy(),
+                            problem.margin, problem.offsets,
+                            problem.step_lengths, problem.max_cost,
+                            problem.passed, problem.backend)
+            if len(pool) == 0:
+                break
+            t, (band_distance, state) = pool.next_done()
+            flight_key[t] = np.inf
+            states.put(t, state)
+            solved[t] = True
+            problem.solves += 1
+            window = problem.window(t)
+            band_r, band_c = band_cells(window.rows, window.cols,
+                                        problem.margin)
+            band = bands.of(t)
+            changed = band_distance != bands.distance[band]
+            bands.distance[band] = band_distance
+            tiled._relax_out(
+                window.row, window.col, window.rows, window.cols, band_r,
+                band_c, band_distance, changed, rows, cols, grid.tile_size,
+                grid.tile_cols, problem.margin, bands.offset[t], bands.offset,
+                bands.cost, bands.incoming, bands.distance, drow, dcol,
+                problem.passed, problem.step_lengths, problem.max_cost,
+                dirty_key)
+            progress(min(0.99, solved.sum() / n_tiles))
+    except BaseException:
+        pool.cancel()
+        raise
+    return solved
+
+
+def _next_tile(keys, flight_key, slack, idle):
+    """The waiting tile (finite key, not in flight) with the least (key,
+    tile number), or -1: none waits, or (``idle`` False) its key is more
+    than ``slack`` above the least key waiting or in flight."""
+    waiting = np.flatnonzero((keys < np.inf) & (flight_key == np.inf))
+    if waiting.size == 0:
+        return -1
+    best = waiting[np.argmin(keys[waiting])]  # the first of equal keys
+    if idle or keys[best] <= min(keys[best], flight_key.min()) + slack:
+        return int(best)
+    return -1
+
+
+# --------------------------------------------------------------------------
+# round 2: hops
+
+
+def hops_rounds(problem, bands, states, tile_sources, solved, progress):
+    """The hops of every reached tile, with the distances final, by the
+    least hops a tile's halo received (sources' tiles first), scheduled as
+    :func:`distance_rounds` schedules distances; a tile whose band hops
+    dropped wakes the neighbours whose halo holds them.  Hops only drop, so
+    this stops at the least fixed point: the hops of a breadth-first search
+    of the tight moves, as in memory."""
+    grid = problem.grid
+    hop_key = np.full(grid.count, np.inf)
+    visited = np.zeros(grid.count, dtype=bool)
+    for t in tile_sources:
+        hop_key[t] = 0.0
+    hop_key[~solved] = np.inf  # never reached: nothing to do
+    slack = ROUND_DELTA_TILES * grid.tile_size
+    flight_key = np.full(grid.count, np.inf)
+    reached = max(int(solved.sum()), 1)
+    pool = tiling.TaskPool(problem.executor, keep=True, name="hops_tile")
+    try:
+        while True:
+            while len(pool) < problem.workers:
+                t = _next_tile(hop_key, flight_key, slack, len(pool) == 0)
+                if t < 0:
+                    break
+                flight_key[t], hop_key[t] = hop_key[t], np.inf
+                local = tile_sources.get(t, NO_SOURCES)[0] \
+                    if not visited[t] else NO_SOURCES[0]
+                visited[t] = True
+                pool.submit(t, tiled.hops_tile, problem.source,
+                            problem.window(t), problem.nodata, states.get(t),
+                            problem.margin, local, bands.halo(t),
+                            problem.offsets, problem.passed,
+                            problem.step_lengths)
+            if len(pool) == 0:
+                break
+            t, (new_hops, state) = pool.next_done()
+            flight_key[t] = np.inf
+            states.put(t, state)
+            band = bands.of(t)
+            changed = new_hops != bands.hops[band]
+            bands.hops[band] = new_hops
+            if changed.any():
+                _wake_neighbours(problem, t, problem.window(t), new_hops,
+                                 changed, hop_key, solved)
+            progress(min(0.99, visited.sum() / reached))
+    except BaseException:
+        pool.cancel()
+        raise
+
+
+def _wake_neighbours(problem, t, window, new_hops, changed, hop_key, solved):
+    """Lower the key of the neighbouring tiles whose halo holds a band cell
+    of tile ``t`` whose hops dropped."""
+    grid = problem.grid
+    margin = problem.margin
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    least = float(new_hops[changed].min() + 1)
+    rows_changed = band_r[changed]
+    cols_changed = band_c[changed]
+    up = (rows_changed < margin).any()
+    down = (rows_changed >= window.rows - margin).any()
+    left = (cols_changed < margin).any()
+    right = (cols_changed >= window.cols - margin).any()
+    tr, tc = divmod(t, grid.tile_cols)
+    for dr in (-1, 0, 1):
+        for dc in (-1, 0, 1):
+            if (dr, dc) == (0, 0) or (dr == -1 and not up) or (
+                    dr == 1 and not down) or (
+                    dc == -1 and not left) or (dc == 1 and not right):
+                continue
+            nr, nc = tr + dr, tc + dc
+            if 0 <= nr < grid.tile_rows and 0 <= nc < grid.tile_cols:
+                other = nr * grid.tile_cols + nc
+                if solved[other] and least < hop_key[other]:
+                    hop_key[other] = least
+
+
+# --------------------------------------------------------------------------
+# round 3: allocation labels across tiles
+
+
+def label_round(problem, bands, states, tile_sources, solved, progress):
+    """With several source ids: each band cell's id, from where its tree
+    leaves its tile (per tile, in parallel), those chains followed here.
+    Returns the band labels and flags (0: resolved)."""
+    band_label = np.zeros(bands.size, np.int64)
+    band_flag = np.zeros(bands.size, np.uint8)
+    reached = np.flatnonzero(solved)
+
+    def arguments():
+        for t in reached:
+            local, local_ids = tile_sources.get(int(t), NO_SOURCES)
+            yield (problem.source, problem.window(t), problem.nodata,
+                   states.get(int(t)), problem.margin, local, local_ids,
+                   bands.halo(int(t), label_mode=1), problem.offsets,
+                   problem.passed, problem.step_lengths)
+
+    def apply(index, result):
+        band = bands.of(int(reached[index]))
+        band_label[band], band_flag[band] = result
+
+    problem.tasks(tiled.tile_band_labels, (len(reached), arguments()),
+                  progress, apply)
+    tiled._resolve_band_labels(band_label, band_flag)
+    return band_label, band_flag
+
+
+# --------------------------------------------------------------------------
+# round 4: outputs
+
+
+OUTPUT_TYPES = {"accumulated": (np.float64, np.nan),
+                "direction": (np.float32, np.nan),
+                "allocation": (np.int64, 0)}
+
+
+def output_round(problem, bands, states, tile_sources, solved, outputs,
+                 need_trees, band_label, band_flag, first_id, out_dir,
+                 progress):
+    """Every output block, written into the sinks: by the tasks themselves
+    for sinks on disk (each pwrites its own window), else here.  Returns
+    the finished outputs by name."""
+    grid = problem.grid
+    sinks = {name: tiling.make_sink(out_dir, name, grid.shape,
+                                    *OUTPUT_TYPES[name])
+             for name in outputs}
+    reached = np.flatnonzero(solved)
+    in_task = all(isinstance(s, tiling.NpySink) for s in sinks.values())
+    with tiling.output_sinks(list(sinks.values())):
+        # tiles no source reaches: their blocks are the fill values
+        for t in np.flatnonzero(~solved):
+            window = problem.window(t)
+            shape = (window.rows, window.cols)
+            for name, sink in sinks.items():
+                dtype, fill = OUTPUT_TYPES[name]
+                sink.write(window, np.full(shape, fill, dtype))
+
+        def arguments():
+            for t in reached:
+                local, local_ids = tile_sources.get(int(t), NO_SOURCES)
+                if not need_trees:
+                    halo = None
+                elif band_label is not None:
+                    halo = bands.halo(int(t), band_label, band_flag, 2)
+                else:
+                    halo = bands.halo(int(t))
+                yield (problem.source, problem.window(t), problem.nodata,
+                       states.get(int(t)), problem.margin, local, local_ids,
+                       halo, problem.offsets, problem.passed,
+                       problem.step_lengths, tuple(outputs),
+                       None if band_label is not None else first_id)
+
+        def write(index, blocks):
+            if not in_task:
+                window = problem.window(reached[index])
+                for name, sink in sinks.items():
+                    sink.write(window, blocks[name])
+
+        function = functools.partial(tiled.write_outputs, sinks,
+                                     tiled.tile_outputs) \
+            if in_task else tiled.tile_outputs
+        problem.tasks(function, (len(reached), arguments()), progress, write)
+        return {name: sink.finish() for name, sink in sinks.items()}

@@ -1,0 +1,368 @@
+"""Tile tasks on a Dask cluster: the client, the cluster's size and the
+preflight.
+
+``executor=`` of the core functions is None (this process), a
+:class:`concurrent.futures.Executor`, a ``dask.distributed.Client`` or a
+scheduler address such as ``"tcp://host:8786"`` (GridGraph then opens its
+own client and closes it when the run ends).  Dask is imported only here and
+only when one of the last two is given, so a CPU-only install without Dask
+still runs.
+
+With a Dask executor:
+
+- the raster must be a file every worker can open (a path on shared storage,
+  a GDAL virtual file system path such as ``/vsis3/...``, or a file-backed
+  numpy memmap); an in-memory array is refused (it would be pickled whole
+  into every task);
+- the workers' thread count and memory limits size the tiles, not the
+  driver's memory;
+- :func:`preflight` runs one small task on every worker before any tile
+  work: same GridGraph code, the input opens with the same shape and dtype,
+  ``out_dir`` is the same writable folder (a token file the driver wrote
+  must be readable there), and the operation's kernels are compiled (a
+  warm-up run on a tiny raster), so a misconfigured worker fails the run up
+  front with its address in the message;
+- tile tasks are pure (they copy before they mutate), so the scheduler may
+  run one twice or recompute a lost result from its inputs when a worker
+  dies; large per-tile state stays on the workers as futures that later
+  tasks take as arguments (:func:`run_tasks` with ``keep=True``).
+"""
+
+import hashlib
+import os
+import uuid
+from contextlib import contextmanager
+
+from .errors import GridGraphError, InvalidInputError
+
+# Seconds to wait for a scheduler before saying it is unreachable.
+CONNECT_TIMEOUT_S = 5
+# Seconds for the preflight tasks (kernels may compile on a cold worker).
+PREFLIGHT_TIMEOUT_S = 600
+
+
+class ClusterError(GridGraphError, RuntimeError):
+    """The Dask cluster could not run the tile tasks (a worker failed the
+    preflight, or tasks kept killing workers)."""
+
+
+# --------------------------------------------------------------------------
+# what an executor is
+
+
+def is_dask_client(executor):
+    """True for a ``distributed.Client`` (checked without importing Dask)."""
+    kind = type(executor)
+    return kind.__name__ == "Client" and \
+        kind.__module__.split(".")[0] == "distributed"
+
+
+def is_distributed(executor):
+    """True for a Dask client or a scheduler address."""
+    return isinstance(executor, str) or is_dask_client(executor)
+
+
+def check_address(address):
+    """A scheduler address ``protocol://host:port``, stripped."""
+    address = address.strip()
+    if "://" not in address or address.endswith("://"):
+        raise InvalidInputError(
+            f"the Dask scheduler address must look like tcp://host:8786, got "
+            f"{address!r}: give the address the scheduler prints when it "
+            "starts, or leave it empty to run in this process")
+    return address
+
+
+def connect(address, timeout=None):
+    """A new client on the scheduler at ``address``; fails fast (after
+    :data:`CONNECT_TIMEOUT_S`) with the address in the message."""
+    address = check_address(address)
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover - a dependency
+        raise InvalidInputError(
+            "a Dask scheduler was given but dask[distributed] is not "
+            "installed: pip install 'dask[distributed]', or leave the "
+            "scheduler empty to run in this process") from None
+    timeout = timeout or CONNECT_TIMEOUT_S
+    _probe(address, timeout)
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise InvalidInputError(
+            f"cannot reach the Dask scheduler at {address} ({error}): check "
+            "that the scheduler runs and the address and port are right, or "
+            "leave the scheduler empty to run in this process") from None
+
+
+def _probe(address, timeout):
+    """Fail at once when nothing listens at a tcp:// address (Dask's own
+    connect retries until its timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+    if not address.startswith("tcp://"):
+        return
+    try:
+        parts = urlsplit(address)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise InvalidInputError(
+            f"the Dask scheduler address {address!r} has no host and port: "
+            "give it as tcp://host:8786")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        raise InvalidInputError(
+            f"cannot reach the Dask scheduler at {address} ({error}): check "
+            "that the scheduler runs and the address and port are right, or "
+            "leave the scheduler empty to run in this process") from None
+
+
+@contextmanager
+def client_for(executor):
+    """The executor as a Dask client for the ``with`` block: the client
+    itself, or one opened on an address and closed afterwards."""
+    if is_dask_client(executor):
+        yield executor
+        return
+    client = connect(executor)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@contextmanager
+def executor_scope(executor):
+    """``executor`` ready for :func:`run_tasks`: a scheduler address becomes
+    a client that lives for the ``with`` block; anything else is yielded
+    as it is."""
+    if isinstance(executor, str):
+        with client_for(executor) as client:
+            yield client
+    else:
+        yield executor
+
+
+# --------------------------------------------------------------------------
+# the cluster's size
+
+
+def cluster_workers(client):
+    """``{address: (threads, memory_limit_bytes or None)}`` of the workers;
+    refuses a cluster without workers."""
+    workers = client.scheduler_info()["workers"]
+    if not workers:
+        raise ClusterError(
+            f"the Dask cluster at {client.scheduler.address} has no worker: "
+            "start workers (dask worker <scheduler address>) and run again")
+    return {address: (int(info.get("nthreads") or 1),
+                      int(info.get("memory_limit") or 0) or None)
+            for address, info in workers.items()}
+
+
+def cluster_threads(client):
+    """How many tile tasks the cluster runs at once (its threads)."""
+    return sum(threads for threads, _ in cluster_workers(client).values())
+
+
+def memory_per_thread(client):
+    """The smallest worker memory limit per thread, in bytes (None when no
+    worker has a limit)."""
+    shares = [limit / threads
+              for threads, limit in cluster_workers(client).values()
+              if limit is not None]
+    return int(min(shares)) if shares else None
+
+
+# --------------------------------------------------------------------------
+# preflight
+
+
+def code_fingerprint():
+    """The plugin's version and a digest of the engine's source: workers
+    must run the same code as the driver (results are compared bit for
+    bit)."""
+    core = os.path.dirname(os.path.abspath(__file__))
+    version = "unknown"
+    try:
+        with open(os.path.join(os.path.dirname(core), "metadata.txt")) as meta:
+            for line in meta:
+                if line.startswith("version="):
+                    version = line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    digest = hashlib.sha256()
+    for folder, subfolders, files in sorted(os.walk(core)):
+        subfolders[:] = sorted(s for s in subfolders if s != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                digest.update(os.path.relpath(os.path.join(folder, name),
+                                              core).encode())
+                with open(os.path.join(folder, name), "rb") as handle:
+                    digest.update(handle.read())
+    return f"{version}+{digest.hexdigest()[:12]}"
+
+
+def source_path(source):
+    """The path of a file-backed raster source, None for an in-memory one."""
+    return getattr(source, "path", None)
+
+
+def worker_check(sources, out_dir, token, warm_up):
+    """Runs on a worker: what :func:`preflight` compares.  Returns a dict;
+    problems are reported as strings, never raised, so every worker's
+    answer arrives."""
+    from . import tiling
+    answer = {"fingerprint": code_fingerprint(), "pid": os.getpid(),
+              "sources": [], "problems": []}
+    for source in sources:
+        try:
+            shape, dtype = tiling.reopen_source(source)
+            answer["sources"].append((tuple(shape), str(dtype)))
+        except Exception as error:  # reported with the worker's address
+            answer["sources"].append(None)
+            answer["problems"].append(
+                f"cannot open the input {source_path(source)!r} "
+                f"({type(error).__name__}: {error}) from its working folder "
+                f"{os.getcwd()!r}")
+    if out_dir is not None:
+        try:
+            with open(os.path.join(out_dir, token[0])) as handle:
+                if handle.read() != token[1]:
+                    raise OSError("the token file holds other content")
+            probe = os.path.join(out_dir, f".gridgraph-probe-{uuid.uuid4().hex}")
+            with open(probe, "w"):
+                pass
+            os.remove(probe)
+        except OSError as error:
+            answer["problems"].append(
+                f"cannot use the output folder {out_dir!r} as the driver sees "
+                f"it ({error})")
+    if warm_up is not None:
+        try:
+            warm_up()
+        except Exception as error:
+            answer["problems"].append(
+                f"cannot run the tile kernels ({type(error).__name__}: "
+                f"{error})")
+    return answer
+
+
+def preflight(client, sources, out_dir=None, warm_up=None):
+    """Check every worker before any tile work; raise :class:`ClusterError`
+    naming the workers that cannot take part and why.
+
+    ``sources`` are the raster sources the tasks will read (file-backed;
+    an in-memory one is refused here), ``out_dir`` the folder workers will
+    write into, ``warm_up`` a function of no argument that compiles the
+    operation's kernels.
+    """
+    for source in sources:
+        if source_path(source) is None:
+            raise InvalidInputError(
+                "an in-memory array cannot be processed on a Dask cluster "
+                "(it would be copied into every task): write it to a file "
+                "the workers can open (a GeoTIFF, or a numpy memmap / .npy "
+                "file opened with np.load(path, mmap_mode='r')) on shared "
+                "storage, or run without a Dask scheduler")
+    expected = [(tuple(s.shape), str(s.dtype)) for s in sources]
+    token = None
+    if out_dir is not None:
+        token = (f".gridgraph-token-{uuid.uuid4().hex}", uuid.uuid4().hex)
+        with open(os.path.join(out_dir, token[0]), "w") as handle:
+            handle.write(token[1])
+    try:
+        workers = sorted(cluster_workers(client))
+        futures = [client.submit(worker_check, sources, out_dir, token,
+                                 warm_up, workers=[address],
+                                 allow_other_workers=False, pure=False,
+                                 key=f"gridgraph-preflight-{uuid.uuid4().hex}")
+                   for address in workers]
+        try:
+            answers = client.gather(futures)
+        except Exception as error:
+            raise ClusterError(
+                f"the preflight check could not run on the Dask workers "
+                f"({type(error).__name__}: {error}): check that every worker "
+                "has GridGraph and its dependencies installed") from None
+    finally:
+        if token is not None:
+            try:
+                os.remove(os.path.join(out_dir, token[0]))
+            except OSError:
+                pass
+    mine = code_fingerprint()
+    problems = []
+    for address, answer in zip(workers, answers):
+        found = list(answer["problems"])
+        if answer["fingerprint"] != mine:
+            found.insert(0, f"runs GridGraph {answer['fingerprint']}, the "
+                            f"driver {mine}")
+        for source, seen, wanted in zip(sources, answer["sources"], expected):
+            if seen is not None and seen != wanted:
+                found.append(
+                    f"sees {source_path(source)!r} as {seen[0]} {seen[1]}, "
+                    f"the driver as {wanted[0]} {wanted[1]}")
+        problems.extend(f"worker {address}: {p}" for p in found)
+    if problems:
+        raise ClusterError(
+            "the Dask workers cannot run this job: " + "; ".join(problems)
+            + ". Give paths every worker can open (absolute paths on shared "
+            "storage, or a GDAL virtual file system path such as /vsis3/...), "
+            "an out_dir on shared storage, and install the same GridGraph "
+            "on the workers as on this machine")
+    return answers
+
+
+# --------------------------------------------------------------------------
+# failures
+
+
+def explain_failure(error, function_name):
+    """A :class:`ClusterError` for a task failure caused by the cluster
+    (workers killed, lost connection), or None for the task's own error."""
+    kind = type(error).__name__
+    module = type(error).__module__ or ""
+    if kind == "KilledWorker":
+        return ClusterError(
+            f"a {function_name} task was running on Dask workers that died "
+            f"more times than the scheduler allows ({error}); the workers "
+            "may run out of memory: give them more memory, lower TILE_SIZE, "
+            "or raise distributed.scheduler.allowed-failures")
+    if module.startswith("distributed") or kind in ("CommClosedError",
+                                                     "FutureCancelledError"):
+        return ClusterError(
+            f"the Dask cluster failed while running {function_name} tasks "
+            f"({kind}: {error}): check the scheduler and workers and run "
+            "again")
+    return None
+
+
+# --------------------------------------------------------------------------
+# the drivers' entry
+
+
+@contextmanager
+def tile_executor(executor, sources, out_dir=None, warm_up=None):
+    """The executor a tiled driver runs its tasks on, for the ``with``
+    block.  A Dask client (or a client opened on a scheduler address, and
+    closed afterwards) is checked by :func:`preflight` first; anything else
+    is yielded as it is."""
+    if not is_distributed(executor):
+        yield executor
+        return
+    with client_for(executor) as client:
+        usable = out_dir is not None and os.path.isdir(out_dir) and \
+            os.access(out_dir, os.W_OK)
+        preflight(client, sources, out_dir if usable else None, warm_up)
+        yield client
+
+
+def is_future(value):
+    """True for a Dask future (checked without importing Dask)."""
+    kind = type(value)
+    return kind.__name__ == "Future" and \
+        kind.__module__.split(".")[0] == "distributed"

@@ -1,0 +1,405 @@
+"""Tile tasks on a Dask cluster (``executor=`` a client or a scheduler
+address): every output identical to the in-process run, also when a worker
+dies mid-run; clean failures (unreachable scheduler, workers that cannot
+open the input, too many worker deaths, cancel) that leave no partial file.
+
+One ``LocalCluster`` of two worker processes on loopback serves the module;
+rasters are small and tiles 8 cells wide so that every run crosses many
+seams while the per-task overhead stays small.
+"""
+
+import os
+import signal
+import socket
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from gridgraph.core import (CancelledError, GridGraphError,
+                            InvalidInputError, connected_components,
+                            cost_distance, distributed, minimum_spanning_tree)
+
+pytest.importorskip("distributed")
+
+TILE = 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def worker_sys_path():
+    """Worker processes start with this process's sys.path: leave out the
+    folder above the checkout that pytest's rootdir import puts there (a
+    checkout folder named like a package, e.g. ``dask``, would shadow it
+    in the workers)."""
+    above = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path
+                   if os.path.abspath(p or os.curdir) != above]
+    yield
+    sys.path[:] = saved
+
+
+@pytest.fixture(scope="module")
+def cluster(worker_sys_path):
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield cluster, client
+
+
+@pytest.fixture
+def client(cluster):
+    return cluster[1]
+
+
+def save_npy(folder, name, array):
+    """``array`` as a .npy file, opened as a read-only memmap (a raster
+    every worker can open)."""
+    path = os.path.join(folder, name + ".npy")
+    np.save(path, array)
+    return np.load(path, mmap_mode="r")
+
+
+def assert_same(result, expected, names):
+    for name in names:
+        np.testing.assert_array_equal(getattr(result, name),
+                                      getattr(expected, name), err_msg=name)
+
+
+def costs(shape, seed):
+    rng = np.random.default_rng(seed)
+    cost = rng.integers(1, 5, shape).astype(np.float64)
+    cost[rng.random(shape) < 0.1] = np.nan
+    return cost
+
+
+SOURCES = [(1, 2), (17, 20), (11, 4)]
+
+
+def scheduler_tasks(client):
+    """The keys the scheduler holds."""
+    return set(client.run_on_scheduler(
+        lambda dask_scheduler: [str(k) for k in dask_scheduler.tasks]))
+
+
+def no_new_tasks(client, before, timeout=10):
+    """True once the scheduler holds no task beyond ``before``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not scheduler_tasks(client) - before:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+# ------------------------------------------------------------ identical
+
+@pytest.mark.parametrize("connectivity,mode", [(4, "equal"), (8, "nonzero")])
+def test_components_identical(client, tmp_path, connectivity, mode):
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 3, (21, 19)) if mode == "equal" else \
+        (rng.random((21, 19)) < 0.3).astype(np.int64)
+    expected = connected_components(values, connectivity=connectivity,
+                                    mode=mode)
+    memmap = save_npy(tmp_path, "values", values.astype(np.int16))
+    result = connected_components(memmap, connectivity=connectivity,
+                                  mode=mode, tile_size=TILE, executor=client)
+    assert result.count == expected.count > 5
+    assert_same(result, expected, ["labels"])
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_mst_identical_every_output(client, tmp_path, connectivity):
+    values = np.random.default_rng(5).integers(0, 9, (19, 22)).astype(
+        np.float32)
+    values[4, 5] = np.nan
+    expected = minimum_spanning_tree(values, connectivity=connectivity)
+    memmap = save_npy(tmp_path, "values", values)
+    result = minimum_spanning_tree(memmap, connectivity=connectivity,
+                                   tile_size=TILE, executor=client)
+    assert_same(result, expected, ["edges", "weights", "parent_direction"])
+    assert (result.total_weight, result.trees) == (expected.total_weight,
+                                                   expected.trees)
+    out = tmp_path / "out"
+    out.mkdir()
+    no_edges = minimum_spanning_tree(memmap, connectivity=connectivity,
+                                     tile_size=TILE, executor=client,
+                                     edges=False, out_dir=out)
+    assert_same(no_edges, expected, ["parent_direction"])
+    assert no_edges.total_weight == expected.total_weight
+    assert sorted(os.listdir(out)) == ["parent_direction.npy"]
+
+
+@pytest.mark.parametrize("connectivity", [4, 8, 16])
+def test_cost_distance_identical_every_output(client, tmp_path,
+                                              connectivity):
+    cost = costs((20, 23), connectivity)
+    for row, col in SOURCES:
+        cost[row, col] = 1.0
+    expected = cost_distance(cost, SOURCES, source_ids=[1, 2, 3],
+                             connectivity=connectivity)
+    memmap = save_npy(tmp_path, "cost", cost)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = cost_distance(memmap, SOURCES, source_ids=[1, 2, 3],
+                           connectivity=connectivity, tile_size=TILE,
+                           executor=client, out_dir=out)
+    assert_same(result, expected, ["accumulated", "direction", "allocation"])
+    assert set(np.unique(expected.allocation)) == {0, 1, 2, 3}
+    assert sorted(os.listdir(out)) == ["accumulated.npy", "allocation.npy",
+                                       "direction.npy"]
+
+
+def test_cost_distance_source_raster_and_subset(client, tmp_path):
+    cost = costs((18, 17), 9)
+    sources = np.zeros(cost.shape, np.int32)
+    sources[2, 3], sources[15, 14] = 7, 9
+    cost[2, 3] = cost[15, 14] = 2.0
+    expected = cost_distance(cost, sources)
+    result = cost_distance(save_npy(tmp_path, "cost", cost),
+                           save_npy(tmp_path, "sources", sources),
+                           tile_size=TILE, executor=client,
+                           outputs=("accumulated", "allocation"))
+    assert_same(result, expected, ["accumulated", "allocation"])
+    assert result.direction is None
+
+
+def test_scheduler_address_opens_and_closes_its_own_client(cluster,
+                                                           tmp_path):
+    local_cluster, client = cluster
+    values = np.random.default_rng(1).integers(0, 2, (17, 18))
+    expected = connected_components(values)
+    before = len(client.scheduler_info()["workers"])
+    result = connected_components(save_npy(tmp_path, "v", values),
+                                  tile_size=TILE,
+                                  executor=local_cluster.scheduler_address)
+    assert_same(result, expected, ["labels"])
+    clients = client.run_on_scheduler(
+        lambda dask_scheduler: len(dask_scheduler.clients))
+    deadline = time.monotonic() + 10
+    while clients > 2 and time.monotonic() < deadline:  # ours + fire-and-forget
+        time.sleep(0.1)
+        clients = client.run_on_scheduler(
+            lambda dask_scheduler: len(dask_scheduler.clients))
+    assert clients <= 2
+    assert len(client.scheduler_info()["workers"]) == before
+
+
+# ------------------------------------------------------------ a worker dies
+
+def test_worker_killed_mid_run_changes_nothing(client, tmp_path):
+    cost = costs((24, 24), 21)
+    for row, col in SOURCES:
+        cost[row, col] = 1.0
+    expected = cost_distance(cost, SOURCES, source_ids=[1, 2, 3])
+    memmap = save_npy(tmp_path, "cost", cost)
+    pids = client.run(os.getpid)
+    victim = sorted(pids)[0]
+    killed = []
+
+    def kill_after_the_survey(fraction):
+        # past the survey round: tile states now live on the workers
+        if fraction > 0.15 and not killed:
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(victim)
+
+    out = tmp_path / "out"
+    out.mkdir()
+    result = cost_distance(memmap, SOURCES, source_ids=[1, 2, 3],
+                           tile_size=TILE, executor=client, out_dir=out,
+                           progress=kill_after_the_survey)
+    assert killed
+    assert_same(result, expected, ["accumulated", "direction", "allocation"])
+    assert sorted(os.listdir(out)) == ["accumulated.npy", "allocation.npy",
+                                       "direction.npy"]
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts it
+
+
+def test_no_retries_left_is_a_clean_error(tmp_path):
+    import dask
+    from distributed import Client, LocalCluster
+    values = np.random.default_rng(2).integers(0, 9, (24, 24)).astype(
+        np.float32)
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        pids = client.run(os.getpid)
+
+        def kill_every_worker(fraction):
+            if fraction > 0:
+                for pid in pids.values():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+
+        with pytest.raises(GridGraphError) as error:
+            minimum_spanning_tree(memmap, tile_size=TILE, executor=client,
+                                  out_dir=out, progress=kill_every_worker)
+    message = str(error.value)
+    assert "died" in message and "allowed-failures" in message
+    assert os.listdir(out) == []
+
+
+# ------------------------------------------------------------ refusals
+
+def test_unreachable_scheduler_fails_fast(tmp_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    memmap = save_npy(tmp_path, "v", np.ones((16, 16)))
+    start = time.monotonic()
+    with pytest.raises(InvalidInputError) as error:
+        connected_components(memmap, executor=address)
+    assert time.monotonic() - start < distributed.CONNECT_TIMEOUT_S + 2
+    assert address in str(error.value)
+    assert "scheduler" in str(error.value)
+    with pytest.raises(InvalidInputError, match="tcp://host:8786"):
+        connected_components(memmap, executor="localhost")
+
+
+def test_in_memory_array_is_refused_with_the_fix(client):
+    with pytest.raises(InvalidInputError) as error:
+        cost_distance(np.ones((16, 16)), [(0, 0)], executor=client)
+    assert "in-memory array" in str(error.value)
+    assert "mmap_mode" in str(error.value) and "GeoTIFF" in str(error.value)
+
+
+def test_relative_path_workers_cannot_open(client, tmp_path, monkeypatch):
+    pytest.importorskip("osgeo")
+    from conftest import write_geotiff
+    elsewhere = tmp_path / "workers"
+    elsewhere.mkdir()
+    write_geotiff(tmp_path / "values.tif", np.ones((16, 16)))
+    monkeypatch.chdir(tmp_path)
+    before = client.run(os.getcwd)
+    client.run(os.chdir, str(elsewhere))
+    try:
+        with pytest.raises(GridGraphError) as error:
+            connected_components("values.tif", tile_size=TILE,
+                                 executor=client)
+    finally:
+        for address, folder in before.items():
+            client.run(os.chdir, folder, workers=[address])
+    message = str(error.value)
+    assert "cannot open the input 'values.tif'" in message
+    for address in before:
+        assert f"worker {address}" in message
+    assert "absolute paths on shared storage" in message
+
+
+def test_preflight_names_a_worker_running_other_code(client, tmp_path,
+                                                     monkeypatch):
+    memmap = save_npy(tmp_path, "v", np.ones((16, 16)))
+    monkeypatch.setattr(distributed, "code_fingerprint", lambda: "0.0+old")
+    with pytest.raises(GridGraphError) as error:
+        connected_components(memmap, tile_size=TILE, executor=client)
+    assert "the driver 0.0+old" in str(error.value)
+    assert "worker tcp://127.0.0.1" in str(error.value)
+
+
+def test_cancel_cancels_outstanding_futures(client, tmp_path):
+    memmap = save_npy(tmp_path, "v", np.random.default_rng(4).random(
+        (32, 32)).astype(np.float32))
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = []
+
+    def cancel_at_first_tile(fraction):
+        calls.append(fraction)
+        return False
+
+    before = scheduler_tasks(client)
+    with pytest.raises(CancelledError):
+        minimum_spanning_tree(memmap, tile_size=TILE, executor=client,
+                              out_dir=out, progress=cancel_at_first_tile)
+    assert len(calls) == 1  # nothing ran on after the cancel
+    assert no_new_tasks(client, before), sorted(
+        scheduler_tasks(client) - before)
+    assert os.listdir(out) == []
+
+
+# ------------------------------------------------------------ processing
+
+@pytest.mark.usefixtures("gridgraph_provider")
+def test_processing_run_with_dask_scheduler(cluster, run_algorithm,
+                                            tmp_path):
+    from conftest import cell_centre, read_raster, write_geotiff, write_points
+    cost = costs((20, 21), 2)
+    cost[3, 3] = cost[16, 18] = 1.0
+    path = write_geotiff(tmp_path / "cost.tif", cost)
+    points = write_points(tmp_path / "s.gpkg",
+                          [cell_centre(3, 3), cell_centre(16, 18)],
+                          fids=[4, 9])
+    names = ["OUTPUT", "OUTPUT_DIRECTION", "OUTPUT_ALLOCATION"]
+    runs = {}
+    for label, extra in (("whole", {}),
+                         ("dask", {"DASK_SCHEDULER":
+                                   cluster[0].scheduler_address,
+                                   "TILE_SIZE": TILE})):
+        runs[label] = run_algorithm("gridgraph:costdistance", dict(
+            {"INPUT": path, "SOURCES": points, "CONNECTIVITY": 1},
+            **extra, **{n: str(tmp_path / f"{label}-{n}.tif")
+                        for n in names}))
+    for name in names:
+        np.testing.assert_array_equal(read_raster(runs["dask"][name])[0],
+                                      read_raster(runs["whole"][name])[0],
+                                      err_msg=name)
+    components = {}
+    for label, extra in (("whole", {}),
+                         ("dask", {"DASK_SCHEDULER":
+                                   cluster[0].scheduler_address})):
+        components[label] = run_algorithm(
+            "gridgraph:connectedcomponents",
+            dict({"INPUT": path, "OUTPUT": str(tmp_path / f"cc-{label}.tif")},
+                 **extra))
+    assert components["dask"]["COMPONENTS"] == \
+        components["whole"]["COMPONENTS"]
+    np.testing.assert_array_equal(
+        read_raster(components["dask"]["OUTPUT"])[0],
+        read_raster(components["whole"]["OUTPUT"])[0])
+
+
+@pytest.mark.usefixtures("gridgraph_provider")
+def test_processing_unreachable_scheduler_message(run_algorithm, tmp_path):
+    from qgis.core import QgsProcessingException
+
+    from conftest import write_geotiff
+    path = write_geotiff(tmp_path / "v.tif", np.ones((9, 9)))
+    with pytest.raises(QgsProcessingException) as error:
+        run_algorithm("gridgraph:connectedcomponents", {
+            "INPUT": path, "DASK_SCHEDULER": "tcp://127.0.0.1:9",
+            "OUTPUT": str(tmp_path / "o.tif")})
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in str(
+        error.value)
+    assert "executor" not in str(error.value)
+    assert not (tmp_path / "o.tif").exists()
+
+
+# ------------------------------------------------------------ thread pools
+
+@pytest.mark.parametrize("connectivity", [8, 16])
+def test_cost_distance_thread_pool_identical(tmp_path, connectivity):
+    """The same scheduling of tile solves in a thread pool (several tiles
+    in flight, solved from different snapshots) gives the in-memory pairs
+    bit for bit."""
+    from concurrent.futures import ThreadPoolExecutor
+    cost = costs((33, 29), 40 + connectivity)
+    for row, col in SOURCES:
+        cost[row, col] = 1.0
+    expected = cost_distance(cost, SOURCES, source_ids=[1, 2, 3],
+                             connectivity=connectivity)
+    with ThreadPoolExecutor(3) as pool:
+        result = cost_distance(save_npy(tmp_path, "cost", cost), SOURCES,
+                               source_ids=[1, 2, 3],
+                               connectivity=connectivity, tile_size=TILE,
+                               executor=pool)
+    assert_same(result, expected, ["accumulated", "direction", "allocation"])
