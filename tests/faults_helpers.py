@@ -7,8 +7,6 @@ import subprocess
 
 import pytest
 
-from conftest import QGIS_PROCESS, qgis_process_environment
-
 CC, CD, MST = ("gridgraph:connectedcomponents", "gridgraph:costdistance",
                "gridgraph:minimumspanningtree")
 
@@ -76,6 +74,7 @@ def assert_inputs_unchanged(before, now):
 def run_qgis_process(algorithm_id, parameters, environment=None,
                      timeout=300):
     """(returncode, text) of ``scripts/qgis-process run``."""
+    from conftest import QGIS_PROCESS, qgis_process_environment
     arguments = [QGIS_PROCESS, "run", algorithm_id, "--"]
     arguments += [f"{name}={value}" for name, value in parameters.items()]
     completed = subprocess.run(

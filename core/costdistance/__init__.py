@@ -106,7 +106,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         (its band's nodata value, when it is not 0).
     backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.  The tiled path
-        (DESIGN.md, "Block hierarchy") gives the same rasters to the bit.
+        (docs/architecture.md) gives the same rasters to the bit.
         With ``backend="cuda"`` a raster too large for the GPU goes to the
         tiled path with tiles that fit it.
     out_dir : str, optional

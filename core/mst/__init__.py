@@ -73,7 +73,7 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
         of 32 bits or fewer, float64 for 64-bit input.
     nodata, backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.  The tiled path
-        follows Haverkort's block hierarchy (DESIGN.md) and gives the same
+        follows Haverkort's hierarchy (docs/architecture.md) and gives the same
         forest, edge order, weights and parent directions.  With a
         ``concurrent.futures.ThreadPoolExecutor`` the tiles run in its
         threads (the automatic tile size shrinks so that every worker's

@@ -9,7 +9,7 @@ flipped, every NaN gets the largest key (NaN sorts last).
 
 Keys.  For float32 weights and fewer than 2**32 edge ids, one int64 holds
 ``weight key << 32 | edge id`` and a component's lightest edge is one
-``atomic.min`` (the thesis in ``shared/seeds`` with the weight as the most
+``atomic.min`` (the grid MST thesis, docs/architecture.md; weight as the most
 significant field).  Otherwise (float64 weights, or rasters of 2**30 cells
 and more) the minimum is taken in two stages: the least weight key, then
 the least edge id among the edges of that weight.

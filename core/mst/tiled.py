@@ -1,6 +1,6 @@
 """Minimum spanning forest on the block hierarchy (out-of-core).
 
-Haverkort's I/O-efficient grid MST as described in the thesis (ch. 2):
+Haverkort's I/O-efficient grid MST (references in docs/architecture.md):
 
 1. Leaf tiles (:func:`leaf_tile`, per tile): the in-memory kernel gives the
    tile's minimum spanning forest (MSF), kept in the scratch folder.  The
