@@ -53,7 +53,13 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/cuda tests
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest $(PYTEST_ARGS) tests/cuda
 
-bench: setup
+# The benchmark peers install here, never in the test set-up; numpy stays
+# Debian's (the venv's constraints file).
+$(VENV)/.bench-installed: requirements-bench.txt $(VENV)/.installed
+	$(PY) -m pip install -q --disable-pip-version-check -c $(VENV)/constraints.txt -r requirements-bench.txt
+	touch $@
+
+bench: setup $(VENV)/.bench-installed
 	$(PY) bench/cpu.py
 
 clean:

@@ -1,15 +1,20 @@
 """CPU benchmarks: GridGraph side by side with its peers, in one run.
 
-In process (median of --repeat runs after a warm-up):
-  cost distance vs skimage.graph.MCP_Geometric, components vs scipy.ndimage.label,
-  MST vs scipy.sparse.csgraph.minimum_spanning_tree (counting its sparse-matrix build).
-End to end through scripts/qgis-process:
+In process, interleaved A/B runs (median of --repeat after a warm-up each):
+  components vs scipy.ndimage.label, OpenCV Spaghetti (as many threads as CPUs in
+  the affinity mask) and cc3d; cost distance vs skimage MCP_Geometric and
+  whitebox-workflows; MST (edges=False) vs scipy csgraph (with its sparse build)
+  and higra; threshold segments vs scipy's labelling of the thresholded graph.
+  Peers missing from the environment are skipped (`make bench` installs them
+  from requirements-bench.txt).  --threads 1 2 4 ... adds a scaling table.
+With --qgis, end to end through scripts/qgis-process:
   gridgraph:costdistance vs grass7:r.cost, gridgraph:connectedcomponents vs grass7:r.clump.
 
 Every pair is checked for identical outputs before its time is reported.  The table is printed
 as Markdown; --write appends it (with the machine and date) to docs/benchmarks.md.
 
     .venv/bin/python bench/cpu.py --sizes 2048 4096 --repeat 3 --write
+    taskset -c 0,1 .venv/bin/python bench/cpu.py   # a 2-core figure
 """
 
 import argparse
@@ -32,7 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from rasters import fractal_surface  # noqa: E402
 
 from gridgraph.core import (connected_components, cost_distance,  # noqa: E402
-                            minimum_spanning_tree)
+                            minimum_spanning_tree, segments_by_threshold)
 
 QGIS_PROCESS = os.path.join(ROOT, "scripts", "qgis-process")
 
@@ -48,44 +53,176 @@ def timed(function, repeat):
     return statistics.median(times), result
 
 
-def bench_cost_distance(size, repeat):
+def ab(ours, peer, repeat):
+    """Interleaved A/B timing: one warm-up each, then ``repeat`` rounds
+    alternating which goes first; returns (median ours, median peer, last
+    results of both)."""
+    a = ours()
+    b = peer()
+    t_ours, t_peer = [], []
+    for k in range(repeat):
+        for which in ((0, 1) if k % 2 == 0 else (1, 0)):
+            start = time.perf_counter()
+            if which == 0:
+                a = ours()
+                t_ours.append(time.perf_counter() - start)
+            else:
+                b = peer()
+                t_peer.append(time.perf_counter() - start)
+    return statistics.median(t_ours), statistics.median(t_peer), a, b
+
+
+def guarded(peer_name, function, *arguments):
+    """``function(*arguments)``, or None (said on stderr) when a peer's call
+    fails: an API that moved must not lose the other rows."""
+    try:
+        return function(*arguments)
+    except AssertionError:
+        raise
+    except Exception as error:  # noqa: BLE001 - report and go on
+        print(f"skipped {peer_name}: {type(error).__name__}: {error}",
+              file=sys.stderr, flush=True)
+        return None
+
+
+def peer_available(module):
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def same_labelling(a, b):
+    """Same partition of the cells (numbering aside), background 0 in both."""
+    a, b = np.asarray(a).ravel(), np.asarray(b).ravel()
+    if not np.array_equal(a == 0, b == 0):
+        return False
+    keep = a != 0
+    pairs = np.unique(np.stack([a[keep].astype(np.int64),
+                                b[keep].astype(np.int64)]), axis=1)
+    return (len(np.unique(pairs[0])) == pairs.shape[1]
+            and len(np.unique(pairs[1])) == pairs.shape[1])
+
+
+def masks(size):
+    """The component benchmark masks: random density 0.6 and a fractal."""
+    surface = fractal_surface((size, size), seed=2)
+    return {"random 0.6": np.random.default_rng(2).random((size, size)) < 0.6,
+            "fractal": surface > np.median(surface)}
+
+
+def bench_components(size, repeat, threads):
+    from scipy import ndimage
+    rows = []
+    for mask_name, mask in masks(size).items():
+        mask_u8 = mask.astype(np.uint8)
+        for connectivity in (4, 8):
+            structure = ndimage.generate_binary_structure(2, connectivity // 4)
+
+            def ours():
+                return connected_components(mask_u8, connectivity=connectivity,
+                                            mode="nonzero", backend="cpu").labels
+
+            def scipy_label():
+                return ndimage.label(mask, structure=structure)[0]
+
+            peers = [("scipy.ndimage.label", scipy_label, "identical")]
+            if peer_available("cv2"):
+                import cv2
+
+                def opencv():
+                    cv2.setNumThreads(threads)
+                    return cv2.connectedComponentsWithAlgorithm(
+                        mask_u8, connectivity, cv2.CV_32S, cv2.CCL_SPAGHETTI)[1]
+                peers.append((f"OpenCV Spaghetti ({threads} threads)", opencv,
+                              "partition"))
+            if peer_available("cc3d"):
+                import cc3d
+
+                def cc3d_label():
+                    return cc3d.connected_components(mask_u8,
+                                                     connectivity=connectivity)
+                peers.append(("cc3d", cc3d_label, "partition"))
+            for peer_name, peer, check in peers:
+                timing = guarded(peer_name, ab, ours, peer, repeat)
+                if timing is None:
+                    continue
+                t_ours, t_peer, a, b = timing
+                ok = np.array_equal(a, b) if check == "identical" \
+                    else same_labelling(a, b)
+                assert ok, f"components differ from {peer_name}"
+                rows.append((f"components {connectivity}-conn, {mask_name}",
+                             peer_name, size, t_ours, t_peer,
+                             "labels identical" if check == "identical"
+                             else "same partition"))
+        # equal mode per cell against nonzero mode, same raster
+        def equal():
+            return connected_components(mask_u8, connectivity=8, mode="equal",
+                                        backend="cpu").labels
+
+        def nonzero():
+            return connected_components(mask_u8, connectivity=8,
+                                        mode="nonzero", backend="cpu").labels
+        t_equal, t_nonzero, _, _ = ab(equal, nonzero, repeat)
+        rows.append((f"components 8-conn equal mode, {mask_name}",
+                     "our nonzero mode (same raster)", size, t_equal,
+                     t_nonzero, "per cell: equal labels every cell"))
+    return rows
+
+
+def whitebox_cost_distance(cost, source, folder):
+    """A callable running whitebox-workflows' cost_distance on ``cost`` (its
+    numpy bridge wants a base raster read from a file: an ASCII grid)."""
+    import whitebox_workflows as wbw
+    wbe = wbw.WbEnvironment()
+    rows, cols = cost.shape
+    base_path = os.path.join(folder, f"base{rows}.asc")
+    with open(base_path, "w") as out:
+        out.write(f"ncols {cols}\nnrows {rows}\nxllcorner 0\nyllcorner 0\n"
+                  "cellsize 1\nNODATA_value -9999\n")
+        np.savetxt(out, np.zeros((rows, cols), np.uint8), fmt="%d")
+    base = wbe.read_raster(base_path)
+    cost_raster = wbw.Raster.from_numpy(
+        cost, base, output_path=os.path.join(folder, "cost.tif"))
+    seeds = np.zeros(cost.shape)
+    seeds[source] = 1
+    source_raster = wbw.Raster.from_numpy(
+        seeds, base, output_path=os.path.join(folder, "source.tif"))
+
+    def run():
+        return wbe.cost_distance(source_raster, cost_raster)[0].to_numpy()
+    return run
+
+
+def bench_cost_distance(size, repeat, folder):
     from skimage.graph import MCP_Geometric
     cost = fractal_surface((size, size), seed=1).astype(np.float64)
     source = (size // 2, size // 2)
 
     def ours():
-        return cost_distance(cost, [source], connectivity=8, backend="cpu").accumulated
+        return cost_distance(cost, [source], connectivity=8,
+                             backend="cpu").accumulated
 
-    def peer():
+    def mcp():
         return MCP_Geometric(cost, fully_connected=True).find_costs([source])[0]
 
-    t_ours, a = timed(ours, repeat)
-    t_peer, b = timed(peer, repeat)
-    error = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
-    assert error <= 1e-9, f"cost distance differs from MCP_Geometric: {error}"
-    return ("cost distance, 8-conn, 1 source", "skimage MCP_Geometric", size,
-            t_ours, t_peer, f"max rel. diff {error:.1e}")
-
-
-def bench_components(size, repeat):
-    from scipy import ndimage
-    surface = fractal_surface((size, size), seed=2)
-    mask = surface > np.median(surface)
+    peers = [("skimage MCP_Geometric", mcp)]
+    if peer_available("whitebox_workflows"):
+        run = guarded("whitebox-workflows", whitebox_cost_distance, cost,
+                      source, folder)
+        if run is not None:
+            peers.append(("whitebox-workflows cost_distance", run))
     rows = []
-    for connectivity, structure in ((4, ndimage.generate_binary_structure(2, 1)),
-                                    (8, np.ones((3, 3), bool))):
-        def ours():
-            return connected_components(mask, connectivity=connectivity, mode="nonzero",
-                                        backend="cpu").labels
-
-        def peer():
-            return ndimage.label(mask, structure=structure)[0]
-
-        t_ours, a = timed(ours, repeat)
-        t_peer, b = timed(peer, repeat)
-        assert np.array_equal(a, b), "labels differ from scipy.ndimage.label"
-        rows.append((f"components nonzero, {connectivity}-conn", "scipy.ndimage.label", size,
-                     t_ours, t_peer, "labels identical"))
+    for peer_name, peer in peers:
+        timing = guarded(peer_name, ab, ours, peer, repeat)
+        if timing is None:
+            continue
+        t_ours, t_peer, a, b = timing
+        error = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
+        assert error <= 1e-6, f"cost distance differs from {peer_name}: {error}"
+        rows.append(("cost distance 8-conn, 1 source, all outputs", peer_name,
+                     size, t_ours, t_peer, f"max rel. diff {error:.1e}"))
     return rows
 
 
@@ -106,18 +243,114 @@ def bench_mst(size, repeat):
     values = fractal_surface((size, size), seed=3)  # >= 1: no zero weights for csgraph
 
     def ours():
-        return minimum_spanning_tree(values, connectivity=4, weight="max", backend="cpu")
+        return minimum_spanning_tree(values, connectivity=4, weight="max",
+                                     backend="cpu", edges=False)
 
-    def peer():
-        return csgraph_mst(grid_graph_csr(values))
+    def csgraph():
+        return float(csgraph_mst(grid_graph_csr(values)).sum(dtype=np.float64))
 
-    t_ours, tree = timed(ours, repeat)
-    t_peer, reference = timed(peer, repeat)
-    ours_total, peer_total = tree.total_weight, float(reference.sum(dtype=np.float64))
-    assert len(tree.edges) == reference.nnz, "edge counts differ"
-    assert abs(ours_total - peer_total) <= 1e-9 * peer_total, "total weights differ"
-    return ("MST max, 4-conn", "csgraph MST + sparse build", size, t_ours, t_peer,
-            f"same total weight ({ours_total:.6g}) and edge count")
+    peers = [("csgraph MST + sparse build", csgraph)]
+    if peer_available("higra"):
+        import higra as hg
+
+        def higra_mst():
+            graph = hg.get_4_adjacency_graph(values.shape)
+            weights = hg.weight_graph(graph, values, hg.WeightFunction.max)
+            tree = hg.minimum_spanning_tree(graph, weights)
+            return float(np.sum(tree.edge_map_weights
+                                if hasattr(tree, "edge_map_weights")
+                                else weights[hg.CptMinimumSpanningTree
+                                             .get_edge_map(tree)],
+                                dtype=np.float64))
+        peers.append(("higra minimum_spanning_tree", higra_mst))
+    rows = []
+    for peer_name, peer in peers:
+        timing = guarded(peer_name, ab, ours, peer, repeat)
+        if timing is None:
+            continue
+        t_ours, t_peer, tree, total = timing
+        assert abs(tree.total_weight - total) <= 1e-9 * total, \
+            f"total weights differ from {peer_name}"
+        rows.append(("MST max 4-conn, edges=False (directions, total)",
+                     peer_name, size, t_ours, t_peer,
+                     f"same total weight {total:.6g}"))
+    return rows
+
+
+def bench_segments(size, repeat):
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components as csgraph_components
+    values = fractal_surface((size, size), seed=3)
+    threshold = 2.0
+
+    def ours():
+        return segments_by_threshold(values, threshold, connectivity=4,
+                                     weight="absdiff")
+
+    def scipy_segments():
+        rows, cols = values.shape
+        index = np.arange(rows * cols, dtype=np.int64).reshape(rows, cols)
+        low = np.concatenate([index[:, :-1].ravel(), index[:-1, :].ravel()])
+        high = np.concatenate([index[:, 1:].ravel(), index[1:, :].ravel()])
+        flat = values.ravel()
+        keep = np.abs(flat[low] - flat[high]) <= np.float32(threshold)
+        graph = coo_matrix((np.ones(int(keep.sum()), np.int8),
+                            (low[keep], high[keep])), shape=(rows * cols,) * 2)
+        return csgraph_components(graph, directed=False)
+
+    t_ours, t_peer, (labels, count), (n, component) = ab(
+        ours, scipy_segments, repeat)
+    assert count == n and same_labelling(labels, component + 1), \
+        "segments differ from scipy's"
+    return [("threshold segments absdiff <= 2, 4-conn",
+             "scipy csgraph labelling of the thresholded graph", size, t_ours,
+             t_peer, "same partition")]
+
+
+def thread_scaling(size, thread_counts, repeat):
+    """Our cost distance (heap and blocks) and components at each thread
+    count, beside OpenCV with as many threads."""
+    import numba
+    from gridgraph.core.components import _cpu as components_cpu
+    from gridgraph.core.costdistance import _cpu as cost_cpu
+    cost = fractal_surface((size, size), seed=1).astype(np.float64)
+    source = (size // 2, size // 2)
+    mask = masks(size)["random 0.6"].astype(np.uint8)
+    rows = []
+    saved = components_cpu._cpu_count
+    try:
+        for threads in thread_counts:
+            numba.set_num_threads(threads)
+            components_cpu._cpu_count = lambda: threads
+            row = {"threads": threads}
+            for name, blocks in (("cost distance heap", False),
+                                 ("cost distance blocks", True)):
+                cost_cpu_blocks = blocks
+
+                def run(blocks=cost_cpu_blocks):
+                    saved_min = cost_cpu.BLOCKS_MIN_THREADS
+                    cost_cpu.BLOCKS_MIN_THREADS = 1 if blocks else 1 << 30
+                    try:
+                        return cost_distance(cost, [source], connectivity=8,
+                                             backend="cpu")
+                    finally:
+                        cost_cpu.BLOCKS_MIN_THREADS = saved_min
+                row[name], _ = timed(run, repeat)
+            row["components 8-conn"], _ = timed(
+                lambda: connected_components(mask, connectivity=8,
+                                             mode="nonzero", backend="cpu"),
+                repeat)
+            if peer_available("cv2"):
+                import cv2
+                cv2.setNumThreads(threads)
+                row["OpenCV Spaghetti 8-conn"], _ = timed(
+                    lambda: cv2.connectedComponentsWithAlgorithm(
+                        mask, 8, cv2.CV_32S, cv2.CCL_SPAGHETTI), repeat)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    finally:
+        components_cpu._cpu_count = saved
+    return rows
 
 
 def write_geotiff(path, array, nodata=None):
@@ -248,29 +481,60 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--skip-qgis", action="store_true")
+    parser.add_argument("--operations", nargs="+",
+                        default=["components", "costdistance", "mst",
+                                 "segments"])
+    parser.add_argument("--threads", type=int, nargs="*", default=[],
+                        help="thread counts for the scaling table (at the "
+                        "largest size)")
+    parser.add_argument("--qgis", action="store_true",
+                        help="also time qgis_process against GRASS")
+    parser.add_argument("--json", help="write the rows to this JSON file")
     parser.add_argument("--write", action="store_true",
                         help="append the table to docs/benchmarks.md")
     args = parser.parse_args()
+    threads = len(os.sched_getaffinity(0))
     rows = []
     with tempfile.TemporaryDirectory(prefix="gridgraph-bench-") as folder:
         for size in args.sizes:
-            rows.append(bench_cost_distance(size, args.repeat))
-            rows.extend(bench_components(size, args.repeat))
-            rows.append(bench_mst(size, args.repeat))
-            if not args.skip_qgis:
+            if "components" in args.operations:
+                rows.extend(bench_components(size, args.repeat, threads))
+            if "costdistance" in args.operations:
+                rows.extend(bench_cost_distance(size, args.repeat, folder))
+            if "mst" in args.operations:
+                rows.extend(bench_mst(size, args.repeat))
+            if "segments" in args.operations:
+                rows.extend(bench_segments(size, args.repeat))
+            if args.qgis:
                 rows.extend(bench_qgis_process(size, args.repeat, folder))
             print(f"done {size}", file=sys.stderr, flush=True)
+    scaling = thread_scaling(max(args.sizes), args.threads, args.repeat) \
+        if args.threads else []
     table = ["| operation | peer | size | GridGraph (s) | peer (s) | peer / GridGraph | check |",
              "|---|---|---|---|---|---|---|"]
     for name, peer, size, t_ours, t_peer, check in rows:
         table.append(f"| {name} | {peer} | {size}² | {t_ours:.3f} | {t_peer:.3f} | "
                      f"{t_peer / t_ours:.2f}× | {check} |")
+    if scaling:
+        keys = [k for k in scaling[0] if k != "threads"]
+        table += ["", "| threads | " + " | ".join(f"{k} (s)" for k in keys)
+                  + " |", "|---" * (len(keys) + 1) + "|"]
+        for row in scaling:
+            table.append(f"| {row['threads']} | "
+                         + " | ".join(f"{row.get(k, float('nan')):.3f}"
+                                      for k in keys) + " |")
+    load = os.getloadavg()
     header = (f"## CPU, {datetime.date.today().isoformat()}\n\n{machine()}; "
-              f"median of {args.repeat} after a warm-up; fractal rasters "
+              f"{threads} CPUs in the affinity mask; load average "
+              f"{load[0]:.2f} at the end; interleaved A/B runs, median of "
+              f"{args.repeat} after a warm-up each; fractal rasters "
               "(tests/rasters.py).\n")
     text = header + "\n" + "\n".join(table) + "\n"
     print(text)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"rows": rows, "scaling": scaling, "header": header},
+                      out, indent=1)
     if args.write:
         with open(os.path.join(ROOT, "docs", "benchmarks.md"), "a") as out:
             out.write("\n" + text)

@@ -35,23 +35,14 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# this file's folder must not be on the path: "import dask" would find it
-sys.path[:] = [p for p in sys.path
-               if os.path.abspath(p or os.curdir) != HERE]
+# bench/scale.py (it also makes gridgraph importable from a bare checkout);
+# then this file's folder leaves the path: "import dask" would find it
+sys.path[:] = [HERE] + [p for p in sys.path
+                        if os.path.abspath(p or os.curdir) != HERE]
+sys.modules.pop("dask", None)  # this file, if imported as "dask"
+import scale  # noqa: E402
 
-
-def _load_scale():
-    """bench/scale.py (it also makes gridgraph importable from a bare
-    checkout)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "gridgraph_bench_scale", os.path.join(HERE, "scale.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-scale = _load_scale()
+sys.path.remove(HERE)
 
 NEUSE40 = (17630, 12555)
 

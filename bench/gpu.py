@@ -15,8 +15,17 @@ One run on the GPU machine checks and times every operation:
   path's per-tile solve (``solve_seeded``) from the sources, identical to the in-memory
   distances.
 
+End to end through the public API (``*_e2e`` sections): ``minimum_spanning_tree``,
+``cost_distance`` and ``connected_components`` with ``backend="cuda"`` and ``"cpu"`` in the same
+run, numpy in and numpy out, every output identical (MST edges, weights, parent directions, trees,
+total weight; cost distance costs, directions, allocation; labels and their dtype), parity at
+--parity-size and on odd shapes, times and phases at --size; ``transfers`` measures the copy
+bandwidths (device to device: the floor used for the table; host to device; device to host into
+fresh, touched and pinned memory).
+
 Times: "device" = inputs already on the GPU, outputs left there (median of --repeat runs after a
-warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run);
+warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run; the
+``*_e2e`` sections: median after a warm-up);
 "first call" = the first call in a fresh process (kernel compilation, or loading numba's cache).
 Each device time is also given as a multiple of its memory-bandwidth floor: the bytes the
 operation must at least read and write once, divided by --bandwidth (4.25 TB/s, the H200's
@@ -240,6 +249,195 @@ def bench_mst(size, parity_size, repeat, bandwidth, results):
     del d_values, d_valid
 
 
+def bench_transfers(results, size_bytes=1 << 30):
+    """The copy bandwidths that bound every end-to-end time: device to device (the kernels'
+    floor), host to device from ordinary (pageable) memory, and device to host into fresh
+    pageable memory (page faults included), into touched pageable memory, and into pinned
+    memory."""
+    import cupy
+    from numba import cuda
+    n = size_bytes // 4
+    device = cupy.arange(n, dtype=cupy.float32)
+    copy = cupy.empty_like(device)
+    copy[...] = device
+    cuda.synchronize()
+    d2d, _, _ = median_time(lambda: copy.__setitem__(Ellipsis, device), 5)
+    host = np.random.default_rng(0).random(n, dtype=np.float32)
+    h2d, _, d_host = median_time(lambda: cuda.to_device(host), 3)
+    del d_host
+    d_array = cuda.as_cuda_array(device)
+    fresh, _, _ = median_time(lambda: d_array.copy_to_host(), 3)
+    touched = np.ones(n, dtype=np.float32)
+    into_touched, _, _ = median_time(lambda: d_array.copy_to_host(touched), 3)
+    pinned = cuda.pinned_array(n, dtype=np.float32)
+    into_pinned, _, _ = median_time(lambda: d_array.copy_to_host(pinned), 3)
+    alloc_pinned, _, _ = median_time(lambda: cuda.pinned_array(n, dtype=np.float32), 2)
+    entry = dict(operation=f"copies of {size_bytes / 2**30:.0f} GiB",
+                 d2d_bytes_per_s=2 * size_bytes / d2d, h2d_pageable_bytes_per_s=size_bytes / h2d,
+                 d2h_fresh_bytes_per_s=size_bytes / fresh,
+                 d2h_touched_bytes_per_s=size_bytes / into_touched,
+                 d2h_pinned_bytes_per_s=size_bytes / into_pinned,
+                 pinned_alloc_s=alloc_pinned)
+    results.append(entry)
+    log(json.dumps(entry, default=float))
+    del device, copy, pinned
+    return entry
+
+
+def bench_mst_end_to_end(size, parity_size, repeat, results):
+    """The public API, numpy in and numpy out: every output (parent directions, total weight,
+    trees, and the edge list when asked) identical to the CPU backend at parity_size and on odd
+    shapes with nodata; end-to-end times at ``size`` for the CUDA and CPU backends, and the
+    CUDA run's phases."""
+    from gridgraph.core import minimum_spanning_tree
+    from gridgraph.core.mst import _cuda
+
+    def same(a, b, edges=True):
+        ok = (a.trees == b.trees
+              and np.float64(a.total_weight).tobytes() == np.float64(b.total_weight).tobytes()
+              and np.array_equal(a.parent_direction, b.parent_direction, equal_nan=True))
+        if edges:
+            ok = ok and np.array_equal(a.edges, b.edges) and np.array_equal(
+                a.weights.view(np.uint8), b.weights.view(np.uint8))
+        return bool(ok)
+
+    rng = np.random.default_rng(21)
+    small = fractal_surface((parity_size, parity_size), seed=3)
+    small[::97, ::89] = np.nan
+    cases = [(f"fractal {parity_size}², NaN holes", small, None)]
+    plateau = (small // 50).astype(np.float32)
+    plateau[np.isnan(small)] = -1
+    cases.append((f"plateaus {parity_size}², nodata -1", plateau, -1))
+    for shape in ((1000, 777), (37, 4099), (4099, 37)):
+        odd = rng.integers(0, 6, shape).astype(np.int16)
+        odd[rng.random(shape) < 0.3] = 9  # many trees
+        cases.append((f"int16 {shape[0]}x{shape[1]}, 30% nodata", odd, 9))
+    for name, values, nodata in cases:
+        for connectivity in (4, 8):
+            for weight in ("max", "absdiff"):
+                gpu = minimum_spanning_tree(values, connectivity, weight, nodata, backend="cuda")
+                cpu = minimum_spanning_tree(values, connectivity, weight, nodata, backend="cpu")
+                lean = minimum_spanning_tree(values, connectivity, weight, nodata,
+                                             backend="cuda", edges=False)
+                results.append(dict(
+                    operation=f"mst public API {connectivity}-conn {weight}, {name} (parity)",
+                    trees=gpu.trees, identical_to_cpu=same(gpu, cpu) and same(lean, cpu, False)))
+                log(json.dumps(results[-1], default=float))
+    del small, plateau, cases
+
+    values = gpu_fractal(size, 4).get()
+    for connectivity in (4, 8):
+        for want_edges in (False, True):
+            run = lambda: minimum_spanning_tree(values, connectivity, "max",  # noqa: E731
+                                                backend="cuda", edges=want_edges)
+            end_to_end, times, gpu = median_time(run, max(2, repeat // 2))
+            stats = {}
+            _cuda.minimum_spanning_tree(values, None, connectivity, 0, np.float32, want_edges,
+                                        Progress(), stats=stats)
+            entry = dict(operation=f"mst {connectivity}-conn max, edges={want_edges}, fractal "
+                                   f"{size}², numpy in/out (public API)",
+                         end_to_end_s=end_to_end, end_to_end_runs=times, phases=stats)
+            if connectivity == 4 and not want_edges:
+                cpu_time, cpu = wall(lambda: minimum_spanning_tree(
+                    values, connectivity, "max", backend="cpu", edges=False))
+                entry["cpu_s"] = cpu_time
+                entry["identical_to_cpu"] = same(gpu, cpu, False)
+                del cpu
+            results.append(entry)
+            log(json.dumps(results[-1], default=float))
+            del gpu
+    del values
+
+
+def bench_components_end_to_end(size, repeat, results):
+    """The public API, numpy in and numpy out, CUDA and CPU backends in the same run, labels
+    identical; the CUDA run's phases."""
+    from gridgraph.core import connected_components
+    from gridgraph.core.components import _cuda
+    rng = np.random.default_rng(0)
+    mask = (rng.random((size, size), dtype=np.float32) < 0.6).view(np.uint8)
+    for connectivity in (4, 8):
+        run = lambda: connected_components(mask, connectivity, "nonzero",  # noqa: E731
+                                           backend="cuda")
+        end_to_end, times, gpu = median_time(run, repeat)
+        stats = {}
+        _cuda.label_array(mask, None, connectivity, "nonzero", Progress(), stats=stats)
+        cpu_time, cpu = wall(lambda: connected_components(mask, connectivity, "nonzero",
+                                                          backend="cpu"))
+        results.append(dict(
+            operation=f"components {connectivity}-conn, density 0.6, {size}², numpy in/out "
+                      "(public API)",
+            end_to_end_s=end_to_end, end_to_end_runs=times, cpu_s=cpu_time, phases=stats,
+            labels_dtype=str(gpu.labels.dtype),
+            identical_to_cpu=bool(gpu.count == cpu.count
+                                  and gpu.labels.dtype == cpu.labels.dtype
+                                  and np.array_equal(gpu.labels, cpu.labels))))
+        log(json.dumps(results[-1], default=float))
+        del gpu, cpu
+
+
+def bench_cost_distance_end_to_end(size, parity_size, repeat, results, cpu_full):
+    """The public API, numpy in and numpy out, all three outputs: identical to the CPU backend
+    (costs bit for bit, directions, allocation) at parity_size and on odd shapes with barriers
+    and ties; end-to-end times at ``size`` (CPU backend too with --cpu-full) and the CUDA run's
+    phases."""
+    from gridgraph.core import cost_distance
+    from gridgraph.core.costdistance import _cuda_outputs
+
+    def same(a, b):
+        return bool(all(np.array_equal(x, y, equal_nan=True) and x.dtype == y.dtype
+                        for x, y in zip((a.accumulated, a.direction, a.allocation),
+                                        (b.accumulated, b.direction, b.allocation))))
+
+    rng = np.random.default_rng(17)
+    cases = []
+    fractal = fractal_surface((parity_size, parity_size), seed=1)
+    cases.append((f"fractal {parity_size}², 1 source", fractal,
+                  np.array([[parity_size // 2, parity_size // 2]]), None))
+    plateau = (fractal // 250 + 1).astype(np.uint8)
+    plateau[::61, ::53] = 0
+    cases.append((f"integer plateaus 1-5 {parity_size}², nodata 0, 3 sources", plateau,
+                  np.array([[parity_size // 4, parity_size // 4], [parity_size // 2, 3],
+                            [parity_size - 5, parity_size // 3]]), 0))
+    for shape in ((1000, 777), (37, 4099)):
+        odd = rng.integers(1, 4, shape).astype(np.float32)
+        odd[rng.random(shape) < 0.15] = np.nan
+        cells = np.argwhere(~np.isnan(odd))[rng.integers(0, 1000, 3)]
+        cases.append((f"float32 {shape[0]}x{shape[1]}, 15% NaN, 3 sources, ties", odd, cells,
+                      None))
+    for name, cost, sources, nodata in cases:
+        for connectivity in (4, 8, 16):
+            gpu_time, gpu = wall(lambda: cost_distance(cost, sources, connectivity,
+                                                       nodata=nodata, backend="cuda"))
+            cpu_time, cpu = wall(lambda: cost_distance(cost, sources, connectivity,
+                                                       nodata=nodata, backend="cpu"))
+            results.append(dict(
+                operation=f"cost distance public API {connectivity}-conn, {name} (parity)",
+                end_to_end_s=gpu_time, cpu_s=cpu_time, identical_to_cpu=same(gpu, cpu)))
+            log(json.dumps(results[-1], default=float))
+    del cases, fractal, plateau
+
+    cost = gpu_fractal(size, 1).get()
+    source = np.array([[size // 2, size // 2]])
+    run = lambda: cost_distance(cost, source, 8, backend="cuda")  # noqa: E731
+    end_to_end, times, gpu = median_time(run, max(2, repeat // 2))
+    stats = {}
+    scan = _cuda_outputs.CostScan(cost, None, stats=stats)
+    from gridgraph.core.costdistance import _step_lengths
+    scan.solve(source, np.array([1]), 8, _step_lengths(8, None), np.inf,
+               ("accumulated", "direction", "allocation"), Progress())
+    entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {size}², all outputs, "
+                           "numpy in/out (public API)",
+                 end_to_end_s=end_to_end, end_to_end_runs=times, phases=stats)
+    if cpu_full:
+        cpu_time, cpu = wall(lambda: cost_distance(cost, source, 8, backend="cpu"))
+        entry["cpu_s"] = cpu_time
+        entry["identical_to_cpu"] = same(gpu, cpu)
+        del cpu
+    results.append(entry)
+    log(json.dumps(results[-1], default=float))
+
+
 def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
                         delta_multipliers=()):
     from numba import cuda
@@ -280,11 +478,27 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
             log("delta", multiplier, json.dumps(sweep[f"{multiplier} tiles"]))
         device, times, _ = median_time(device_run, repeat if side == parity_size else
                                        max(2, repeat // 2))
+        # the other sweep order (same distances, other sweep counts)
+        _cuda.CONSECUTIVE_ROWS = not _cuda.CONSECUTIVE_ROWS
+        other_stats = {}
+        device_run(other_stats)
+        other, _, (other_dist, _, _, _) = median_time(device_run, 2)
+        other_dist = other_dist.copy_to_host()
+        _cuda.CONSECUTIVE_ROWS = not _cuda.CONSECUTIVE_ROWS
+        dist_now = device_run()[0].copy_to_host()
+        same_order_free = bool(np.array_equal(other_dist, dist_now, equal_nan=True))
+        sweep_order = dict(consecutive_rows_default=_cuda.CONSECUTIVE_ROWS,
+                           other_order_device_s=other,
+                           other_order_sweeps_per_visit=other_stats["sweeps_per_visit"],
+                           other_order_tiles_relaxed=other_stats["tiles_relaxed"],
+                           same_distances=same_order_free)
+        log("sweep order", json.dumps(sweep_order, default=float))
+        del other_dist, dist_now
         end_to_end, gpu_out = wall(lambda: _cuda.solve(
             cost, valid, source, ids, 8, steps, np.inf, Progress()))
         entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {side}²",
                      device_s=device, device_runs=times, end_to_end_s=end_to_end, phases=stats,
-                     delta_sweep=sweep)
+                     delta_sweep=sweep, sweep_order=sweep_order)
         # read the costs, write float64 costs, int8 predecessors and int64 allocation
         entry["floor_s"] = side * side * (4 + 8 + 1 + 8) / bandwidth
         entry["times_floor"] = device / entry["floor_s"]
@@ -467,9 +681,10 @@ def main():
     parser.add_argument("--bandwidth", type=float, default=4.25e12,
                         help="bytes/s of a device-to-device copy (floor)")
     parser.add_argument("--cpu-full", action="store_true",
-                        help="also time the CPU cost distance at --size")
+                        help="also time the CPU cost distance at --size (public API)")
     parser.add_argument("--only", nargs="*",
-                        default=["odd", "components", "mst", "costdistance"])
+                        default=["transfers", "odd", "components", "components_e2e",
+                                 "mst", "mst_e2e", "costdistance", "costdistance_e2e"])
     parser.add_argument("--deltas", nargs="*", type=float, default=[],
                         help="also time cost distance with these bucket widths (tiles crossed)")
     parser.add_argument("--no-first-call", action="store_true")
@@ -501,14 +716,29 @@ def main():
         log("first-call measurement failed:", exc)
         results_first = {}
     sections = dict(
+        transfers=lambda: bench_transfers(results),
+        mst_e2e=lambda: bench_mst_end_to_end(args.size, args.parity_size, args.repeat,
+                                             results),
+        components_e2e=lambda: bench_components_end_to_end(args.size, args.repeat, results),
+        costdistance_e2e=lambda: bench_cost_distance_end_to_end(
+            args.size, args.parity_size, args.repeat, results, args.cpu_full),
         odd=lambda: bench_odd_shapes(results),
         components=lambda: bench_components(args.size, args.repeat, args.bandwidth, results),
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
                               results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,
-                                                 args.bandwidth, args.cpu_full, results,
+                                                 args.bandwidth, False, results,
                                                  args.deltas))
+    if "transfers" in args.only:
+        # the floor's bandwidth: this device's own device-to-device copy
+        measured = bench_transfers(results)
+        given = f"{args.bandwidth / 1e12:.2f} TB/s"
+        args.bandwidth = measured["d2d_bytes_per_s"]
+        log(f"floor bandwidth: {args.bandwidth / 1e12:.2f} TB/s (measured)")
+        header = header.replace(given, f"{args.bandwidth / 1e12:.2f} TB/s (measured in the run)")
     for section in args.only:
+        if section == "transfers":
+            continue
         try:
             sections[section]()
         except Exception as exc:  # report and go on with the other sections

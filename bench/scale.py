@@ -10,7 +10,7 @@ above the process's resident set after a warm-up.  Prints a Markdown table;
     .venv/bin/python bench/scale.py --jobs small          # a quick check
 
 Jobs (the issue's targets):
-  neuse40  17630 x 12555 = 221M cells (the thesis's 40-ft Neuse size),
+  neuse40  17630 x 12555 = 221M cells (the grid MST thesis's 40-ft Neuse size),
            MEMORY_LIMIT_MB=4096: MST (weight max, 8-connected), components,
            cost distance.
   big      32768 x 32768 Float32 (4 GiB), MEMORY_LIMIT_MB=2048: all three.

@@ -4,7 +4,7 @@ sources and sinks, scratch folders, the memory budget and the executor hook.
 The tiled (out-of-core) versions of the operations (``<operation>/tiled.py``)
 cut the raster into square tiles of side 2**k, visit them in Morton (z-)
 order and run per-tile work as pure functions of (raster source, window,
-parameters) that return small messages (DESIGN.md, "Block hierarchy").
+parameters) that return small messages (docs/architecture.md).
 
 Sources and sinks never hold a whole raster: a numpy memmap (or a ``.npy``
 file) is read with ``pread`` so the pages never enter this process's resident

@@ -88,7 +88,7 @@ def warm_up(dtypes=DTYPES, progress=None):
     """
     from . import (component_summary, connected_components, cost_distance,
                    least_cost_path, minimum_spanning_tree,
-                   segment_by_threshold)
+                   segment_by_threshold, segments_by_threshold)
     start = time.perf_counter()
     with _lock:
         for done, dtype in enumerate(dtypes, start=1):
@@ -117,10 +117,14 @@ def warm_up(dtypes=DTYPES, progress=None):
                 tree = minimum_spanning_tree(values, connectivity=8,
                                              weight=weight, nodata=nodata,
                                              backend="cpu", edges=True)
-                segment_by_threshold(tree, 2)
+                segment_by_threshold(tree, 2.0)  # thresholds come as floats
                 minimum_spanning_tree(values, connectivity=4, weight=weight,
                                       nodata=nodata, backend="cpu",
                                       edges=False)
+                for connectivity in (4, 8):
+                    segments_by_threshold(values, 2.0,
+                                          connectivity=connectivity,
+                                          weight=weight, nodata=nodata)
             if progress is not None:
                 progress(done, len(dtypes))
         # the accumulated cost (float64 with NaN) fed to the next algorithm

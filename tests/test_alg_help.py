@@ -73,3 +73,26 @@ def test_labels_say_what_is_required():
         options = algorithm(name).parameterDefinition("BACKEND").options()
         expected = "cuda" if gpu_usable() else "cuda (no usable GPU found)"
         assert options[2] == expected
+
+
+def test_band_does_not_look_optional_yet_qgis_process_accepts_it_missing(
+        qgis_process, tmp_path):
+    """"Band number" carries no "[optional]" in the dialog (not flagged
+    optional), and qgis_process still runs without BAND (band 1): its
+    mandatory-parameter check asks the parameter itself."""
+    import numpy as np
+
+    from conftest import read_raster, write_geotiff
+    for name in ALGORITHMS:
+        band = algorithm(name).parameterDefinition("BAND")
+        assert not band.flags() & band.FlagOptional
+    path = write_geotiff(tmp_path / "v.tif", np.array([[1, 0], [0, 1]]),
+                         data_type="Byte", bands=[np.array([[1, 0], [0, 1]]),
+                                                  np.array([[1, 1], [1, 1]])])
+    code, answer, text = qgis_process(
+        "run", "gridgraph:connectedcomponents", "--", f"INPUT={path}",
+        "MODE=1", f"OUTPUT={tmp_path / 'labels.tif'}")
+    assert code == 0, text
+    assert answer["results"]["COMPONENTS"] == 2  # band 1, not band 2
+    np.testing.assert_array_equal(read_raster(answer["results"]["OUTPUT"])[0],
+                                  [[1, 0], [0, 2]])

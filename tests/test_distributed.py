@@ -403,3 +403,42 @@ def test_cost_distance_thread_pool_identical(tmp_path, connectivity):
                                connectivity=connectivity, tile_size=TILE,
                                executor=pool)
     assert_same(result, expected, ["accumulated", "direction", "allocation"])
+
+
+# ------------------------------------------------------------ the edge list
+
+@pytest.mark.parametrize("where", ["threads", "dask"])
+def test_mst_edge_list_by_sample_sort(cluster, tmp_path, monkeypatch, where):
+    """With tasks elsewhere (threads; Dask workers sharing out_dir) the
+    sorted edge list comes from a sample sort over per-tile run files:
+    ranges of 100 edges here, so dozens of ranges cut through the runs;
+    identical to the in-memory list (NaN weights last)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gridgraph.core.mst import edge_list
+    monkeypatch.setattr(edge_list, "RANGE_EDGES", 100)
+    calls = []
+    original = edge_list.sample_sort
+    monkeypatch.setattr(edge_list, "sample_sort",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    values = np.random.default_rng(8).integers(0, 7, (29, 26)).astype(
+        np.float32)
+    values[3, 4] = values[10, :5] = np.nan
+    expected = minimum_spanning_tree(values, connectivity=8)
+    out = tmp_path / "out"
+    out.mkdir()
+    memmap = save_npy(tmp_path, "values", values)
+    pool = ThreadPoolExecutor(2) if where == "threads" else None
+    executor = pool if pool is not None else cluster[1]
+    try:
+        result = minimum_spanning_tree(memmap, connectivity=8,
+                                       tile_size=TILE, executor=executor,
+                                       out_dir=out)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    assert calls == [1]
+    assert_same(result, expected, ["edges", "weights", "parent_direction"])
+    assert result.total_weight == expected.total_weight
+    assert sorted(os.listdir(out)) == ["edges.npy", "parent_direction.npy",
+                                       "weights.npy"]

@@ -1,5 +1,5 @@
 """Tiled connected components: identical to the in-memory run for every
-tile size (DESIGN.md, "Block hierarchy"), checked on literal grids, scipy,
+tile size (docs/architecture.md), checked on literal grids, scipy,
 and adversarial rasters (spirals across many tiles, nodata, plateaus)."""
 
 import concurrent.futures

@@ -119,12 +119,15 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
     array, file_nodata = load_raster(values, band)
     if nodata is None:
         nodata = file_nodata
-    valid = valid_mask(array, nodata)
     if backend == "cuda":
-        from . import _cuda as kernels
+        # the valid cells are found on the device
+        from . import _cuda
+        labels, count = _cuda.label_array(array, nodata, connectivity, mode,
+                                          progress)
     else:
-        from . import _cpu as kernels
-    labels, count = kernels.label(array, valid, connectivity, mode, progress)
+        from . import _cpu
+        labels, count = _cpu.label(array, valid_mask(array, nodata),
+                                   connectivity, mode, progress)
     progress(1.0)
     return ComponentsResult(labels=labels, count=int(count))
 

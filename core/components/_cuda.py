@@ -25,8 +25,9 @@ from numba import cuda
 
 from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer,
-                            blocks_for, check_device_memory, device_scalar,
-                            exclusive_scan)
+                            blocks_for, check_device_memory, copy_to_device,
+                            copy_to_host, device_scalar, exclusive_scan,
+                            valid_cells_device)
 
 TILE_W = 4 if SIMULATOR else 32
 TILE_H = 4 if SIMULATOR else 32
@@ -380,11 +381,40 @@ def label(array, valid, connectivity, mode, progress):
         device_bytes(n, values.dtype.itemsize),
         f"connected components of a {rows} x {cols} raster")
     progress(0.0)
-    d_values = cuda.to_device(values.reshape(-1))
-    d_valid = cuda.to_device(valid.reshape(-1).view(np.uint8))
+    d_values = copy_to_device(values)
+    d_valid = copy_to_device(valid.view(np.uint8))
     labels, count = label_device(d_values, d_valid, rows, cols, connectivity,
                                  mode == "nonzero", progress.span(0.1, 0.9))
     del d_values, d_valid
-    result = labels.copy_to_host().reshape(rows, cols)
+    result = copy_to_host(labels).reshape(rows, cols)
+    progress(1.0)
+    return result, count
+
+
+def label_array(array, nodata, connectivity, mode, progress, stats=None):
+    """:func:`label` with the valid cells (NaN, ``nodata``) found on the
+    device rather than passed in: the public API's CUDA path, which so
+    sends only the raster and gets back only the labels."""
+    values = np.asarray(array)
+    rows, cols = values.shape
+    n = rows * cols
+    if n == 0:
+        progress(1.0)
+        return np.empty((rows, cols), dtype=index_dtype(n)), 0
+    check_device_memory(
+        device_bytes(n, 4 if values.dtype == np.float16
+                     else values.dtype.itemsize),
+        f"connected components of a {rows} x {cols} raster")
+    progress(0.0)
+    timer = PhaseTimer(stats)
+    d_values, d_valid = valid_cells_device(values, nodata)
+    timer.mark("to device, valid cells")
+    labels, count = label_device(d_values, d_valid, rows, cols, connectivity,
+                                 mode == "nonzero", progress.span(0.1, 0.9),
+                                 stats)
+    del d_values, d_valid
+    timer = PhaseTimer(stats)
+    result = copy_to_host(labels).reshape(rows, cols)
+    timer.mark("labels to host")
     progress(1.0)
     return result, count

@@ -1,6 +1,6 @@
 """Connected components on the block hierarchy (out-of-core).
 
-Three rounds (DESIGN.md, "Block hierarchy"):
+Three rounds (docs/architecture.md, "The block hierarchy"):
 
 1. Per tile (:func:`tile_summary`, a pure function of source, window and
    parameters): label the tile with the in-memory kernel and return a small

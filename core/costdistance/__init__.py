@@ -106,7 +106,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         (its band's nodata value, when it is not 0).
     backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.  The tiled path
-        (DESIGN.md, "Block hierarchy") gives the same rasters to the bit.
+        (docs/architecture.md) gives the same rasters to the bit.
         With ``backend="cuda"`` a raster too large for the GPU goes to the
         tiled path with tiles that fit it.
     out_dir : str, optional
@@ -173,22 +173,35 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     array, file_nodata = load_raster(cost, band)
     if nodata is None:
         nodata = file_nodata
-    valid = valid_mask(array, nodata)
-    if not valid.any():
+    if backend == "cuda":
+        # the valid cells and the checks below are computed on the device
+        from ._cuda_outputs import CostScan
+        scan = CostScan(array, nodata)
+        n_valid, n_negative = scan.n_valid, scan.n_negative
+        first_negative, valid_at = scan.first_negative, scan.valid_at
+    else:
+        valid = valid_mask(array, nodata)
+        n_valid = int(np.count_nonzero(valid))
+        negative = valid & (array < 0)
+        n_negative = int(np.count_nonzero(negative))
+        first_negative = np.argwhere(negative)[0] if n_negative else None
+
+        def valid_at(cells):
+            return valid[cells[:, 0], cells[:, 1]]
+    if not n_valid:
         raise InvalidInputError(
             "the cost raster has no valid cell (every cell is nodata or NaN): "
             "check the band and its nodata value")
-    negative = valid & (array < 0)
-    if negative.any():
-        row, col = np.argwhere(negative)[0]
+    if n_negative:
+        row, col = first_negative
         raise InvalidInputError(
-            f"the cost raster has {int(negative.sum())} negative cell(s), "
+            f"the cost raster has {n_negative} negative cell(s), "
             f"first at row {row}, column {col} (value {array[row, col]}): "
             "costs must be >= 0; set them to nodata to make barriers, or "
             "shift/rescale the raster")
     source_cells, ids = _source_cells(sources, source_ids, array.shape,
                                       source_nodata)
-    blocked = ~valid[source_cells[:, 0], source_cells[:, 1]]
+    blocked = ~valid_at(source_cells)
     if blocked.all():
         raise InvalidInputError(
             "every source lies on a barrier (nodata or NaN cost) cell: "
@@ -200,8 +213,21 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
             "cost) cells: " + _describe_cells(source_cells[blocked])
             + "; move them onto cells with a valid cost or remove them")
     step_lengths = _step_lengths(connectivity, cell_size)
+    if backend == "cuda" and not (np.issubdtype(array.dtype, np.floating)
+                                  and array.dtype.itemsize >= 8):
+        # costs of 32 bits or fewer cannot overflow a float64 sum (see
+        # _largest_finite_cost): all on the device, only the asked-for
+        # outputs come back
+        accumulated, direction, allocation = scan.solve(
+            source_cells, ids, connectivity, step_lengths,
+            np.inf if max_cost is None else max_cost, outputs, progress)
+        progress(1.0)
+        return CostDistanceResult(accumulated, direction, allocation)
     if backend == "cuda":
+        # float64 costs: the overflow checks below need the host mask
         from . import _cuda as kernels
+        scan.cost = scan.valid = None  # the solve uploads its own copy
+        valid = valid_mask(array, nodata)
     else:
         from . import _cpu as kernels
     largest = _largest_finite_cost(array, valid)

@@ -37,6 +37,7 @@ whose least accumulated cost is <= ``max_cost`` is settled with that cost
 (Dijkstra 1959).
 """
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
@@ -63,6 +64,13 @@ INITIAL_HEAP_CAPACITY = 1 << 16
 # second; the call itself costs microseconds.
 POPS_PER_CHUNK = 1 << 17
 
+# From this many cells on, and with at least BLOCKS_MIN_THREADS threads, the
+# search runs on blocks of cells in parallel (_blocks_cpu).  One thread
+# spends about twice the heap search's time on blocks (2048² fractal,
+# 2026-11-24), so two threads only break even.
+BLOCKS_MIN_CELLS = 1 << 16
+BLOCKS_MIN_THREADS = 4
+
 
 def _state_dtype(index):
     # accumulated: +inf not reached yet, -inf barrier (no candidate is ever
@@ -74,7 +82,7 @@ def _state_dtype(index):
 
 
 def solve(array, valid, source_cells, ids, connectivity, step_lengths,
-          max_cost, progress):
+          max_cost, progress, blocks=None):
     """Accumulated cost, predecessor and allocation rasters (Dijkstra).
 
     Parameters
@@ -95,6 +103,12 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
         Cells whose accumulated cost would exceed it stay unreached.
     progress : gridgraph.core._common.Progress
         Called with the settled fraction between chunks.
+    blocks : bool or int, optional
+        True: search blocks of cells in parallel rounds
+        (:mod:`._blocks_cpu`), an int: of that side; False: one heap on one
+        thread.  None picks the blocks from ``BLOCKS_MIN_CELLS`` cells on
+        when numba has ``BLOCKS_MIN_THREADS`` threads or more.  Every choice
+        gives the same rasters bit for bit.
 
     Returns
     -------
@@ -133,27 +147,21 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
 
     source_index = (source_cells[:, 0].astype(np.int64) * cols
                     + source_cells[:, 1].astype(np.int64))
-    capacity = min(n_cells, max(len(source_index), INITIAL_HEAP_CAPACITY)) \
-        + connectivity + HEAP_PADDING
-    heap_key = np.full(capacity, np.inf)
-    heap_cell = np.empty(capacity, dtype=index)
-    heap_size = _seed_sources(source_index, state, heap_key, heap_cell)
-
-    n_valid = max(int(np.count_nonzero(valid)), 1)
-    settled = 0
     progress(0.0)
-    while heap_size > 0:
-        if heap_size + connectivity + HEAP_PADDING > heap_key.shape[0]:
-            heap_key, heap_cell = _grown_heap(
-                heap_key, heap_cell, heap_size,
-                n_cells + connectivity + HEAP_PADDING)
-        heap_size, pops = _dijkstra_chunk(
-            state, rows, cols, heap_key, heap_cell, heap_size,
-            neighbour_delta, neighbour_drow, neighbour_dcol, passed_delta_a,
-            passed_delta_b, step_lengths, margin, float(max_cost),
-            POPS_PER_CHUNK)
-        settled += pops
-        progress(min(settled / n_valid, 1.0))
+    if blocks is None:
+        blocks = n_cells >= BLOCKS_MIN_CELLS \
+            and numba.get_num_threads() >= BLOCKS_MIN_THREADS
+    if blocks:
+        from . import _blocks_cpu
+        side = _blocks_cpu.BLOCK_SIDE if blocks is True else int(blocks)
+        _blocks_cpu.search(state, rows, cols, source_index, neighbour_drow,
+                           neighbour_dcol, passed_delta_a, passed_delta_b,
+                           step_lengths, margin, max_cost, progress, side)
+    else:
+        _heap_search(state, rows, cols, valid, source_index, connectivity,
+                     neighbour_delta, neighbour_drow, neighbour_dcol,
+                     passed_delta_a, passed_delta_b, step_lengths, margin,
+                     max_cost, progress)
 
     distance = state["accumulated"]
     hops = state["hops"]
@@ -189,6 +197,35 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     shape = (rows, cols)
     return (accumulated.reshape(shape), predecessor.reshape(shape),
             allocation.reshape(shape))
+
+
+def _heap_search(state, rows, cols, valid, source_index, connectivity,
+                 neighbour_delta, neighbour_drow, neighbour_dcol,
+                 passed_delta_a, passed_delta_b, step_lengths, margin,
+                 max_cost, progress):
+    """Dijkstra with one indexed heap, in chunks of pops between progress
+    reports."""
+    n_cells = rows * cols
+    index = state.dtype["hops"]
+    capacity = min(n_cells, max(len(source_index), INITIAL_HEAP_CAPACITY)) \
+        + connectivity + HEAP_PADDING
+    heap_key = np.full(capacity, np.inf)
+    heap_cell = np.empty(capacity, dtype=index)
+    heap_size = _seed_sources(source_index, state, heap_key, heap_cell)
+    n_valid = max(int(np.count_nonzero(valid)), 1)
+    settled = 0
+    while heap_size > 0:
+        if heap_size + connectivity + HEAP_PADDING > heap_key.shape[0]:
+            heap_key, heap_cell = _grown_heap(
+                heap_key, heap_cell, heap_size,
+                n_cells + connectivity + HEAP_PADDING)
+        heap_size, pops = _dijkstra_chunk(
+            state, rows, cols, heap_key, heap_cell, heap_size,
+            neighbour_delta, neighbour_drow, neighbour_dcol, passed_delta_a,
+            passed_delta_b, step_lengths, margin, float(max_cost),
+            POPS_PER_CHUNK)
+        settled += pops
+        progress(min(settled / n_valid, 1.0))
 
 
 @njit(cache=True, nogil=True, inline="always")

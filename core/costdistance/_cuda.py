@@ -14,7 +14,9 @@ within the current threshold; when none is left the threshold moves to the
 least waiting key plus DELTA_TILES tiles' worth of cost (delta-stepping,
 Meyer & Sanders 2003; near-far, Davidson et al. 2014), which keeps tiles
 from being relaxed again and again with values that are not final yet.  The
-rounds end when no tile is woken.
+rounds end when no tile is woken.  The schedule's state (threshold, bucket
+moves, the end) lives on the device: the host queues rounds and reads it
+once per ROUNDS_PER_CHECK rounds, not once a round.
 
 Exactness.  Every cell gets the pair (d, h), the unique fixed point of
 ``(d, h)[c] = lexmin over allowed neighbours n of (d[n] + w(n, c), h[n] + 1)``
@@ -79,7 +81,20 @@ TILE_THREADS = TILE * THREADS_Y
 HALO = 2  # enough for knight's moves; one-cell moves use the inner ring
 SPAN = TILE + 2 * HALO
 SPAN_CELLS = SPAN * SPAN
-PROGRESS_EVERY = 64  # rounds between progress reports
+# Rounds queued between two reads of the schedule's state (each read is a
+# host round trip; rounds queued after the end find no tile and do nothing).
+ROUNDS_PER_CHECK = 2 if SIMULATOR else 24
+# Distance sweeps: each thread relaxes ROWS_PER_THREAD consecutive rows of
+# its column, downward then upward on alternate sweeps (True), or every
+# THREADS_Y-th row (False).  Either gives the same distances (the fixed
+# point does not depend on the order); the number of sweeps differs.
+CONSECUTIVE_ROWS = True
+# Blocks of a relaxation launch: they take the listed tiles in turn.
+RELAX_BLOCKS = 4 if SIMULATOR else 2048
+# The schedule on the device: float64 [threshold, deferred, delta] and
+# int64 counters [listed tiles, rounds, buckets, done].
+THRESHOLD, DEFERRED, DELTA = 0, 1, 2
+LISTED, ROUNDS, BUCKETS, DONE = 0, 1, 2, 3
 # Bucket width of the tile schedule, in tiles crossed at the mean cost (4
 # was the fastest of 0.5-8 on a 16384² fractal on an H200).
 DELTA_TILES = 4.0
@@ -174,13 +189,25 @@ def _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
                 wake_next[neighbour] = 1
 
 
+@cuda.jit(device=True, cache=True)
+def _tile_row(ly0, k, consecutive):
+    """Row of a tile a thread of row group ly0 relaxes k-th: rows ly0 * R
+    to ly0 * R + R - 1 (``consecutive``: a value travels R rows down, or
+    up, in one sweep), else every THREADS_Y-th row from ly0."""
+    if consecutive:
+        return ly0 * ROWS_PER_THREAD + k
+    return ly0 + k * THREADS_Y
+
+
 @cuda.jit(cache=True)
 def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
-                          tiles_x, tiles_y, worklist, connectivity, halo,
-                          offsets, passed, half_step, max_cost, wake_next,
-                          tile_key, changed_key, work):
-    """Phase 1, one round: relax the distances of each listed tile to its
-    fixed point.
+                          tiles_x, tiles_y, worklist, listed, connectivity,
+                          halo, offsets, passed, half_step, max_cost,
+                          wake_next, tile_key, changed_key, work,
+                          consecutive):
+    """Phase 1, one round: relax the distances of each of the ``listed[0]``
+    tiles of ``worklist`` to its fixed point (a fixed grid of blocks takes
+    the tiles in turn, so the host need not know how many there are).
 
     ``passed[i]`` holds the (drow, dcol) of the two cells a knight's move i
     passes between; the move is refused when either is a barrier (NaN).
@@ -200,89 +227,98 @@ def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
     passed_b_s = cuda.shared.array(16, np.int32)
     wake = cuda.shared.array(9, np.float64)
     t = cuda.threadIdx.x
-    tile = np.int64(worklist[cuda.blockIdx.x])
-    tile_row = tile // tiles_x
-    tile_col = tile - tile_row * tiles_x
-    r0 = tile_row * TILE
-    c0 = tile_col * TILE
+    changed = cuda.local.array(ROWS_PER_THREAD, np.int8)
     for i in range(t, connectivity, TILE_THREADS):
         step_s[i] = half_step[i]
         delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
         passed_a_s[i] = passed[i, 0, 0] * SPAN + passed[i, 0, 1]
         passed_b_s[i] = passed[i, 1, 0] * SPAN + passed[i, 1, 1]
-    for slot in range(t, 9, TILE_THREADS):
-        wake[slot] = np.inf
-    for idx in range(t, SPAN_CELLS, TILE_THREADS):
-        sr = idx // SPAN
-        r = r0 + sr - HALO
-        c = c0 + (idx - sr * SPAN) - HALO
-        if r >= 0 and r < rows and c >= 0 and c < cols:
-            g = r * cols + c
-            cost_s[idx] = cost[g]
-            dist_s[idx] = dist[g]
-        else:
-            cost_s[idx] = np.nan
-            dist_s[idx] = np.inf
-    cuda.syncthreads()
+    n_listed = listed[0]
+    w = np.int64(cuda.blockIdx.x)
+    while w < n_listed:
+        tile = np.int64(worklist[w])
+        tile_row = tile // tiles_x
+        tile_col = tile - tile_row * tiles_x
+        r0 = tile_row * TILE
+        c0 = tile_col * TILE
+        for slot in range(t, 9, TILE_THREADS):
+            wake[slot] = np.inf
+        for idx in range(t, SPAN_CELLS, TILE_THREADS):
+            sr = idx // SPAN
+            r = r0 + sr - HALO
+            c = c0 + (idx - sr * SPAN) - HALO
+            if r >= 0 and r < rows and c >= 0 and c < cols:
+                g = r * cols + c
+                cost_s[idx] = cost[g]
+                dist_s[idx] = dist[g]
+            else:
+                cost_s[idx] = np.nan
+                dist_s[idx] = np.inf
+        cuda.syncthreads()
 
-    lx = t % TILE
-    ly0 = t // TILE
-    changed = cuda.local.array(ROWS_PER_THREAD, np.int8)
-    for k in range(ROWS_PER_THREAD):
-        changed[k] = 0
-    sweeps = 0
-    while True:
-        sweeps += 1
-        any_change = 0
+        lx = t % TILE
+        ly0 = t // TILE
         for k in range(ROWS_PER_THREAD):
-            si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
-            cb = cost_s[si]
-            if cb == cb:  # a valid cell of the raster
-                best = dist_s[si]
-                improved = False
-                for i in range(connectivity):
-                    sj = si + delta_s[i]
-                    ca = cost_s[sj]
-                    da = dist_s[sj]
-                    # steps cost >= 0, so only a neighbour below the
-                    # current value can offer a lower one
-                    if ca == ca and da < best:
-                        # a knight's move may not pass beside a barrier;
-                        # its passed cells (one cell from either end) are
-                        # in the shared tile
-                        if i >= 8:
-                            pa = cost_s[si + passed_a_s[i]]
-                            pb = cost_s[si + passed_b_s[i]]
-                            if pa != pa or pb != pb:
-                                continue
-                        candidate = add_rn(da, mul_rn(ca + cb, step_s[i]))
-                        if candidate < best:
-                            best = candidate
-                            improved = True
-                if improved and best <= max_cost:
-                    dist_s[si] = best
-                    changed[k] = 1
-                    any_change = 1
-        if cuda.syncthreads_or(any_change) == 0:
-            break
+            changed[k] = 0
+        sweeps = 0
+        while True:
+            sweeps += 1
+            any_change = 0
+            for j in range(ROWS_PER_THREAD):
+                k = j
+                if consecutive and (sweeps & 1) == 0:
+                    k = ROWS_PER_THREAD - 1 - j  # upward on even sweeps
+                si = (_tile_row(ly0, k, consecutive) + HALO) * SPAN + lx \
+                    + HALO
+                cb = cost_s[si]
+                if cb == cb:  # a valid cell of the raster
+                    best = dist_s[si]
+                    improved = False
+                    for i in range(connectivity):
+                        sj = si + delta_s[i]
+                        ca = cost_s[sj]
+                        da = dist_s[sj]
+                        # steps cost >= 0, so only a neighbour below the
+                        # current value can offer a lower one
+                        if ca == ca and da < best:
+                            # a knight's move may not pass beside a barrier;
+                            # its passed cells (one cell from either end) are
+                            # in the shared tile
+                            if i >= 8:
+                                pa = cost_s[si + passed_a_s[i]]
+                                pb = cost_s[si + passed_b_s[i]]
+                                if pa != pa or pb != pb:
+                                    continue
+                            candidate = add_rn(da, mul_rn(ca + cb, step_s[i]))
+                            if candidate < best:
+                                best = candidate
+                                improved = True
+                    if improved and best <= max_cost:
+                        dist_s[si] = best
+                        changed[k] = 1
+                        any_change = 1
+            if cuda.syncthreads_or(any_change) == 0:
+                break
 
-    for k in range(ROWS_PER_THREAD):
-        if changed[k]:
-            ly = ly0 + k * THREADS_Y
-            g = (r0 + ly) * cols + c0 + lx
-            value = dist_s[(ly + HALO) * SPAN + lx + HALO]
-            dist[g] = value
-            if reset_hops:
-                hops[g] = unset
-            _note_change(wake, ly, lx, halo, value)
-    cuda.syncthreads()
-    _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
-                tile_key)
-    if t == 0:
-        if wake[CENTRE_SLOT] < np.inf:
-            cuda.atomic.min(changed_key, tile, wake[CENTRE_SLOT])
-        cuda.atomic.add(work, 0, 1)
-        cuda.atomic.add(work, 1, sweeps)
+        for k in range(ROWS_PER_THREAD):
+            if changed[k]:
+                ly = _tile_row(ly0, k, consecutive)
+                g = (r0 + ly) * cols + c0 + lx
+                value = dist_s[(ly + HALO) * SPAN + lx + HALO]
+                dist[g] = value
+                if reset_hops:
+                    hops[g] = unset
+                _note_change(wake, ly, lx, halo, value)
+        cuda.syncthreads()
+        _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
+                    tile_key)
+        if t == 0:
+            if wake[CENTRE_SLOT] < np.inf:
+                cuda.atomic.min(changed_key, tile, wake[CENTRE_SLOT])
+            cuda.atomic.add(work, 0, 1)
+            cuda.atomic.add(work, 1, sweeps)
+        cuda.syncthreads()  # the shared arrays are reused for the next tile
+        w += cuda.gridDim.x
 
 
 @cuda.jit(device=True, inline=True)
@@ -347,95 +383,102 @@ def _find_ties(mask, hops, n, found):
 
 @cuda.jit(cache=True)
 def _relax_hops_tiles(mask, dist, hops, unset, rows, cols, tiles_x, tiles_y,
-                      worklist, connectivity, halo, offsets, wake_next,
+                      worklist, listed, connectivity, halo, offsets,
+                      wake_next,
                       tile_key, work):
     """Phase 2, one round: with the distances final, relax the hops of each
-    listed tile over its tight neighbours (``mask``) to the fixed point
+    of the ``listed[0]`` tiles of ``worklist`` over its tight neighbours (``mask``) to the fixed point
     ``h[c] = min(h[c], h[n] + 1)``.  Wake-ups as in phase 1, keyed by the
     changed cell's distance."""
     hops_s = cuda.shared.array(SPAN_CELLS, np.int64)
     delta_s = cuda.shared.array(16, np.int32)
     wake = cuda.shared.array(9, np.float64)
     t = cuda.threadIdx.x
-    tile = np.int64(worklist[cuda.blockIdx.x])
-    tile_row = tile // tiles_x
-    tile_col = tile - tile_row * tiles_x
-    r0 = tile_row * TILE
-    c0 = tile_col * TILE
-    for i in range(t, connectivity, TILE_THREADS):
-        delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
-    for slot in range(t, 9, TILE_THREADS):
-        wake[slot] = np.inf
-    for idx in range(t, SPAN_CELLS, TILE_THREADS):
-        sr = idx // SPAN
-        r = r0 + sr - HALO
-        c = c0 + (idx - sr * SPAN) - HALO
-        if r >= 0 and r < rows and c >= 0 and c < cols:
-            hops_s[idx] = hops[r * cols + c]
-        else:
-            hops_s[idx] = unset
-
-    lx = t % TILE
-    ly0 = t // TILE
     own_mask = cuda.local.array(ROWS_PER_THREAD, np.int32)
     changed = cuda.local.array(ROWS_PER_THREAD, np.int8)
-    for k in range(ROWS_PER_THREAD):
-        r = r0 + ly0 + k * THREADS_Y
-        c = c0 + lx
-        own_mask[k] = 0
-        if r < rows and c < cols:
-            own_mask[k] = mask[r * cols + c]
-        changed[k] = 0
-    cuda.syncthreads()
+    for i in range(t, connectivity, TILE_THREADS):
+        delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
+    n_listed = listed[0]
+    w = np.int64(cuda.blockIdx.x)
+    while w < n_listed:
+        tile = np.int64(worklist[w])
+        tile_row = tile // tiles_x
+        tile_col = tile - tile_row * tiles_x
+        r0 = tile_row * TILE
+        c0 = tile_col * TILE
+        for slot in range(t, 9, TILE_THREADS):
+            wake[slot] = np.inf
+        for idx in range(t, SPAN_CELLS, TILE_THREADS):
+            sr = idx // SPAN
+            r = r0 + sr - HALO
+            c = c0 + (idx - sr * SPAN) - HALO
+            if r >= 0 and r < rows and c >= 0 and c < cols:
+                hops_s[idx] = hops[r * cols + c]
+            else:
+                hops_s[idx] = unset
 
-    sweeps = 0
-    while True:
-        sweeps += 1
-        any_change = 0
+        lx = t % TILE
+        ly0 = t // TILE
         for k in range(ROWS_PER_THREAD):
-            bits = own_mask[k]
-            if bits != 0:
-                si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
-                best = hops_s[si]
-                improved = False
-                for i in range(connectivity):
-                    if (bits >> i) & 1:
-                        there = hops_s[si + delta_s[i]]
-                        if there < best - 1:
-                            best = there + 1
-                            improved = True
-                if improved:
-                    hops_s[si] = best
-                    changed[k] = 1
-                    any_change = 1
-        if cuda.syncthreads_or(any_change) == 0:
-            break
+            r = r0 + ly0 + k * THREADS_Y
+            c = c0 + lx
+            own_mask[k] = 0
+            if r < rows and c < cols:
+                own_mask[k] = mask[r * cols + c]
+            changed[k] = 0
+        cuda.syncthreads()
 
-    for k in range(ROWS_PER_THREAD):
-        if changed[k]:
-            ly = ly0 + k * THREADS_Y
-            g = (r0 + ly) * cols + c0 + lx
-            hops[g] = hops_s[(ly + HALO) * SPAN + lx + HALO]
-            _note_change(wake, ly, lx, halo, dist[g])
-    cuda.syncthreads()
-    _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
-                tile_key)
-    if t == 0:
-        cuda.atomic.add(work, 0, 1)
-        cuda.atomic.add(work, 1, sweeps)
+        sweeps = 0
+        while True:
+            sweeps += 1
+            any_change = 0
+            for k in range(ROWS_PER_THREAD):
+                bits = own_mask[k]
+                if bits != 0:
+                    si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
+                    best = hops_s[si]
+                    improved = False
+                    for i in range(connectivity):
+                        if (bits >> i) & 1:
+                            there = hops_s[si + delta_s[i]]
+                            if there < best - 1:
+                                best = there + 1
+                                improved = True
+                    if improved:
+                        hops_s[si] = best
+                        changed[k] = 1
+                        any_change = 1
+            if cuda.syncthreads_or(any_change) == 0:
+                break
+
+        for k in range(ROWS_PER_THREAD):
+            if changed[k]:
+                ly = ly0 + k * THREADS_Y
+                g = (r0 + ly) * cols + c0 + lx
+                hops[g] = hops_s[(ly + HALO) * SPAN + lx + HALO]
+                _note_change(wake, ly, lx, halo, dist[g])
+        cuda.syncthreads()
+        _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
+                    tile_key)
+        if t == 0:
+            cuda.atomic.add(work, 0, 1)
+            cuda.atomic.add(work, 1, sweeps)
+        cuda.syncthreads()  # the shared arrays are reused for the next tile
+        w += cuda.gridDim.x
 
 
 @cuda.jit(cache=True)
-def _collect_tiles(wake, tile_key, n_tiles, threshold, worklist, count,
-                   deferred):
-    """Worklist of the woken tiles whose key is at most ``threshold`` (any
-    order; their flags and keys are cleared); ``deferred[0]`` becomes the
-    least key of the woken tiles left for later."""
+def _collect_tiles(wake, tile_key, n_tiles, schedule, worklist, counters):
+    """Worklist of the woken tiles whose key is at most the threshold (any
+    order; their flags and keys are cleared), their number in
+    ``counters[LISTED]``; ``schedule[DEFERRED]`` becomes the least key of
+    the woken tiles left for later."""
     scratch = cuda.shared.array(2, np.int64)
     least = cuda.shared.array(1, np.float64)
     if cuda.threadIdx.x == 0:
         least[0] = np.inf
     cuda.syncthreads()
+    threshold = schedule[THRESHOLD]
     tile = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     active = 0
     if tile < n_tiles and wake[tile] != 0:
@@ -446,11 +489,28 @@ def _collect_tiles(wake, tile_key, n_tiles, threshold, worklist, count,
             active = 1
         else:
             cuda.atomic.min(least, 0, key)
-    slot = block_reserve(active, count, scratch)
+    slot = block_reserve(active, counters[LISTED:LISTED + 1], scratch)
     if active:
         worklist[slot] = tile
     if cuda.threadIdx.x == 0 and least[0] < np.inf:
-        cuda.atomic.min(deferred, 0, least[0])
+        cuda.atomic.min(schedule, DEFERRED, least[0])
+
+
+@cuda.jit(cache=True)
+def _advance(schedule, counters):
+    """After a round (one thread): with no tile listed, move the threshold
+    to the least deferred key + delta (a new bucket), or note that the
+    schedule is done; then empty the list for the next round."""
+    if counters[LISTED] == 0:
+        if schedule[DEFERRED] == np.inf:
+            counters[DONE] = 1
+        else:
+            schedule[THRESHOLD] = schedule[DEFERRED] + schedule[DELTA]
+            schedule[DEFERRED] = np.inf
+            counters[BUCKETS] += 1
+    else:
+        counters[ROUNDS] += 1
+    counters[LISTED] = 0
 
 
 @cuda.jit(cache=True)
@@ -552,16 +612,20 @@ def flat_cost(array):
     """Costs as the CPU kernel reads them: float32 for float32 input and
     integers of up to 16 bits (exact), float64 otherwise; flat."""
     array = np.asarray(array)
-    dtype = array.dtype
-    if dtype.kind == "f" and dtype.itemsize in (4, 8) and dtype.isnative:
-        target = dtype
-    elif dtype.kind in "iub" and dtype.itemsize <= 2:
-        target = np.dtype(np.float32)
-    elif dtype.kind == "f" and dtype.itemsize < 4:
-        target = np.dtype(np.float32)
-    else:
-        target = np.dtype(np.float64)
-    return np.ascontiguousarray(array, dtype=target).reshape(-1)
+    return np.ascontiguousarray(array, dtype=cost_dtype(array.dtype)
+                                ).reshape(-1)
+
+
+def cost_dtype(dtype):
+    """The dtype :func:`flat_cost` gives costs of ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype.itemsize in (4, 8):
+        return np.dtype(dtype.type)  # native byte order
+    if dtype.kind in "iub" and dtype.itemsize <= 2:
+        return np.dtype(np.float32)
+    if dtype.kind == "f" and dtype.itemsize < 4:
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
 
 
 def unique_sources(source_cells, ids, cols):
@@ -646,40 +710,38 @@ class _Grid:
 def _near_far(launch, wake, tile_key, n_tiles, delta, progress):
     """Relax woken tiles in distance buckets until none is woken.
 
-    ``launch(worklist, count)`` relaxes the ``count`` listed tiles and
-    wakes tiles through ``wake``/``tile_key`` (device arrays).  Returns
-    (rounds, buckets).  The bucket width ``delta`` changes the time taken,
-    never the result.
+    ``launch(worklist, listed, blocks)`` relaxes the ``listed[0]`` tiles
+    of the worklist (device arrays) with ``blocks`` blocks and wakes tiles
+    through ``wake``/``tile_key``.  The schedule (threshold, bucket moves,
+    the end) lives on the device: the host queues ROUNDS_PER_CHECK rounds
+    of three launches and reads one flag, instead of a copy per round.
+    Returns (rounds, buckets).  The bucket width ``delta`` changes the time
+    taken, never the result.
     """
     worklist = cuda.device_array(max(n_tiles, 1), dtype=np.int32)
-    count_d = cuda.to_device(np.zeros(1, dtype=np.int64))
-    deferred = cuda.to_device(np.full(1, np.inf))
+    counters = cuda.to_device(np.array([0, 0, 1, 0], dtype=np.int64))
+    schedule = cuda.to_device(np.array([delta, np.inf, delta]))
     collect_grid = blocks_for(n_tiles, FLAT_THREADS)
-    threshold = delta
-    rounds = 0
-    buckets = 1
+    listed = counters[LISTED:LISTED + 1]
+    blocks = max(1, min(n_tiles, RELAX_BLOCKS))
+    checks = 0
     while True:
         # near-far scheduling (delta-stepping over tiles): relax the woken
         # tiles whose key is within the threshold; when none is left, move
         # the threshold to the least deferred key + delta
-        count_d[0] = 0
-        _collect_tiles[collect_grid, FLAT_THREADS](
-            wake, tile_key, n_tiles, threshold, worklist, count_d, deferred)
-        count = int(device_scalar(count_d, 0))
-        if count == 0:
-            least = float(device_scalar(deferred, 0))
-            if least == np.inf:
-                break
-            deferred[0] = np.inf
-            threshold = least + delta
-            buckets += 1
-            continue
-        launch(worklist, count)
-        rounds += 1
-        if progress is not None and rounds % PROGRESS_EVERY == 0:
+        for _ in range(ROUNDS_PER_CHECK):
+            _collect_tiles[collect_grid, FLAT_THREADS](
+                wake, tile_key, n_tiles, schedule, worklist, counters)
+            launch(worklist, listed, blocks)
+            _advance[1, 1](schedule, counters)
+        checks += 1
+        state = counters.copy_to_host()
+        if state[DONE]:
+            break
+        if progress is not None:
             # no exact measure of what is left: approach 1 smoothly
-            progress(rounds / (rounds + n_tiles ** 0.5))
-    return rounds, buckets
+            progress(state[ROUNDS] / (state[ROUNDS] + n_tiles ** 0.5))
+    return int(state[ROUNDS]), int(state[BUCKETS])
 
 
 def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
@@ -689,12 +751,12 @@ def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
     changed_key = cuda.to_device(np.full(grid.n_tiles, np.inf))
     work = cuda.to_device(np.zeros(2, dtype=np.int64))
 
-    def launch(worklist, count):
-        _relax_distance_tiles[count, TILE_THREADS](
+    def launch(worklist, listed, blocks):
+        _relax_distance_tiles[blocks, TILE_THREADS](
             cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
-            grid.tiles_x, grid.tiles_y, worklist, grid.connectivity,
+            grid.tiles_x, grid.tiles_y, worklist, listed, grid.connectivity,
             grid.halo, grid.offsets, grid.passed, grid.half_step, max_cost,
-            wake, tile_key, changed_key, work)
+            wake, tile_key, changed_key, work, CONSECUTIVE_ROWS)
 
     rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,
                                 progress)
@@ -729,10 +791,10 @@ def _relax_hops(grid, mask, dist, hops, unset, wake, tile_key, delta,
     :func:`_tight`)."""
     work = cuda.to_device(np.zeros(2, dtype=np.int64))
 
-    def launch(worklist, count):
-        _relax_hops_tiles[count, TILE_THREADS](
+    def launch(worklist, listed, blocks):
+        _relax_hops_tiles[blocks, TILE_THREADS](
             mask, dist, hops, unset, grid.rows, grid.cols, grid.tiles_x,
-            grid.tiles_y, worklist, grid.connectivity, grid.halo,
+            grid.tiles_y, worklist, listed, grid.connectivity, grid.halo,
             grid.offsets, wake, tile_key, work)
 
     rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,

@@ -1,6 +1,7 @@
 """Cost distance on the block hierarchy (out-of-core, exact).
 
-The thesis's I/O-efficient SSSP (ch. 4) keeps a priority queue of clusters
+Haverkort's I/O-efficient SSSP (references in docs/architecture.md) keeps a
+priority queue of clusters
 keyed by the smallest tentative distance on their boundary.  This module
 does the same at tile granularity:
 

@@ -73,7 +73,7 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
         of 32 bits or fewer, float64 for 64-bit input.
     nodata, backend, tile_size, memory_limit_mb, executor, progress, band
         As in :func:`gridgraph.core.connected_components`.  The tiled path
-        follows Haverkort's block hierarchy (DESIGN.md) and gives the same
+        follows Haverkort's hierarchy (docs/architecture.md) and gives the same
         forest, edge order, weights and parent directions.  With a
         ``concurrent.futures.ThreadPoolExecutor`` the tiles run in its
         threads (the automatic tile size shrinks so that every worker's
@@ -134,12 +134,20 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
     array, file_nodata = load_raster(values, band)
     if nodata is None:
         nodata = file_nodata
-    valid = valid_mask(array, nodata)
     weight_dtype = np.float64 if array.dtype.itemsize > 4 else np.float32
     if resolve_backend(backend) == "cuda":
-        from . import _cuda as kernels
-    else:
-        from . import _cpu as kernels
+        # everything on the device; only the asked-for outputs come back
+        from . import _cuda
+        tree_edges, weights, total_weight, trees, parent_direction = \
+            _cuda.minimum_spanning_tree(
+                array, nodata, connectivity, WEIGHTS.index(weight),
+                weight_dtype, bool(edges), progress)
+        return MSTResult(
+            edges=tree_edges, weights=weights, total_weight=total_weight,
+            trees=trees, parent_direction=parent_direction,
+            shape=array.shape)
+    valid = valid_mask(array, nodata)
+    from . import _cpu as kernels
     tree_edges, weights = kernels.spanning_forest(
         array, valid, connectivity, WEIGHTS.index(weight), weight_dtype,
         progress.span(0.0, 0.8))

@@ -9,7 +9,7 @@ flipped, every NaN gets the largest key (NaN sorts last).
 
 Keys.  For float32 weights and fewer than 2**32 edge ids, one int64 holds
 ``weight key << 32 | edge id`` and a component's lightest edge is one
-``atomic.min`` (the thesis in ``shared/seeds`` with the weight as the most
+``atomic.min`` (the grid MST thesis, docs/architecture.md; weight as the most
 significant field).  Otherwise (float64 weights, or rasters of 2**30 cells
 and more) the minimum is taken in two stages: the least weight key, then
 the least edge id among the edges of that weight.
@@ -29,7 +29,9 @@ Rounds.
 5. The tree edges are radix-sorted by key and decoded into (low, high)
    and weights.
 
-parent_direction stays on the CPU (``_cpu.parent_direction``) for now.
+The parent directions and the exact total weight are computed on the
+device too (``_cuda_tree.py``); :func:`minimum_spanning_tree` returns only
+what the caller asked for.
 """
 
 import numpy as np
@@ -37,8 +39,10 @@ from numba import cuda
 
 from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, INT64_MAX, PhaseTimer, blocks_for,
-                            block_reserve, check_device_memory, device_scalar,
-                            float32_bits, float64_bits, radix_sort)
+                            block_reserve, check_device_memory,
+                            copy_to_device, copy_to_host, device_scalar,
+                            float32_bits, float64_bits, radix_sort,
+                            valid_cells_device)
 from ..errors import InvalidInputError
 
 NONE = INT64_MAX  # "no edge" in the best-key arrays
@@ -449,7 +453,8 @@ def device_bytes(n_cells, weight_dtype, contract_below=CONTRACT_BELOW):
     value_size = np.dtype(weight_dtype).itemsize
     per_cell = (value_size + 1 + 2 * index_size + 8 * key_words  # grid
                 + 16 * 2 + 8  # tree edge keys/ids, sort scratch, table
-                + 16 + value_size)  # decoded edges and weights
+                + 16 + value_size  # decoded edges and weights
+                + 30)  # parent directions: masks, roots, tour, arrivals
     list_edges = int(4 * n_cells * contract_below) + 1
     return n_cells * per_cell + 2 * list_edges * (16 + 2 * 8)
 
@@ -464,6 +469,27 @@ def spanning_forest_device(values, valid, rows, cols, connectivity,
     ``stats`` (a dict) receives phase times and round counts.
     """
     timer = PhaseTimer(stats)
+    forest = _tree_edge_keys(values, valid, rows, cols, connectivity,
+                             weight_index, weight_dtype, progress,
+                             contract_below, stats, timer)
+    del forest.parent
+    return _sorted_edges(forest, cols, weight_dtype, progress, timer)
+
+
+class _Forest:
+    """The tree edges as sort keys (``keys``, and ``ids`` unless
+    ``packed``), ``k`` of them, and the Borůvka components (``parent``)."""
+
+    def __init__(self, keys, ids, k, parent, packed):
+        self.keys = keys
+        self.ids = ids
+        self.k = k
+        self.parent = parent
+        self.packed = packed
+
+
+def _tree_edge_keys(values, valid, rows, cols, connectivity, weight_index,
+                    weight_dtype, progress, contract_below, stats, timer):
     n = rows * cols
     weight_dtype = np.dtype(weight_dtype)
     weight64 = weight_dtype == np.float64
@@ -562,14 +588,29 @@ def spanning_forest_device(values, valid, rows, cols, connectivity,
             report(0.6 + 0.2 * (1.0 - m / first_m))
             list_rounds += 1
         del key_a, key_b, id_a, id_b, end_a, end_b, end_c, end_d
-    del parent, best_key, best_id
+    del best_key, best_id
 
     timer.mark("list rounds")
     k = int(device_scalar(n_chosen, 0))
+    if stats is not None:
+        stats.update(grid_rounds=grid_rounds + 1, list_rounds=list_rounds,
+                     listed_edges=first_m, packed_keys=packed)
+    return _Forest(chosen_key, None if packed else chosen_id, k, parent,
+                   packed)
+
+
+def _sorted_edges(forest, cols, weight_dtype, progress, timer):
+    """Sort the tree edges by key and decode them: device arrays (edges as
+    k*2 int64, weights) and k."""
+    report = progress if progress is not None else (lambda fraction: None)
+    weight_dtype = np.dtype(weight_dtype)
+    weight64 = weight_dtype == np.float64
+    packed = forest.packed
+    k = forest.k
     if packed:
-        keys, ids = radix_sort(chosen_key, k)
+        keys, ids = radix_sort(forest.keys, k)
     else:
-        keys, ids = radix_sort(chosen_key, k, carried=chosen_id)
+        keys, ids = radix_sort(forest.keys, k, carried=forest.ids)
     report(0.95)
     edges = cuda.device_array(2 * max(k, 1), dtype=np.int64)
     weights = cuda.device_array(max(k, 1), dtype=weight_dtype)
@@ -579,9 +620,6 @@ def spanning_forest_device(values, valid, rows, cols, connectivity,
             keys, ids if ids is not None else keys, k, cols, packed,
             weight64, edges, bits)
     timer.mark("sort and decode")
-    if stats is not None:
-        stats.update(grid_rounds=grid_rounds + 1, list_rounds=list_rounds,
-                     listed_edges=first_m, packed_keys=packed)
     return edges, weights, k
 
 
@@ -620,13 +658,67 @@ def spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     check_device_memory(
         device_bytes(n, weight_dtype, contract_below),
         f"the minimum spanning tree of a {rows} x {cols} raster")
-    d_values = cuda.to_device(values.reshape(-1))
-    d_valid = cuda.to_device(valid.reshape(-1).view(np.uint8))
+    d_values = copy_to_device(values)
+    d_valid = copy_to_device(valid.view(np.uint8))
     edges, weights, k = spanning_forest_device(
         d_values, d_valid, rows, cols, connectivity, weight_index,
         weight_dtype, progress.span(0.05, 0.9), contract_below)
     del d_values, d_valid
-    host_edges = edges.copy_to_host()[:2 * k].reshape(k, 2)
-    host_weights = weights.copy_to_host()[:k]
+    host_edges = copy_to_host(edges, 2 * k).reshape(k, 2)
+    host_weights = copy_to_host(weights, k)
     progress(1.0)
     return host_edges, host_weights
+
+
+def minimum_spanning_tree(array, nodata, connectivity, weight_index,
+                          weight_dtype, want_edges, progress, stats=None):
+    """The in-memory CUDA run of :func:`gridgraph.core.minimum_spanning_tree`.
+
+    Valid cells (NaN, ``nodata``), the forest, its parent directions,
+    trees and exact total weight are all computed on the device; only the
+    direction raster (float32) comes back, and the sorted edge list and
+    weights when ``want_edges``.  Returns (edges or None, weights or None,
+    total weight, trees, parent direction).  ``stats`` (a dict) receives
+    phase times (each phase synchronised: for benchmarks).
+    """
+    from . import _cuda_tree
+    weight_dtype = np.dtype(weight_dtype)
+    rows, cols = array.shape
+    n = rows * cols
+    progress(0.0)
+    if n == 0:
+        return (np.empty((0, 2), dtype=np.int64) if want_edges else None,
+                np.empty(0, weight_dtype) if want_edges else None, 0.0, 0,
+                np.empty((rows, cols), dtype=np.float32))
+    check_device_memory(
+        device_bytes(n, weight_dtype),
+        f"the minimum spanning tree of a {rows} x {cols} raster")
+    timer = PhaseTimer(stats)
+    d_values, d_valid = valid_cells_device(array, nodata, weight_dtype)
+    timer.mark("to device, valid cells")
+    forest = _tree_edge_keys(d_values, d_valid, rows, cols, connectivity,
+                             weight_index, weight_dtype,
+                             progress.span(0.0, 0.7), CONTRACT_BELOW, stats,
+                             timer)
+    del d_values
+    total = _cuda_tree.exact_total_device(
+        forest.keys, forest.k, forest.packed, weight_dtype == np.float64)
+    timer.mark("exact total")
+    direction, trees = _cuda_tree.parent_direction_device(
+        forest.parent, d_valid, rows, cols, forest.keys, forest.ids,
+        forest.k, forest.packed, timer if stats is not None else None)
+    del d_valid
+    forest.parent = None
+    progress(0.8)
+    host_direction = copy_to_host(direction).reshape(rows, cols)
+    del direction
+    timer.mark("direction to host")
+    edges = weights = None
+    if want_edges:
+        d_edges, d_weights, k = _sorted_edges(forest, cols, weight_dtype,
+                                              None, timer)
+        edges = copy_to_host(d_edges, 2 * k).reshape(k, 2)
+        weights = copy_to_host(d_weights, k)
+        timer.mark("edges to host")
+    progress(1.0)
+    return edges, weights, total, trees, host_direction

@@ -1,12 +1,11 @@
 """Threshold segments straight from the raster, without the spanning tree."""
 
-import math
 import numbers
 
 import numpy as np
 
-from .._common import (as_progress, check_connectivity, load_raster,
-                       valid_mask)
+from .._common import (as_progress, check_connectivity, check_number,
+                       load_raster, valid_mask)
 from ..errors import InvalidInputError
 
 
@@ -26,7 +25,8 @@ def segments_by_threshold(values, threshold, connectivity=4, weight="max",
     values : 2-D ndarray, memmap or str
         As in :func:`gridgraph.core.minimum_spanning_tree` (held in memory).
     threshold : float, or a sequence of floats
-        Edges with ``weight <= threshold`` join cells, compared as
+        Not NaN (infinities are fine).  Edges with ``weight <= threshold``
+        join cells, compared as
         ``segment_by_threshold`` compares the tree's weights (numpy's
         comparison of the weights' dtype, float32 for inputs of 32 bits or
         fewer, with a Python float).  A sequence gives one labelling per
@@ -72,11 +72,8 @@ def segments_by_threshold(values, threshold, connectivity=4, weight="max",
                                                 else threshold)
     if not thresholds:
         raise InvalidInputError("give at least one threshold")
-    for t in thresholds:
-        if not isinstance(t, (numbers.Real, np.floating, np.integer)) \
-                or isinstance(t, bool):
-            raise InvalidInputError(
-                f"thresholds must be numbers, got {t!r}")
+    thresholds = [check_number("threshold", t, allow_none=False,
+                               finite=False) for t in thresholds]
     progress = as_progress(progress)
     array, file_nodata = load_raster(values, band)
     if nodata is None:
@@ -85,30 +82,19 @@ def segments_by_threshold(values, threshold, connectivity=4, weight="max",
     weight_dtype = np.float64 if array.dtype.itemsize > 4 else np.float32
     weights = np.ascontiguousarray(array, dtype=weight_dtype)
     effective = [comparison_threshold(t, weight_dtype) for t in thresholds]
-    ordered = sorted(set(t for t in effective if not math.isnan(t)))
+    ordered = sorted(set(effective))
     from ._segments_cpu import label_thresholds
     labelled = dict(zip(ordered, label_thresholds(
         weights, valid, connectivity, WEIGHTS.index(weight), ordered,
         progress)))
     results = []
     for t in effective:
-        if math.isnan(t):
-            # NaN compares false with every weight: no links at all
-            labels, count = _each_cell_alone(valid)
-        else:
-            labels, count = labelled[t]
-            if any(labels is earlier for earlier, _ in results):
-                labels = labels.copy()  # one array per threshold asked for
+        labels, count = labelled[t]
+        if any(labels is earlier for earlier, _ in results):
+            labels = labels.copy()  # one array per threshold asked for
         results.append((labels, count))
     progress(1.0)
     return results[0] if single else results
-
-
-def _each_cell_alone(valid):
-    dtype = np.int32 if valid.size < 2**31 - 1 else np.int64
-    labels = np.cumsum(valid, dtype=dtype).reshape(valid.shape)
-    labels[~valid] = 0
-    return labels, int(np.count_nonzero(valid))
 
 
 def comparison_threshold(threshold, weight_dtype):

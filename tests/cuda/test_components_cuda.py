@@ -114,13 +114,13 @@ def test_same_labels_as_cpu(raster, connectivity, mode):
 
 def test_public_api_dispatches_to_cuda(monkeypatch):
     calls = []
-    original = _cuda.label
+    original = _cuda.label_array
 
     def spy(*args):
         calls.append(args[2:4])
         return original(*args)
 
-    monkeypatch.setattr(_cuda, "label", spy)
+    monkeypatch.setattr(_cuda, "label_array", spy)
     grid = np.random.default_rng(3).integers(0, 2, (9, 11))
     gpu = connected_components(grid, connectivity=8, mode="nonzero",
                                backend="cuda")
@@ -152,3 +152,20 @@ def test_too_large_for_the_gpu_raises(monkeypatch):
                         lambda: SmallContext())
     with pytest.raises(BackendUnavailableError, match="backend='cpu'"):
         gpu_label(np.ones((4, 4), dtype=np.uint8))
+
+
+@pytest.mark.parametrize("dtype, nodata", [(np.float32, 2.0), (np.int16, -1)])
+def test_public_api_valid_cells_on_device(dtype, nodata):
+    # valid cells tested on the device (the staged copies are tested in
+    # test_cuda_common.py); several 4 x 4 simulator tiles
+    rng = np.random.default_rng(6)
+    grid = rng.choice([-1, 0, 1, 2], (13, 17)).astype(dtype)
+    if dtype != np.int16:
+        grid[rng.random(grid.shape) < 0.1] = np.nan
+    for connectivity, mode in ((4, "equal"), (8, "nonzero")):
+        gpu = connected_components(grid, connectivity, mode, nodata,
+                                   backend="cuda")
+        cpu = connected_components(grid, connectivity, mode, nodata,
+                                   backend="cpu")
+        assert gpu.count == cpu.count and gpu.labels.dtype == np.int32
+        np.testing.assert_array_equal(gpu.labels, cpu.labels)

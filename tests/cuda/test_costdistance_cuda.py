@@ -477,6 +477,17 @@ def test_tile_schedule_does_not_change_the_result():
                     with_cpu=delta is None)
 
 
+def test_sweep_order_does_not_change_the_result(monkeypatch):
+    # consecutive rows swept down and up, or every THREADS_Y-th row
+    cost = np.where(np.isnan(maze_cost((11, 9), seed=6)), np.nan,
+                    np.arange(99).reshape(11, 9) % 4 + 0.5)
+    valid = ~np.isnan(cost)
+    cells, ids = np.array([[0, 0], [10, 8]]), np.array([1, 2])
+    for consecutive in (True, False):
+        monkeypatch.setattr(_cuda, "CONSECUTIVE_ROWS", consecutive)
+        check_solve(cost, valid, cells, ids, 16, with_cpu=False)
+
+
 def test_hops_phase_runs_only_where_a_tie_needs_it():
     # random real costs: no cell has two tight neighbours, the hops phase
     # is skipped; unit costs: ties everywhere, it runs.  Same outputs as
@@ -511,6 +522,57 @@ def test_public_api_dispatches_to_cuda():
     np.testing.assert_array_equal(gpu.accumulated, cpu.accumulated)
     np.testing.assert_array_equal(gpu.direction, cpu.direction)
     np.testing.assert_array_equal(gpu.allocation, cpu.allocation)
+
+
+def test_public_api_outputs_nodata_and_checks_on_device():
+    # the public CUDA path (costdistance/_cuda_outputs.py): valid cells and
+    # checks on the device, directions from the predecessors there, only
+    # the asked-for outputs back.  More tiles than RELAX_BLOCKS and more
+    # rounds than ROUNDS_PER_CHECK.
+    from gridgraph.core.costdistance import (GRASS_DIRECTION_DEGREES,
+                                             InvalidInputError)
+    rows, cols = 3 * _cuda.TILE + 1, 5 * _cuda.TILE - 1
+    assert (blocks(rows) * blocks(cols) > _cuda.RELAX_BLOCKS
+            and rows + cols > 2 * _cuda.ROUNDS_PER_CHECK)
+    rng = np.random.default_rng(12)
+    cost = rng.integers(0, 4, (rows, cols)).astype(np.int16)
+    cost[rng.random(cost.shape) < 0.15] = 9  # nodata: barriers
+    cells = np.array([[0, 0], [rows - 1, cols - 1], [rows // 2, 3]])
+    cost[tuple(cells.T)] = 1
+    valid = cost != 9
+    steps = _step_lengths(8, None)
+    expected = reference_outputs(cost, valid, cells, np.array([4, 5, 6]), 8,
+                                 steps)
+    degrees = np.full(cost.shape, np.nan, np.float32)
+    degrees[expected[1] >= 0] = GRASS_DIRECTION_DEGREES[
+        expected[1][expected[1] >= 0]]
+    degrees[expected[1] == -2] = 0
+    out = cost_distance(cost, cells, 8, nodata=9, source_ids=[4, 5, 6],
+                        backend="cuda")
+    np.testing.assert_array_equal(out.accumulated, expected[0])
+    np.testing.assert_array_equal(out.direction, degrees)
+    np.testing.assert_array_equal(out.allocation, expected[2])
+    assert out.direction.dtype == np.float32
+    only = cost_distance(cost, cells, 8, nodata=9, source_ids=[4, 5, 6],
+                         backend="cuda", outputs=("direction",))
+    assert only.accumulated is None and only.allocation is None
+    np.testing.assert_array_equal(only.direction, degrees)
+    negative = cost.astype(np.float32)
+    negative[2, 5] = -0.5
+    with pytest.raises(InvalidInputError, match="1 negative cell.*row 2, "
+                                                "column 5"):
+        cost_distance(negative, cells, 8, nodata=9, backend="cuda")
+    with pytest.raises(InvalidInputError, match="no valid cell"):
+        cost_distance(np.full((3, 3), 9), [[0, 0]], nodata=9,
+                      backend="cuda")
+    with pytest.raises(InvalidInputError, match="barrier"):
+        cost_distance(cost, [[0, 0], [1, 1]] if cost[1, 1] == 9 else
+                      np.argwhere(cost == 9)[:1], 8, nodata=9,
+                      backend="cuda")
+
+
+def blocks(n):
+    return -(-n // _cuda.TILE)
 
 
 # --------------------------------------------------------------------------

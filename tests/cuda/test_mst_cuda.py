@@ -165,3 +165,98 @@ def test_exclusive_scan_several_levels():
     exclusive_scan(device, n)
     np.testing.assert_array_equal(device.copy_to_host(),
                                   np.concatenate([[0], np.cumsum(values)[:-1]]))
+
+
+# --------------------------------------------------------------------------
+# The public API's CUDA path: valid cells, parent directions (Euler tour)
+# and the exact total on the device (core/mst/_cuda_tree.py).  Rasters are
+# sized from the kernels' constants: several flat blocks, tours many times
+# longer than MAX_SEGMENT, 2**SAMPLE_BITS cells per sample on average.
+
+from gridgraph.core._cuda_common import FLAT_THREADS  # noqa: E402
+from gridgraph.core.mst import _cuda_tree  # noqa: E402
+
+TOUR_ROWS = FLAT_THREADS // 4 + 3
+TOUR_COLS = FLAT_THREADS // 2 + 5
+
+
+def assert_same_result(values, connectivity, weight, nodata=None,
+                       edges=True):
+    gpu = minimum_spanning_tree(values, connectivity, weight, nodata,
+                                backend="cuda", edges=edges)
+    cpu = minimum_spanning_tree(values, connectivity, weight, nodata,
+                                backend="cpu")
+    assert gpu.trees == cpu.trees
+    # bit for bit, -0.0 and NaN included
+    assert np.float64(gpu.total_weight).tobytes() == \
+        np.float64(cpu.total_weight).tobytes()
+    assert gpu.parent_direction.dtype == np.float32
+    np.testing.assert_array_equal(gpu.parent_direction, cpu.parent_direction)
+    if edges:
+        np.testing.assert_array_equal(gpu.edges, cpu.edges)
+        np.testing.assert_array_equal(gpu.weights.view(np.uint8),
+                                      cpu.weights.view(np.uint8))
+    else:
+        assert gpu.edges is None and gpu.weights is None
+    return gpu
+
+
+def test_tour_constants_are_crossed():
+    # the rasters below have more cells than blocks of the flat kernels
+    # and trees far longer than a tour segment
+    assert TOUR_ROWS * TOUR_COLS > 4 * FLAT_THREADS
+    assert TOUR_ROWS * TOUR_COLS > 20 * _cuda_tree.MAX_SEGMENT
+    assert TOUR_ROWS * TOUR_COLS > 20 * 2 ** _cuda_tree.SAMPLE_BITS
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_public_directions_on_many_trees(connectivity):
+    rng = np.random.default_rng(connectivity)
+    values = rng.integers(0, 5, (TOUR_ROWS, TOUR_COLS)).astype(np.float32)
+    # below the percolation threshold: many trees, and lone cells
+    holes = 0.45 if connectivity == 4 else 0.65
+    values[rng.random(values.shape) < holes] = np.nan
+    result = assert_same_result(values, connectivity, "max", edges=False)
+    assert result.trees > 2
+
+
+def test_public_serpentine_single_path():
+    # one path that winds through every row: the tour is twice the cells
+    # long and its root is cell 0, far from most samples
+    valid = np.zeros((TOUR_ROWS, TOUR_COLS), bool)
+    valid[::2] = True
+    valid[1::4, -1] = True
+    valid[3::4, 0] = True
+    values = np.where(valid, np.arange(valid.size).reshape(valid.shape) % 7,
+                      -9).astype(np.int16)
+    result = assert_same_result(values, 4, "absdiff", nodata=-9)
+    assert result.trees == 1
+
+
+def test_public_float64_split_keys_and_special_values(monkeypatch):
+    rng = np.random.default_rng(3)
+    values = rng.choice([0.0, -0.0, 1e-310, 2.5, -7.25, 1e300, np.inf,
+                         -np.inf], (TOUR_ROWS, TOUR_COLS))
+    for weight in ("mean", "absdiff"):  # NaN, inf and huge sums
+        assert_same_result(values, 8, weight)
+    # float32 weights in two-stage keys, as past 2**30 cells
+    monkeypatch.setattr(_cuda, "packed_keys_fit", lambda n, dtype: False)
+    assert_same_result(values.astype(np.float32), 4, "absdiff", edges=False)
+
+
+@pytest.mark.parametrize("dtype, nodata", [(np.int32, 2**20),
+                                           (np.float16, 1.5)])
+def test_public_valid_cells_on_device(dtype, nodata):
+    rng = np.random.default_rng(4)
+    choices = [0, 1, 3, 1.5] + ([2**20] if dtype == np.int32 else [])
+    values = rng.choice(choices, (9, 13)).astype(dtype)
+    assert_same_result(values, 8, "min", nodata=nodata)
+
+
+def test_public_all_invalid_and_empty():
+    result = assert_same_result(np.full((3, 4), np.nan, np.float32), 4,
+                                "max")
+    assert result.trees == 0 and result.total_weight == 0.0
+    empty = minimum_spanning_tree(np.ones((0, 5), np.float32),
+                                  backend="cuda")
+    assert empty.trees == 0 and empty.parent_direction.shape == (0, 5)
