@@ -492,8 +492,19 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
                            other_order_sweeps_per_visit=other_stats["sweeps_per_visit"],
                            other_order_tiles_relaxed=other_stats["tiles_relaxed"],
                            same_distances=same_order_free)
+        # the other number of passes over a thread's rows per block-wide barrier
+        default_passes = _cuda.PASSES_PER_SWEEP
+        _cuda.PASSES_PER_SWEEP = 3 - default_passes
+        passes_stats = {}
+        device_run(passes_stats)
+        two, _, (two_dist, _, _, _) = median_time(device_run, 2)
+        _cuda.PASSES_PER_SWEEP = default_passes
+        sweep_order.update(default_passes=default_passes, other_passes_device_s=two,
+                           other_passes_sweeps_per_visit=passes_stats["sweeps_per_visit"],
+                           other_passes_same_distances=bool(np.array_equal(
+                               two_dist.copy_to_host(), dist_now, equal_nan=True)))
         log("sweep order", json.dumps(sweep_order, default=float))
-        del other_dist, dist_now
+        del other_dist, dist_now, two_dist
         end_to_end, gpu_out = wall(lambda: _cuda.solve(
             cost, valid, source, ids, 8, steps, np.inf, Progress()))
         entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {side}²",

@@ -23,6 +23,24 @@ def dialog_iface(qgis_iface):
     return qgis_iface
 
 
+OPEN_DIALOGS = []
+
+
+@pytest.fixture(autouse=True)
+def close_dialogs():
+    """Delete every dialog a test opened while QGIS still runs: a dialog
+    left to the interpreter's exit is destroyed after QgsApplication and
+    crashes the process (a segmentation fault after the last test)."""
+    yield
+    from qgis.PyQt import sip
+    from qgis.PyQt.QtCore import QCoreApplication
+    while OPEN_DIALOGS:
+        dialog = OPEN_DIALOGS.pop()
+        dialog.close()
+        sip.delete(dialog)
+    QCoreApplication.processEvents()
+
+
 @pytest.fixture
 def project():
     from qgis.core import QgsProject
@@ -48,6 +66,7 @@ def run_dialog(algorithm_id, parameters, feedback_class=None):
     ProcessingConfig.setSettingValue(ProcessingConfig.KEEP_DIALOG_OPEN, True)
     dialog = processing.createAlgorithmDialog(algorithm_id, parameters)
     assert dialog is not None
+    OPEN_DIALOGS.append(dialog)
     if feedback_class is not None:
         base = dialog.createFeedback
         dialog.createFeedback = lambda: feedback_class(base())
