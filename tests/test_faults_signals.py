@@ -16,8 +16,9 @@ from conftest import (QGIS_PROCESS, cell_centre, qgis_process_environment,
 from faults_helpers import (CD, MST, assert_inputs_unchanged, entries,
                             run_qgis_process, snapshot)
 
-# 1024 x 1024 cells in tiles of 32: a tiled cost distance of some seconds
-SIDE, TILE = 1024, 32
+# 1024 x 1024 cells in tiles of 16: a tiled cost distance of several
+# seconds (4096 tiles), interrupted a moment after its scratch appears
+SIDE, TILE = 1024, 16
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +45,12 @@ def start_tiled_run(inputs, output, temporary):
 
 def wait_for_scratch(temporary, process, timeout=120):
     """Wait until the run has made its tiled scratch folder (it is then
-    computing), and a moment longer."""
+    computing), and a moment longer (it must still be computing)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if any(name.startswith("gridgraph-tiled-")
                for _, folders, _ in os.walk(temporary) for name in folders):
-            time.sleep(1.0)
+            time.sleep(0.2)
             return
         if process.poll() is not None:
             pytest.fail("the run ended before it was interrupted:\n"
@@ -87,7 +88,8 @@ def test_sigkill_leftovers_are_removed_by_the_next_run(tmp_path,
     process.communicate(timeout=60)
     left = [os.path.relpath(os.path.join(root, name), temporary)
             for root, folders, _ in os.walk(temporary) for name in folders]
-    assert any("gridgraph-tiled-" in name for name in left), left
+    # killed mid-run: its private temporary folder (holding the scratch)
+    assert any(name.startswith("qgis-process-run-") for name in left), left
     # a second run (small, same temporary and outputs folders) sweeps them
     small = write_geotiff(tmp_path / "small.tif", np.ones((4, 4)))
     code, text = run_qgis_process(
