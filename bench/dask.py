@@ -6,8 +6,9 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
 
 - components: ``nonzero`` on a derived mask (DEM cells whose value mod 50
   is under 25; many components),
-- mst: weight max, 8-connected, parent directions (``edges=False``: the
-  sorted edge list is still one k-way merge in the driver),
+- mst: weight max, 8-connected, parent directions (``edges=False``);
+  mst_edges: the same with the sorted edge list (a sample sort over the
+  tiles' runs, core/mst/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation).
 
@@ -80,11 +81,16 @@ def run(operation, dem, mask, executor, tile_size, out_dir):
                                       out_dir=out_dir)
         return {"labels": result.labels}, f"{result.count} components"
     values = np.load(dem, mmap_mode="r")
-    if operation == "mst":
+    if operation in ("mst", "mst_edges"):
+        with_edges = operation == "mst_edges"
         result = minimum_spanning_tree(values, connectivity=8, weight="max",
-                                       edges=False, tile_size=tile_size,
+                                       edges=with_edges, tile_size=tile_size,
                                        executor=executor, out_dir=out_dir)
-        return ({"parent_direction": result.parent_direction},
+        outputs = {"parent_direction": result.parent_direction}
+        if with_edges:
+            outputs.update(edges=result.edges,
+                           weights=result.weights.reshape(-1, 1))
+        return (outputs,
                 f"total {result.total_weight!r}, {result.trees} tree(s)")
     centre = [(values.shape[0] // 2, values.shape[1] // 2)]
     result = cost_distance(values, centre, connectivity=8,
