@@ -86,7 +86,7 @@ def is_number(value):
 
 
 def check_number(name, value, minimum=None, allow_none=True, finite=True,
-                 integer=False, above=False):
+                 integer=False, above=False, maximum=None):
     """``value`` as a float (an int when ``integer``), or raise naming it.
 
     None passes when ``allow_none``; NaN never does; infinity only when
@@ -108,6 +108,9 @@ def check_number(name, value, minimum=None, allow_none=True, finite=True,
         relation = "greater than" if above else "at least"
         raise InvalidInputError(
             f"{name} must be {relation} {minimum}, got {value!r}")
+    if maximum is not None and number > maximum:
+        raise InvalidInputError(
+            f"{name} must be at most {maximum}, got {value!r}")
     return int(value) if integer else number
 
 
@@ -265,4 +268,6 @@ def check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
                 "it empty to run in this process")
     tiling.check_tile_size(tile_size)
     tiling.check_executor(executor)
-    check_number("memory_limit_mb", memory_limit_mb, minimum=0)
+    # 2**30 MB (1 PB) is past any machine's memory: a larger number is a slip
+    check_number("memory_limit_mb", memory_limit_mb, minimum=0,
+                 maximum=2**30)

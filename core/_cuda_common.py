@@ -8,9 +8,10 @@ plain-Python equivalents there, and the launch shapes shrink so that tiny
 test rasters still cross tile seams.
 
 Contents: bit casts and non-contracted float arithmetic, a device-memory
-check, staged host <-> device copies, valid cells tested on the device, block-aggregated appends, an exclusive prefix sum, an OR/AND
-reduction, and a stable LSD radix sort of int64 keys (optionally carrying a
-second int64 array).
+check, staged host <-> device copies, valid cells tested on the device,
+block-aggregated appends, an exclusive prefix sum, an OR/AND reduction,
+and a stable LSD radix sort of int64 keys (optionally carrying a second
+int64 array).
 """
 
 import math

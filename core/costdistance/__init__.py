@@ -420,8 +420,8 @@ def _largest_finite_cost(array, valid):
     if not np.issubdtype(array.dtype, np.floating) or array.dtype.itemsize < 8:
         return 0.0
     with np.errstate(invalid="ignore"):
-        finite = np.where(valid & (array < np.inf), array, -np.inf)
-    largest = float(finite.max(initial=-np.inf))
+        largest = float(np.max(array, where=valid & (array < np.inf),
+                               initial=-np.inf))
     return largest if largest > 0 else 0.0
 
 
