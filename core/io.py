@@ -533,6 +533,10 @@ class BandReader:
         self.geotransform = self._dataset.GetGeoTransform()
         self.projection = self._dataset.GetProjection()
 
+    def close(self):
+        """Release the GDAL dataset (reads fail afterwards)."""
+        self._band = self._dataset = None
+
     def read(self, row, col, rows, cols):
         """Cells [row, row + rows) x [col, col + cols) as a new array."""
         try:
