@@ -106,9 +106,12 @@ def main():
                                distance_p05=distance_p05,
                                backend=args.backend, importance=False)
 
+    print(f"landscape made in {made:.1f} s", flush=True)
     step_time, step_times, step_cpu, (components, regions) = timed(
         steps, args.repeat)
+    print(f"steps: {step_times}", flush=True)
     net_time, net_times, net_cpu, net = timed(end_to_end, args.repeat)
+    print(f"end to end: {net_times}", flush=True)
     # the same patches and regions as the separate steps
     assert net.patch_count == components.count
     assert np.array_equal(net.allocation, regions.allocation)
