@@ -442,3 +442,25 @@ def test_mst_edge_list_by_sample_sort(cluster, tmp_path, monkeypatch, where):
     assert result.total_weight == expected.total_weight
     assert sorted(os.listdir(out)) == ["edges.npy", "parent_direction.npy",
                                        "weights.npy"]
+
+
+def test_tiles_sized_from_the_workers_memory(client):
+    """A Dask executor always tiles, with automatic tiles sized from the
+    smallest worker memory limit per thread, not the driver's memory."""
+    from gridgraph.core import tiling
+    from gridgraph.core.costdistance import tiled
+    workers = client.scheduler_info()["workers"].values()
+    per_thread = min(w["memory_limit"] / w["nthreads"] for w in workers)
+    shape = (70000, 50000)
+    grid = tiling.plan(shape, None, None, tiled.IN_MEMORY_BYTES_PER_CELL,
+                       tiled.TILE_BYTES_PER_CELL, client)
+    assert grid.tile_size == tiling.auto_tile_size(
+        shape, per_thread, tiled.TILE_BYTES_PER_CELL, 1)
+    small = tiling.plan((16, 16), None, None, 1, 1, client)
+    assert small is not None and small.tile_size == 16  # not in memory
+    limited = tiling.plan(shape, None, 64, tiled.IN_MEMORY_BYTES_PER_CELL,
+                          tiled.TILE_BYTES_PER_CELL, client)
+    assert limited.tile_size == tiling.auto_tile_size(
+        shape, 64 * 2**20, tiled.TILE_BYTES_PER_CELL, 1)
+    assert tiling.executor_workers(client) == sum(
+        w["nthreads"] for w in workers)
