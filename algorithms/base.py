@@ -573,14 +573,19 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         else:
             self.checkCanceled(outputs.feedback)
             target = outputs.rasterPath(path)
-        if isinstance(array, np.memmap):
-            return self.runEngine(tiling.write_geotiff, array, target,
-                                  raster.geotransform, projection, nodata)
-        driver = self.rasterDriver(path)
-        return self.runEngine(raster_io.write_raster, target, array,
-                              raster.geotransform, projection, nodata=nodata,
-                              driver_name=driver,
-                              atomic=not isinstance(outputs, OutputSet))
+        try:
+            if isinstance(array, np.memmap):
+                return self.runEngine(tiling.write_geotiff, array, target,
+                                      raster.geotransform, projection, nodata)
+            driver = self.rasterDriver(path)
+            return self.runEngine(raster_io.write_raster, target, array,
+                                  raster.geotransform, projection,
+                                  nodata=nodata, driver_name=driver,
+                                  atomic=not isinstance(outputs, OutputSet))
+        except QgsProcessingException as error:
+            # name the output the user gave, not its temporary name
+            raise QgsProcessingException(
+                str(error).replace(target, path)) from None
 
     def moveRaster(self, outputs, source, path):  # noqa: N802
         """Move a finished raster file (e.g. in ``out_dir``) to ``path``

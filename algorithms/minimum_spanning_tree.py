@@ -231,7 +231,7 @@ class MinimumSpanningTree(GridGraphAlgorithm):
                 segments, count = self.runEngine(
                     segments_by_threshold, raster.values, threshold,
                     connectivity=connectivity, weight=weight,
-                    nodata=raster.nodata)
+                    nodata=raster.nodata, progress=segment_progress)
             if segments is not None:
                 feedback.pushInfo(self.tr(
                     "{n} segment(s) with no step heavier than {t:g}").format(

@@ -6,8 +6,9 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
 
 - components: ``nonzero`` on a derived mask (DEM cells whose value mod 50
   is under 25; many components),
-- mst: weight max, 8-connected, parent directions (``edges=False``: the
-  sorted edge list is still one k-way merge in the driver),
+- mst: weight max, 8-connected, parent directions (``edges=False``);
+  mst_edges: the same with the sorted edge list (a sample sort over the
+  tiles' runs, core/mst/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation).
 
@@ -35,23 +36,14 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# this file's folder must not be on the path: "import dask" would find it
-sys.path[:] = [p for p in sys.path
-               if os.path.abspath(p or os.curdir) != HERE]
+# bench/scale.py (it also makes gridgraph importable from a bare checkout);
+# then this file's folder leaves the path: "import dask" would find it
+sys.path[:] = [HERE] + [p for p in sys.path
+                        if os.path.abspath(p or os.curdir) != HERE]
+sys.modules.pop("dask", None)  # this file, if imported as "dask"
+import scale  # noqa: E402
 
-
-def _load_scale():
-    """bench/scale.py (it also makes gridgraph importable from a bare
-    checkout)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "gridgraph_bench_scale", os.path.join(HERE, "scale.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-scale = _load_scale()
+sys.path.remove(HERE)
 
 NEUSE40 = (17630, 12555)
 
@@ -79,26 +71,32 @@ def make_inputs(workdir, shape):
     return dem, mask
 
 
-def run(operation, dem, mask, executor, tile_size, out_dir):
+def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu"):
     from gridgraph.core import (connected_components, cost_distance,
                                 minimum_spanning_tree)
     if operation == "components":
         values = np.load(mask, mmap_mode="r")
         result = connected_components(values, mode="nonzero",
                                       tile_size=tile_size, executor=executor,
-                                      out_dir=out_dir)
+                                      out_dir=out_dir, backend=backend)
         return {"labels": result.labels}, f"{result.count} components"
     values = np.load(dem, mmap_mode="r")
-    if operation == "mst":
+    if operation in ("mst", "mst_edges"):
+        with_edges = operation == "mst_edges"
         result = minimum_spanning_tree(values, connectivity=8, weight="max",
-                                       edges=False, tile_size=tile_size,
-                                       executor=executor, out_dir=out_dir)
-        return ({"parent_direction": result.parent_direction},
+                                       edges=with_edges, tile_size=tile_size,
+                                       executor=executor, out_dir=out_dir,
+                                       backend=backend)
+        outputs = {"parent_direction": result.parent_direction}
+        if with_edges:
+            outputs.update(edges=result.edges,
+                           weights=result.weights.reshape(-1, 1))
+        return (outputs,
                 f"total {result.total_weight!r}, {result.trees} tree(s)")
     centre = [(values.shape[0] // 2, values.shape[1] // 2)]
     result = cost_distance(values, centre, connectivity=8,
                            tile_size=tile_size, executor=executor,
-                           out_dir=out_dir)
+                           out_dir=out_dir, backend=backend)
     return ({"accumulated": result.accumulated,
              "direction": result.direction,
              "allocation": result.allocation},
@@ -126,6 +124,10 @@ def main():
                         default=["components", "mst", "costdistance"])
     parser.add_argument("--memory-limit", default="auto",
                         help="per worker, as LocalCluster takes it")
+    parser.add_argument("--backend", default="cpu",
+                        choices=["cpu", "cuda", "auto"],
+                        help="tile kernels (auto picks CUDA where a GPU is: "
+                        "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     from distributed import Client, LocalCluster
@@ -154,12 +156,12 @@ def main():
                 # a first run on a crop compiles the kernels on every worker
                 # (the preflight's warm-up) outside the timing
                 run(operation, crops[0], crops[1], client, args.tile_size,
-                    out_dir)
+                    out_dir, args.backend)
                 shutil.rmtree(out_dir)
                 os.makedirs(out_dir)
                 start = time.perf_counter()
                 outputs, note = run(operation, dem, mask, client,
-                                    args.tile_size, out_dir)
+                                    args.tile_size, out_dir, args.backend)
                 seconds = time.perf_counter() - start
                 digests = {name: digest(array)
                            for name, array in outputs.items()}
@@ -174,7 +176,7 @@ def main():
     print(f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs), "
           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
           f"UTC; raster {shape[0]} x {shape[1]} ({cells / 1e6:.0f}M cells), "
-          f"tiles of {args.tile_size}")
+          f"tiles of {args.tile_size}, backend {args.backend}")
     print()
     print("| operation | workers | s | Mcells/s | speed-up | efficiency | "
           "identical | load avg before/after | note |")

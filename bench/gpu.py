@@ -15,8 +15,17 @@ One run on the GPU machine checks and times every operation:
   path's per-tile solve (``solve_seeded``) from the sources, identical to the in-memory
   distances.
 
+End to end through the public API (``*_e2e`` sections): ``minimum_spanning_tree``,
+``cost_distance`` and ``connected_components`` with ``backend="cuda"`` and ``"cpu"`` in the same
+run, numpy in and numpy out, every output identical (MST edges, weights, parent directions, trees,
+total weight; cost distance costs, directions, allocation; labels and their dtype), parity at
+--parity-size and on odd shapes, times and phases at --size; ``transfers`` measures the copy
+bandwidths (device to device: the floor used for the table; host to device; device to host into
+fresh, touched and pinned memory).
+
 Times: "device" = inputs already on the GPU, outputs left there (median of --repeat runs after a
-warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run);
+warm-up, wall clock after synchronising); "end to end" = numpy in, numpy out (one run; the
+``*_e2e`` sections: median after a warm-up);
 "first call" = the first call in a fresh process (kernel compilation, or loading numba's cache).
 Each device time is also given as a multiple of its memory-bandwidth floor: the bytes the
 operation must at least read and write once, divided by --bandwidth (4.25 TB/s, the H200's
@@ -469,11 +478,38 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
             log("delta", multiplier, json.dumps(sweep[f"{multiplier} tiles"]))
         device, times, _ = median_time(device_run, repeat if side == parity_size else
                                        max(2, repeat // 2))
+        # the other sweep order (same distances, other sweep counts)
+        _cuda.CONSECUTIVE_ROWS = not _cuda.CONSECUTIVE_ROWS
+        other_stats = {}
+        device_run(other_stats)
+        other, _, (other_dist, _, _, _) = median_time(device_run, 2)
+        other_dist = other_dist.copy_to_host()
+        _cuda.CONSECUTIVE_ROWS = not _cuda.CONSECUTIVE_ROWS
+        dist_now = device_run()[0].copy_to_host()
+        same_order_free = bool(np.array_equal(other_dist, dist_now, equal_nan=True))
+        sweep_order = dict(consecutive_rows_default=_cuda.CONSECUTIVE_ROWS,
+                           other_order_device_s=other,
+                           other_order_sweeps_per_visit=other_stats["sweeps_per_visit"],
+                           other_order_tiles_relaxed=other_stats["tiles_relaxed"],
+                           same_distances=same_order_free)
+        # the other number of passes over a thread's rows per block-wide barrier
+        default_passes = _cuda.PASSES_PER_SWEEP
+        _cuda.PASSES_PER_SWEEP = 3 - default_passes
+        passes_stats = {}
+        device_run(passes_stats)
+        two, _, (two_dist, _, _, _) = median_time(device_run, 2)
+        _cuda.PASSES_PER_SWEEP = default_passes
+        sweep_order.update(default_passes=default_passes, other_passes_device_s=two,
+                           other_passes_sweeps_per_visit=passes_stats["sweeps_per_visit"],
+                           other_passes_same_distances=bool(np.array_equal(
+                               two_dist.copy_to_host(), dist_now, equal_nan=True)))
+        log("sweep order", json.dumps(sweep_order, default=float))
+        del other_dist, dist_now, two_dist
         end_to_end, gpu_out = wall(lambda: _cuda.solve(
             cost, valid, source, ids, 8, steps, np.inf, Progress()))
         entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {side}²",
                      device_s=device, device_runs=times, end_to_end_s=end_to_end, phases=stats,
-                     delta_sweep=sweep)
+                     delta_sweep=sweep, sweep_order=sweep_order)
         # read the costs, write float64 costs, int8 predecessors and int64 allocation
         entry["floor_s"] = side * side * (4 + 8 + 1 + 8) / bandwidth
         entry["times_floor"] = device / entry["floor_s"]
@@ -704,7 +740,16 @@ def main():
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,
                                                  args.bandwidth, False, results,
                                                  args.deltas))
+    if "transfers" in args.only:
+        # the floor's bandwidth: this device's own device-to-device copy
+        measured = bench_transfers(results)
+        given = f"{args.bandwidth / 1e12:.2f} TB/s"
+        args.bandwidth = measured["d2d_bytes_per_s"]
+        log(f"floor bandwidth: {args.bandwidth / 1e12:.2f} TB/s (measured)")
+        header = header.replace(given, f"{args.bandwidth / 1e12:.2f} TB/s (measured in the run)")
     for section in args.only:
+        if section == "transfers":
+            continue
         try:
             sections[section]()
         except Exception as exc:  # report and go on with the other sections

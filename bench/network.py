@@ -66,15 +66,17 @@ def synthetic_landscape(size, patches, seed=0):
 
 
 def timed(function, repeat):
-    """Median wall time of ``repeat`` calls after one warm-up, and the last
-    result."""
+    """Median wall time of ``repeat`` calls after one warm-up, the wall
+    times, the median CPU time of this process (all its threads: robust to
+    other processes on a shared box) and the last result."""
     result = function()
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = function()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), times, result
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(times), times, statistics.median(cpu), result
 
 
 def main():
@@ -104,8 +106,12 @@ def main():
                                distance_p05=distance_p05,
                                backend=args.backend, importance=False)
 
-    step_time, step_times, (components, regions) = timed(steps, args.repeat)
-    net_time, net_times, net = timed(end_to_end, args.repeat)
+    print(f"landscape made in {made:.1f} s", flush=True)
+    step_time, step_times, step_cpu, (components, regions) = timed(
+        steps, args.repeat)
+    print(f"steps: {step_times}", flush=True)
+    net_time, net_times, net_cpu, net = timed(end_to_end, args.repeat)
+    print(f"end to end: {net_times}", flush=True)
     # the same patches and regions as the separate steps
     assert net.patch_count == components.count
     assert np.array_equal(net.allocation, regions.allocation)
@@ -113,20 +119,41 @@ def main():
                           equal_nan=True)
     del components, regions
 
-    # importance on the first patches' graph (the induced sub-graph)
-    k = min(args.importance_patches, net.patch_count)
-    keep = (net.links.from_id <= k) & (net.links.to_id <= k)
-    start = time.perf_counter()
+    # the indices alone over the whole graph (part of "the rest")
+    graph_times = {}
+    for kind in ("iic", "pc"):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        _graph.connectivity_index(
+            kind, net.patch_count, net.links.from_id, net.links.to_id,
+            net.links.cost, net.patch_area, net.landscape_area,
+            theta=np.log(2) / distance_p05, importance=False)
+        graph_times[kind] = (time.perf_counter() - start,
+                             time.process_time() - start_cpu)
+
+    # importance on the first patches' graph (the induced sub-graph), its
+    # kernels compiled first on a small one
+    for k in (min(20, net.patch_count),
+              min(args.importance_patches, net.patch_count)):
+        keep = (net.links.from_id <= k) & (net.links.to_id <= k)
+        for kind in ("iic", "pc"):
+            _graph.connectivity_index(
+                kind, k, net.links.from_id[keep], net.links.to_id[keep],
+                net.links.cost[keep], net.patch_area[:k], net.landscape_area,
+                theta=np.log(2) / distance_p05) if k <= 20 else None
+    start, start_cpu = time.perf_counter(), time.process_time()
     _graph.connectivity_index(
         "iic", k, net.links.from_id[keep], net.links.to_id[keep],
         net.links.cost[keep], net.patch_area[:k], net.landscape_area)
     iic_importance = time.perf_counter() - start
-    start = time.perf_counter()
+    iic_cpu = time.process_time() - start_cpu
+    start, start_cpu = time.perf_counter(), time.process_time()
     _graph.connectivity_index(
         "pc", k, net.links.from_id[keep], net.links.to_id[keep],
         net.links.cost[keep], net.patch_area[:k], net.landscape_area,
         theta=np.log(2) / distance_p05)
     pc_importance = time.perf_counter() - start
+    pc_cpu = time.process_time() - start_cpu
+    load = os.getloadavg()[0]
 
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, "
                f"{platform.node()}")
@@ -136,20 +163,31 @@ def main():
         f"{args.size}² float32 fractal resistance (1..100), "
         f"{net.patch_count} patches ({int(net.patch_cells.sum())} habitat "
         f"cells), {len(net.links)} links, 8-connected; median of "
-        f"{args.repeat} after a warm-up (landscape made in {made:.1f} s).",
+        f"{args.repeat} after a warm-up (landscape made in {made:.1f} s); "
+        f"load average {load:.1f} at the end (CPU time = this process's, "
+        "all threads).",
         "",
-        "| what | median | runs |",
-        "|---|---|---|",
+        "| what | wall (median) | CPU time (median) | wall runs |",
+        "|---|---|---|---|",
         f"| habitat_network end to end (no dIIC/dPC) | {net_time:.2f} s | "
-        + ", ".join(f"{t:.2f}" for t in net_times) + " |",
-        f"| separate steps: connected_components + cost_distance | "
-        f"{step_time:.2f} s | " + ", ".join(f"{t:.2f}" for t in step_times)
+        f"{net_cpu:.2f} s | " + ", ".join(f"{t:.2f}" for t in net_times)
         + " |",
-        f"| the rest (masks, relabel, crossing scan, paths, tree, IIC, PC) | "
-        f"{net_time - step_time:.2f} s | end to end minus steps |",
-        f"| dIIC on the first {k} patches' graph ({int(keep.sum())} links) | "
-        f"{iic_importance:.2f} s | one run |",
-        f"| dPC on the same graph | {pc_importance:.2f} s | one run |",
+        f"| separate steps: connected_components + cost_distance | "
+        f"{step_time:.2f} s | {step_cpu:.2f} s | "
+        + ", ".join(f"{t:.2f}" for t in step_times) + " |",
+        f"| the rest (mask, relabel, crossing scan, paths, tree, IIC, PC) | "
+        f"{net_time - step_time:.2f} s | {net_cpu - step_cpu:.2f} s | "
+        "end to end minus steps |",
+        f"| of which IIC over all {net.patch_count} patches | "
+        f"{graph_times['iic'][0]:.2f} s | {graph_times['iic'][1]:.2f} s | "
+        "one run |",
+        f"| of which PC over all {net.patch_count} patches | "
+        f"{graph_times['pc'][0]:.2f} s | {graph_times['pc'][1]:.2f} s | "
+        "one run |",
+        f"| dIIC, first {k} patches' graph ({int(keep.sum())} links) | "
+        f"{iic_importance:.2f} s | {iic_cpu:.2f} s | one run |",
+        f"| dPC on the same graph | {pc_importance:.2f} s | {pc_cpu:.2f} s "
+        "| one run |",
     ]
     table = "\n".join(lines)
     print(table)

@@ -86,7 +86,7 @@ def is_number(value):
 
 
 def check_number(name, value, minimum=None, allow_none=True, finite=True,
-                 integer=False, above=False):
+                 integer=False, above=False, maximum=None):
     """``value`` as a float (an int when ``integer``), or raise naming it.
 
     None passes when ``allow_none``; NaN never does; infinity only when
@@ -108,6 +108,9 @@ def check_number(name, value, minimum=None, allow_none=True, finite=True,
         relation = "greater than" if above else "at least"
         raise InvalidInputError(
             f"{name} must be {relation} {minimum}, got {value!r}")
+    if maximum is not None and number > maximum:
+        raise InvalidInputError(
+            f"{name} must be at most {maximum}, got {value!r}")
     return int(value) if integer else number
 
 
@@ -189,16 +192,27 @@ def valid_mask(array, nodata):
         mask = ~np.isnan(array)
     else:
         mask = np.ones(array.shape, dtype=bool)
-    if nodata is not None and not (isinstance(nodata, float) and np.isnan(nodata)):
-        if np.issubdtype(array.dtype, np.integer):
-            info = np.iinfo(array.dtype)
-            if not np.isfinite(float(nodata)) or float(nodata) != int(nodata) \
-                    or not info.min <= nodata <= info.max:
-                return mask  # nodata cannot occur in this dtype
-            mask &= array != array.dtype.type(int(nodata))
-        else:
-            mask &= array != array.dtype.type(nodata)
+    value = nodata_in_dtype(array.dtype, nodata)
+    if value is not None:
+        mask &= array != value
     return mask
+
+
+def nodata_in_dtype(dtype, nodata):
+    """``nodata`` as a value of ``dtype``, or None when no cell of that
+    dtype can equal it: None, NaN (of any float type), and for an integer
+    dtype an infinite, fractional or out-of-range value.  The host mask
+    (:func:`valid_mask`) and the CUDA one compare with this same value."""
+    dtype = np.dtype(dtype)
+    if nodata is None or np.isnan(float(nodata)):
+        return None
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        if not np.isfinite(float(nodata)) or float(nodata) != int(nodata) \
+                or not info.min <= nodata <= info.max:
+            return None
+        return dtype.type(int(nodata))
+    return dtype.type(nodata)
 
 
 class Progress:
@@ -265,4 +279,6 @@ def check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
                 "it empty to run in this process")
     tiling.check_tile_size(tile_size)
     tiling.check_executor(executor)
-    check_number("memory_limit_mb", memory_limit_mb, minimum=0)
+    # 2**30 MB (1 PB) is past any machine's memory: a larger number is a slip
+    check_number("memory_limit_mb", memory_limit_mb, minimum=0,
+                 maximum=2**30)

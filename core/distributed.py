@@ -233,7 +233,8 @@ def worker_check(sources, out_dir, token, warm_up):
             with open(os.path.join(out_dir, token[0])) as handle:
                 if handle.read() != token[1]:
                     raise OSError("the token file holds other content")
-            probe = os.path.join(out_dir, f".gridgraph-probe-{uuid.uuid4().hex}")
+            probe = os.path.join(out_dir,
+                                 f".gridgraph-probe-{uuid.uuid4().hex}")
             with open(probe, "w"):
                 pass
             os.remove(probe)

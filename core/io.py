@@ -1,8 +1,11 @@
 """Raster and geometry I/O through GDAL/OGR: the only engine module that imports it."""
 
 import errno
+import gc
 import os
 import shutil
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -245,10 +248,31 @@ def write_raster(path, array, geotransform, projection, nodata=None,
             if atomic:
                 scratch.publish(temporary, path)
     except BaseException:
-        dataset = band = copy = None
+        with _quiet_close():
+            dataset = band = copy = None
         scratch.discard(temporary)
         raise
     return path
+
+
+@contextmanager
+def _quiet_close():
+    """Close the datasets of a failed write without GDAL's error at close
+    (the disk is still full) escaping as an "Exception ignored in
+    delete_Dataset" traceback on stderr: the file is removed right after,
+    and the first error is the one raised."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        if not (isinstance(unraisable.exc_value, RuntimeError)
+                and "delete_" in repr(unraisable.object)):
+            previous(unraisable)
+    sys.unraisablehook = hook
+    try:
+        yield
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
 
 
 def _check_folder(path):
@@ -631,5 +655,6 @@ class BandWriter:
 
     def abort(self):
         """Drop the partial file."""
-        self._band = self._dataset = None
+        with _quiet_close():
+            self._band = self._dataset = None
         scratch.discard(self._temporary)

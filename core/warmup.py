@@ -46,8 +46,11 @@ def _sources_digest():
             if name.endswith(".py"):
                 path = os.path.join(folder, name)
                 stat = os.stat(path)
-                digest.update(f"{path} {stat.st_size} {stat.st_mtime_ns}"
-                              .encode())
+                # relative: `make setup` imports the package through the
+                # venv's link, QGIS through the profile's; one marker
+                relative = os.path.relpath(path, _CORE)
+                digest.update(f"{relative} {stat.st_size} "
+                              f"{stat.st_mtime_ns}".encode())
     return digest.hexdigest()[:16]
 
 

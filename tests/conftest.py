@@ -145,21 +145,26 @@ def check_parameters(gridgraph_provider):
 # (pytest-qgis's qgis_app and qgis_iface are autouse: every test has them)
 QGIS_FIXTURES = {"gridgraph_provider", "run_algorithm", "check_parameters",
                  "qgis_process", "qgis_processing", "qgis_new_project"}
+# files that start QGIS in subprocesses (qgis_process) rather than by fixture
+QGIS_FILES = {"test_qgis_process.py", "test_faults_signals.py"}
 SLOW_FILES = {"test_tiled_components.py", "test_tiled_costdistance.py",
               "test_tiled_mst.py", "test_tiled_memory.py",
               "test_tiled_outputs.py", "test_mst_forest.py",
-              "test_faults_disk.py"}
+              "test_faults_disk.py", "test_faults_signals.py",
+              "test_distributed.py"}
 
 # engine tests that take many seconds each (64-bit index paths on large
 # rasters, many-dtype copies): slow, whatever their file
-SLOW_NAMES = ("64_bit", "int64", "two_to_the_31", "input_is_not_modified")
+SLOW_NAMES = ("64_bit", "int64", "two_to_the_31", "input_is_not_modified",
+              "chunked_parallel", "large_rasters")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = str(item.fspath)
         name = os.path.basename(path)
-        if QGIS_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if (QGIS_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or name in QGIS_FILES):
             item.add_marker(pytest.mark.qgis)
         if name == "test_grass_oracle.py":
             item.add_marker(pytest.mark.grass)

@@ -23,6 +23,24 @@ def dialog_iface(qgis_iface):
     return qgis_iface
 
 
+OPEN_DIALOGS = []
+
+
+@pytest.fixture(autouse=True)
+def close_dialogs():
+    """Delete every dialog a test opened while QGIS still runs: a dialog
+    left to the interpreter's exit is destroyed after QgsApplication and
+    crashes the process (a segmentation fault after the last test)."""
+    yield
+    from qgis.PyQt import sip
+    from qgis.PyQt.QtCore import QCoreApplication
+    while OPEN_DIALOGS:
+        dialog = OPEN_DIALOGS.pop()
+        dialog.close()
+        sip.delete(dialog)
+    QCoreApplication.processEvents()
+
+
 @pytest.fixture
 def project():
     from qgis.core import QgsProject
@@ -48,6 +66,7 @@ def run_dialog(algorithm_id, parameters, feedback_class=None):
     ProcessingConfig.setSettingValue(ProcessingConfig.KEEP_DIALOG_OPEN, True)
     dialog = processing.createAlgorithmDialog(algorithm_id, parameters)
     assert dialog is not None
+    OPEN_DIALOGS.append(dialog)
     if feedback_class is not None:
         base = dialog.createFeedback
         dialog.createFeedback = lambda: feedback_class(base())
@@ -174,6 +193,62 @@ def test_cancel_leaves_no_layer_and_no_file(project, rasters, tmp_path, name,
     Cancel.level = level
     ok, _, _ = run_dialog(f"gridgraph:{name}", parameters, Cancel)
     assert Cancel.pressed, f"no progress reported from {level} % on"
+    assert not ok
+    assert project.mapLayers() == {}
+    assert os.listdir(out) == []
+
+
+PHASES = {
+    "connectedcomponents": ["Reading the raster", "Labelling the components",
+                            "Making the component polygons",
+                            "Writing the component labels",
+                            "Writing the component polygons"],
+    "costdistance": ["Reading the cost raster and the sources",
+                     "Computing the accumulated cost",
+                     "Tracing the least-cost paths",
+                     "Writing Accumulated cost", "Writing Direction",
+                     "Writing the least-cost paths"],
+    "minimumspanningtree": ["Reading the raster",
+                            "Building the minimum spanning tree",
+                            "Cutting the tree into segments",
+                            "Making the tree edge lines",
+                            "Writing the parent direction",
+                            "Writing the segments", "Writing the tree edges"],
+}
+
+
+@pytest.mark.parametrize("name,phase", [
+    (name, phase) for name, phases in sorted(PHASES.items())
+    for phase in phases])
+def test_cancel_in_each_phase_leaves_no_layer_and_no_file(
+        project, rasters, tmp_path, name, phase):
+    """Cancel pressed as the dialog shows a phase's text: the run stops
+    there, no layer is added and the output folder stays empty."""
+    raster, outputs = CANCEL_CASES[name]
+    out = tmp_path / "out"
+    out.mkdir()
+    parameters = {"INPUT": rasters[raster]}
+    for key, value in outputs.items():
+        parameters[key] = (rasters[value] if value in rasters
+                           else value if not isinstance(value, str)
+                           else str(out / value))
+    seen = []
+
+    def cancel_in_phase(feedback):
+        def set_text(text, original=feedback.setProgressText):
+            seen.append(text)
+            original(text)
+            if text == phase:
+                feedback.cancel()
+        feedback.setProgressText = set_text
+        return feedback
+
+    ok, _, _ = run_dialog(f"gridgraph:{name}", parameters, cancel_in_phase)
+    # it stopped in that phase, or at the first check of the next one (a
+    # phase such as reading has no check of its own)
+    ours = [text for text in seen if text in PHASES[name]]
+    index = PHASES[name].index(phase)
+    assert ours[-1] in PHASES[name][index:index + 2], seen
     assert not ok
     assert project.mapLayers() == {}
     assert os.listdir(out) == []

@@ -403,3 +403,64 @@ def test_cost_distance_thread_pool_identical(tmp_path, connectivity):
                                connectivity=connectivity, tile_size=TILE,
                                executor=pool)
     assert_same(result, expected, ["accumulated", "direction", "allocation"])
+
+
+# ------------------------------------------------------------ the edge list
+
+@pytest.mark.parametrize("where", ["threads", "dask"])
+def test_mst_edge_list_by_sample_sort(cluster, tmp_path, monkeypatch, where):
+    """With tasks elsewhere (threads; Dask workers sharing out_dir) the
+    sorted edge list comes from a sample sort over per-tile run files:
+    ranges of 100 edges here, so dozens of ranges cut through the runs;
+    identical to the in-memory list (NaN weights last)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gridgraph.core.mst import edge_list
+    monkeypatch.setattr(edge_list, "RANGE_EDGES", 100)
+    calls = []
+    original = edge_list.sample_sort
+    monkeypatch.setattr(edge_list, "sample_sort",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    values = np.random.default_rng(8).integers(0, 7, (29, 26)).astype(
+        np.float32)
+    values[3, 4] = values[10, :5] = np.nan
+    expected = minimum_spanning_tree(values, connectivity=8)
+    out = tmp_path / "out"
+    out.mkdir()
+    memmap = save_npy(tmp_path, "values", values)
+    pool = ThreadPoolExecutor(2) if where == "threads" else None
+    executor = pool if pool is not None else cluster[1]
+    try:
+        result = minimum_spanning_tree(memmap, connectivity=8,
+                                       tile_size=TILE, executor=executor,
+                                       out_dir=out)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    assert calls == [1]
+    assert_same(result, expected, ["edges", "weights", "parent_direction"])
+    assert result.total_weight == expected.total_weight
+    assert sorted(os.listdir(out)) == ["edges.npy", "parent_direction.npy",
+                                       "weights.npy"]
+
+
+def test_tiles_sized_from_the_workers_memory(client):
+    """A Dask executor always tiles, with automatic tiles sized from the
+    smallest worker memory limit per thread, not the driver's memory."""
+    from gridgraph.core import tiling
+    from gridgraph.core.costdistance import tiled
+    workers = client.scheduler_info()["workers"].values()
+    per_thread = min(w["memory_limit"] / w["nthreads"] for w in workers)
+    shape = (70000, 50000)
+    grid = tiling.plan(shape, None, None, tiled.IN_MEMORY_BYTES_PER_CELL,
+                       tiled.TILE_BYTES_PER_CELL, client)
+    assert grid.tile_size == tiling.auto_tile_size(
+        shape, per_thread, tiled.TILE_BYTES_PER_CELL, 1)
+    small = tiling.plan((16, 16), None, None, 1, 1, client)
+    assert small is not None and small.tile_size == 16  # not in memory
+    limited = tiling.plan(shape, None, 64, tiled.IN_MEMORY_BYTES_PER_CELL,
+                          tiled.TILE_BYTES_PER_CELL, client)
+    assert limited.tile_size == tiling.auto_tile_size(
+        shape, 64 * 2**20, tiled.TILE_BYTES_PER_CELL, 1)
+    assert tiling.executor_workers(client) == sum(
+        w["nthreads"] for w in workers)

@@ -33,19 +33,23 @@ def random_cost(watched, shape, name="cost.tif", seed=4):
 
 # ---------------------------------------------------------------- full disk
 
-def test_raster_output_on_a_full_disk(run_algorithm, watched, small_disk):
-    """A Float64 output that does not fit: a message naming the folder and
-    the size, and nothing left on the small disk, nor in the other
-    outputs' folder (the run's other output is not published either)."""
+@pytest.mark.parametrize("tile_size", [0, 128])
+def test_raster_output_on_a_full_disk(run_algorithm, watched, small_disk,
+                                      tile_size):
+    """A Float64 output that does not fit (written whole, or streamed from
+    the tiled path's memmap): a message naming the folder and the size,
+    and nothing left on the small disk, nor in the other outputs' folder
+    (the run's other output is not published either)."""
     cost = random_cost(watched, (700, 700))
     point = write_points(watched.input("p.gpkg"), [cell_centre(3, 3)])
     watched.mark()
     message = fails(run_algorithm, CD, {
-        "INPUT": cost, "SOURCES": point,
+        "INPUT": cost, "SOURCES": point, "TILE_SIZE": tile_size,
         "OUTPUT_DIRECTION": watched.output("direction.tif"),
         "OUTPUT": str(small_disk / "cost.tif")})
     assert f"the disk holding {small_disk} is full" in message
     assert "MB were needed" in message and "Traceback" not in message
+    assert f"while writing {small_disk / 'cost.tif'}" in message
     assert entries(small_disk) == []
     watched.assert_untouched()
 
@@ -63,13 +67,24 @@ def test_vector_output_on_a_full_disk(run_algorithm, watched, small_disk):
     watched.assert_untouched()
 
 
-def test_vector_output_on_a_full_disk_through_qgis_process(watched,
-                                                           small_disk):
-    values = np.random.default_rng(5).uniform(0, 1, size=(200, 200))
-    raster = write_geotiff(watched.input("v.tif"), values)
+@pytest.mark.parametrize("output", ["OUTPUT_LINES", "OUTPUT"])
+def test_full_disk_through_qgis_process(watched, small_disk, output):
+    """No traceback on stderr either (GDAL's error when the failed file is
+    closed included), and a non-zero exit."""
+    if output == "OUTPUT_LINES":
+        values = np.random.default_rng(5).uniform(0, 1, size=(200, 200))
+        raster = write_geotiff(watched.input("v.tif"), values)
+        parameters = {"INPUT": raster,
+                      output: str(small_disk / "lines.gpkg")}
+        algorithm_id = MST
+    else:
+        raster = random_cost(watched, (700, 700))
+        point = write_points(watched.input("p.gpkg"), [cell_centre(3, 3)])
+        parameters = {"INPUT": raster, "SOURCES": point,
+                      output: str(small_disk / "cost.tif")}
+        algorithm_id = CD
     watched.mark()
-    code, text = run_qgis_process(MST, {
-        "INPUT": raster, "OUTPUT_LINES": str(small_disk / "lines.gpkg")})
+    code, text = run_qgis_process(algorithm_id, parameters)
     assert code != 0
     assert f"the disk holding {small_disk} is full" in text
     assert "Traceback" not in text

@@ -14,7 +14,9 @@ within the current threshold; when none is left the threshold moves to the
 least waiting key plus DELTA_TILES tiles' worth of cost (delta-stepping,
 Meyer & Sanders 2003; near-far, Davidson et al. 2014), which keeps tiles
 from being relaxed again and again with values that are not final yet.  The
-rounds end when no tile is woken.
+rounds end when no tile is woken.  The schedule's state (threshold, bucket
+moves, the end) lives on the device: the host queues rounds and reads it
+once per ROUNDS_PER_CHECK rounds, not once a round.
 
 Exactness.  Every cell gets the pair (d, h), the unique fixed point of
 ``(d, h)[c] = lexmin over allowed neighbours n of (d[n] + w(n, c), h[n] + 1)``
@@ -82,6 +84,16 @@ SPAN_CELLS = SPAN * SPAN
 # Rounds queued between two reads of the schedule's state (each read is a
 # host round trip; rounds queued after the end find no tile and do nothing).
 ROUNDS_PER_CHECK = 2 if SIMULATOR else 24
+# Distance sweeps: each thread relaxes ROWS_PER_THREAD consecutive rows of
+# its column, downward then upward on alternate sweeps (True), or every
+# THREADS_Y-th row (False).  Either gives the same distances (the fixed
+# point does not depend on the order); the number of sweeps differs.
+CONSECUTIVE_ROWS = True
+# Passes of a thread over its rows between two block-wide barriers (a
+# sweep); any number gives the same distances.  Two, down then up (H100,
+# one run, 16384² / 4096² fractal: 0.597 / 0.083 s device with 6.5 sweeps
+# a visit, against 0.641 / 0.100 s with one pass and 11.9 sweeps).
+PASSES_PER_SWEEP = 2
 # Blocks of a relaxation launch: they take the listed tiles in turn.
 RELAX_BLOCKS = 4 if SIMULATOR else 2048
 # The schedule on the device: float64 [threshold, deferred, delta] and
@@ -182,11 +194,22 @@ def _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
                 wake_next[neighbour] = 1
 
 
+@cuda.jit(device=True, cache=True)
+def _tile_row(ly0, k, consecutive):
+    """Row of a tile a thread of row group ly0 relaxes k-th: rows ly0 * R
+    to ly0 * R + R - 1 (``consecutive``: a value travels R rows down, or
+    up, in one sweep), else every THREADS_Y-th row from ly0."""
+    if consecutive:
+        return ly0 * ROWS_PER_THREAD + k
+    return ly0 + k * THREADS_Y
+
+
 @cuda.jit(cache=True)
 def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
                           tiles_x, tiles_y, worklist, listed, connectivity,
                           halo, offsets, passed, half_step, max_cost,
-                          wake_next, tile_key, changed_key, work):
+                          wake_next, tile_key, changed_key, work,
+                          consecutive, passes):
     """Phase 1, one round: relax the distances of each of the ``listed[0]``
     tiles of ``worklist`` to its fixed point (a fixed grid of blocks takes
     the tiles in turn, so the host need not know how many there are).
@@ -246,8 +269,12 @@ def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
         while True:
             sweeps += 1
             any_change = 0
-            for k in range(ROWS_PER_THREAD):
-                si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
+            for j in range(ROWS_PER_THREAD * passes):
+                k = j % ROWS_PER_THREAD
+                if consecutive and ((sweeps + j // ROWS_PER_THREAD) & 1) == 0:
+                    k = ROWS_PER_THREAD - 1 - k  # upward on alternate passes
+                si = (_tile_row(ly0, k, consecutive) + HALO) * SPAN + lx \
+                    + HALO
                 cb = cost_s[si]
                 if cb == cb:  # a valid cell of the raster
                     best = dist_s[si]
@@ -280,7 +307,7 @@ def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
 
         for k in range(ROWS_PER_THREAD):
             if changed[k]:
-                ly = ly0 + k * THREADS_Y
+                ly = _tile_row(ly0, k, consecutive)
                 g = (r0 + ly) * cols + c0 + lx
                 value = dist_s[(ly + HALO) * SPAN + lx + HALO]
                 dist[g] = value
@@ -362,12 +389,11 @@ def _find_ties(mask, hops, n, found):
 @cuda.jit(cache=True)
 def _relax_hops_tiles(mask, dist, hops, unset, rows, cols, tiles_x, tiles_y,
                       worklist, listed, connectivity, halo, offsets,
-                      wake_next,
-                      tile_key, work):
+                      wake_next, tile_key, work):
     """Phase 2, one round: with the distances final, relax the hops of each
-    of the ``listed[0]`` tiles of ``worklist`` over its tight neighbours (``mask``) to the fixed point
-    ``h[c] = min(h[c], h[n] + 1)``.  Wake-ups as in phase 1, keyed by the
-    changed cell's distance."""
+    of the ``listed[0]`` tiles of ``worklist`` over its tight neighbours
+    (``mask``) to the fixed point ``h[c] = min(h[c], h[n] + 1)``.
+    Wake-ups as in phase 1, keyed by the changed cell's distance."""
     hops_s = cuda.shared.array(SPAN_CELLS, np.int64)
     delta_s = cuda.shared.array(16, np.int32)
     wake = cuda.shared.array(9, np.float64)
@@ -734,7 +760,8 @@ def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
             cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
             grid.tiles_x, grid.tiles_y, worklist, listed, grid.connectivity,
             grid.halo, grid.offsets, grid.passed, grid.half_step, max_cost,
-            wake, tile_key, changed_key, work)
+            wake, tile_key, changed_key, work, CONSECUTIVE_ROWS,
+            PASSES_PER_SWEEP)
 
     rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,
                                 progress)

@@ -48,8 +48,7 @@ import numpy as np
 from numba import njit
 
 from .. import tiling
-from .._common import Progress, valid_mask
-from ..errors import InvalidInputError
+from .._common import valid_mask
 
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2

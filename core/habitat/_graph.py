@@ -15,7 +15,8 @@ nl_ij is the number of links on the path from i to j with the fewest links
 largest product of link probabilities p = exp(-theta * cost) over the paths
 from i to j (p*_ii = 1).  Because -log p = theta * cost, p*_ij is
 exp(-theta * D_ij) with D_ij the least sum of link costs: one Dijkstra per
-patch over the link costs.  exp(-x) is exactly 0.0 in float64 once
+patch over the link costs (over link counts, each link weighing 1, for
+IIC; :func:`._importance.rows`).  exp(-x) is exactly 0.0 in float64 once
 x > MAX_EXPONENT, so each Dijkstra stops there without changing a bit.
 
 A patch's importance dI_k = 100 * (I - I_k) / I, I_k the index of the
@@ -25,7 +26,7 @@ the pairs whose distance grows from each source's shortest-path tree.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .._unionfind import find_root
 from . import _importance
@@ -104,129 +105,6 @@ def adjacency(count, from_id, to_id, weight):
     return offsets, b[order], w[order]
 
 
-# ------------------------------------------------------------------- IIC
-
-
-@njit(cache=True, nogil=True)
-def _iic_row(source, removed, offsets, neighbours, area, members_mask,
-             level, queue):
-    """sum_j a_source a_j / (1 + nl) over the patches j reached from
-    ``source`` by breadth-first search, skipping patch ``removed``."""
-    for v in range(level.size):
-        level[v] = -1
-    level[source] = 0
-    queue[0] = source
-    head, tail = 0, 1
-    total = 0.0
-    while head < tail:
-        v = queue[head]
-        head += 1
-        total += area[v] / (1.0 + level[v])
-        for e in range(offsets[v], offsets[v + 1]):
-            w = neighbours[e]
-            if w != removed and level[w] < 0 and members_mask[w]:
-                level[w] = level[v] + 1
-                queue[tail] = w
-                tail += 1
-    return area[source] * total
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _iic_rows(sources, removed, offsets, neighbours, area, members_mask):
-    rows = np.zeros(sources.size)
-    n = area.size
-    for s in prange(sources.size):
-        level = np.empty(n, dtype=np.int64)
-        queue = np.empty(n, dtype=np.int64)
-        if sources[s] != removed:
-            rows[s] = _iic_row(sources[s], removed, offsets, neighbours,
-                               area, members_mask, level, queue)
-    return rows
-
-
-# -------------------------------------------------------------------- PC
-
-
-@njit(cache=True, nogil=True)
-def _pc_row(source, removed, offsets, neighbours, weight, area,
-            members_mask, theta, distance, settled, heap_key, heap_node):
-    """sum_j a_source a_j exp(-theta D_sj) by Dijkstra from ``source`` over
-    the link costs, skipping patch ``removed``; stops where exp underflows."""
-    for v in range(distance.size):
-        distance[v] = np.inf
-        settled[v] = False
-    limit = MAX_EXPONENT / theta if theta > 0 else np.inf
-    distance[source] = 0.0
-    size = 0
-    heap_key[0] = 0.0
-    heap_node[0] = source
-    size = 1
-    total = 0.0
-    while size > 0:
-        key = heap_key[0]
-        v = heap_node[0]
-        size -= 1
-        if size > 0:  # sift the last entry down from the root
-            last_key = heap_key[size]
-            last_node = heap_node[size]
-            i = 0
-            while True:
-                child = 2 * i + 1
-                if child >= size:
-                    break
-                if child + 1 < size and heap_key[child + 1] < heap_key[child]:
-                    child += 1
-                if heap_key[child] < last_key:
-                    heap_key[i] = heap_key[child]
-                    heap_node[i] = heap_node[child]
-                    i = child
-                else:
-                    break
-            heap_key[i] = last_key
-            heap_node[i] = last_node
-        if settled[v] or key > distance[v]:
-            continue
-        settled[v] = True
-        total += area[v] * np.exp(-theta * key)
-        for e in range(offsets[v], offsets[v + 1]):
-            w = neighbours[e]
-            if w == removed or settled[w] or not members_mask[w]:
-                continue
-            candidate = key + weight[e]
-            if candidate < distance[w] and candidate <= limit:
-                distance[w] = candidate
-                i = size  # sift up
-                size += 1
-                while i > 0:
-                    parent = (i - 1) // 2
-                    if heap_key[parent] <= candidate:
-                        break
-                    heap_key[i] = heap_key[parent]
-                    heap_node[i] = heap_node[parent]
-                    i = parent
-                heap_key[i] = candidate
-                heap_node[i] = w
-    return area[source] * total
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _pc_rows(sources, removed, offsets, neighbours, weight, area,
-             members_mask, theta):
-    rows = np.zeros(sources.size)
-    n = area.size
-    m = neighbours.size + 1
-    for s in prange(sources.size):
-        distance = np.empty(n)
-        settled = np.empty(n, dtype=np.bool_)
-        heap_key = np.empty(m)
-        heap_node = np.empty(m, dtype=np.int64)
-        if sources[s] != removed:
-            rows[s] = _pc_row(sources[s], removed, offsets, neighbours,
-                              weight, area, members_mask, theta, distance,
-                              settled, heap_key, heap_node)
-    return rows
-
-
 # ------------------------------------------------------------- the indices
 
 
@@ -241,24 +119,19 @@ def connectivity_index(kind, count, from_id, to_id, cost, area,
     """
     area = np.asarray(area, dtype=np.float64)
     offsets, neighbours, weight = adjacency(count, from_id, to_id, cost)
-    everyone = np.ones(count, dtype=np.bool_)
-    sources = np.arange(count, dtype=np.int64)
-    if kind == "iic":
-        rows = _iic_rows(sources, -1, offsets, neighbours, area, everyone)
+    if kind == "iic":  # link counts: every link weighs 1
+        weight = np.ones_like(weight)
+        limit = np.inf
     else:
-        rows = _pc_rows(sources, -1, offsets, neighbours, weight, area,
-                        everyone, float(theta))
+        limit = MAX_EXPONENT / theta
+    rows = _importance.rows(offsets, neighbours, weight, area, kind == "pc",
+                            theta or 0.0, limit)
     numerator = _ordered_sum(rows)
     index = numerator / landscape_area ** 2
     if not importance:
         return index, None
     component, components = graph_components(count, from_id, to_id,
                                              np.ones(len(from_id), bool))
-    if kind == "iic":  # link counts: every link weighs 1
-        weight = np.ones_like(weight)
-        limit = np.inf
-    else:
-        limit = MAX_EXPONENT / theta
     d_index = np.zeros(count)
     order = np.argsort(component, kind="stable")
     bounds = np.searchsorted(component[order], np.arange(1, components + 2))

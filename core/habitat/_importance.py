@@ -28,47 +28,11 @@ on the number of threads.
 import numpy as np
 from numba import njit, prange
 
+# the binary heap of the cost-distance kernels (push returns the new size,
+# pop removes the root after it was read)
+from ..costdistance._blocks_cpu import _pop, _push
+
 CHUNKS = 64
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _push(heap_key, heap_node, size, key, node):
-    i = size
-    while i > 0:
-        parent = (i - 1) // 2
-        if heap_key[parent] <= key:
-            break
-        heap_key[i] = heap_key[parent]
-        heap_node[i] = heap_node[parent]
-        i = parent
-    heap_key[i] = key
-    heap_node[i] = node
-    return size + 1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _pop(heap_key, heap_node, size):
-    """Removes the root; returns the new size (the root was read before)."""
-    size -= 1
-    if size > 0:
-        last_key = heap_key[size]
-        last_node = heap_node[size]
-        i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= size:
-                break
-            if child + 1 < size and heap_key[child + 1] < heap_key[child]:
-                child += 1
-            if heap_key[child] < last_key:
-                heap_key[i] = heap_key[child]
-                heap_node[i] = heap_node[child]
-                i = child
-            else:
-                break
-        heap_key[i] = last_key
-        heap_node[i] = last_node
-    return size
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -109,6 +73,63 @@ def _tree(source, offsets, neighbours, weight, members_mask, limit, distance,
                 parent[w] = v
                 size = _push(heap_key, heap_node, size, candidate, w)
     return count
+
+
+@njit(cache=True, nogil=True)
+def _levels(source, offsets, neighbours, level, queue):
+    """Breadth-first search: link counts from ``source`` (-1 unreached) and
+    the visit order in ``queue``; returns the number visited."""
+    for v in range(level.size):
+        level[v] = -1
+    level[source] = 0
+    queue[0] = source
+    head, tail = 0, 1
+    while head < tail:
+        v = queue[head]
+        head += 1
+        for e in range(offsets[v], offsets[v + 1]):
+            w = neighbours[e]
+            if level[w] < 0:
+                level[w] = level[v] + 1
+                queue[tail] = w
+                tail += 1
+    return tail
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def rows(offsets, neighbours, weight, area, kind_pc, theta, limit):
+    """Row i of the numerator, a_i * sum_j a_j f(D_ij), for every patch i:
+    a breadth-first search each for IIC (unit weights), a Dijkstra search
+    stopped at ``limit`` for PC.  Work arrays are made once per chunk of
+    sources (fresh memory per source cost more than the searches)."""
+    n = area.size
+    out = np.zeros(n)
+    everyone = np.ones(n, dtype=np.bool_)
+    chunks = min(CHUNKS, n)
+    for c in prange(chunks):
+        order = np.empty(n, dtype=np.int64)
+        level = np.empty(n, dtype=np.int64)
+        distance = np.empty(n)
+        parent = np.empty(n, dtype=np.int64)
+        settled = np.empty(n, dtype=np.bool_)
+        heap_key = np.empty(neighbours.size + n + 1)
+        heap_node = np.empty(neighbours.size + n + 1, dtype=np.int64)
+        for source in range(c * n // chunks, (c + 1) * n // chunks):
+            total = 0.0
+            if not kind_pc:
+                count = _levels(source, offsets, neighbours, level, order)
+                for p in range(count):
+                    v = order[p]
+                    total += area[v] / (1.0 + level[v])
+            else:
+                count = _tree(source, offsets, neighbours, weight, everyone,
+                              limit, distance, parent, order, settled,
+                              heap_key, heap_node)
+                for p in range(count):
+                    v = order[p]
+                    total += area[v] * _f(distance[v], kind_pc, theta)
+            out[source] = area[source] * total
+    return out
 
 
 @njit(cache=True, nogil=True)

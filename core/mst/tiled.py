@@ -43,6 +43,7 @@ Edge keys: ``edge_id = low * 4 + rank`` (rank 0 right, 1 down-left, 2 down,
 
 import concurrent.futures
 import functools
+import os
 import threading
 
 import numpy as np
@@ -50,7 +51,7 @@ from numba import njit
 
 from .. import distributed, tiling
 from .._common import Progress, valid_mask
-from . import PARENT_DEGREES, PARENT_OFFSETS
+from . import PARENT_DEGREES, PARENT_OFFSETS, edge_list
 from .._unionfind import find_root as _find
 from ._cpu import _edge_weight, _lighter, sum_parts, sum_parts_size, \
     total_from_parts
@@ -1294,14 +1295,26 @@ def _minimum_spanning_tree_tiled(plan, connectivity, weight_index,
                                           (rows, cols), np.float32, np.nan)
         run_sizes = {}
         parts = np.zeros(sum_parts_size(weight_dtype), dtype=np.int64)
+        # the edge list by a sample sort over run files when tasks run
+        # elsewhere and can share the scratch folder (Dask workers: only
+        # when it lies in out_dir); in this process by the k-way merge
+        shared = not distributed.is_dask_client(executor) or (
+            out_dir is not None and os.path.abspath(folder).startswith(
+                os.path.abspath(out_dir) + os.sep))
+        sample_sort = keep_edges and executor is not None and shared
+        samples = {}
         with tiling.output_sinks([direction_sink]):
             def keep_run(index, result):
-                block, run_ids, run_weights, tile_parts, count = result
                 tile = tiles[index]
+                if sample_sort:
+                    block, tile_parts, count, sample_w, sample_e = result
+                    samples[tile] = (sample_w, sample_e)
+                else:
+                    block, run_ids, run_weights, tile_parts, count = result
                 if block is not None:
                     direction_sink.write(windows[tile], block)
                 store.discard(("msf", tile))
-                if keep_edges:
+                if keep_edges and not sample_sort:
                     store.put(("run", tile), (run_ids, run_weights))
                 run_sizes[tile] = count
                 parts[:] += tile_parts  # integers: exact in any order
@@ -1313,10 +1326,19 @@ def _minimum_spanning_tree_tiled(plan, connectivity, weight_index,
             in_task = executor is None or isinstance(
                 executor, concurrent.futures.ThreadPoolExecutor) or \
                 isinstance(direction_sink, tiling.NpySink)
+            if sample_sort:
+                def finish(t):
+                    return functools.partial(
+                        edge_list.finish_to_files, tile_finish,
+                        direction_sink if in_task else None, folder, t)
+            else:
+                def finish(t):
+                    return functools.partial(_finish_and_write,
+                                             direction_sink) \
+                        if in_task else tile_finish
             tiling.run_tasks(
-                functools.partial(_finish_and_write, direction_sink)
-                if in_task else tile_finish,
-                ((source, windows[t], (rows, cols), nodata,
+                _call,
+                ((finish(t), source, windows[t], (rows, cols), nodata,
                   store.get(("msf", t)), local_removed(t), roots[t],
                   owned.get(t, empty_sep), weight_index, weight_dtype)
                  for t in tiles),
@@ -1325,7 +1347,13 @@ def _minimum_spanning_tree_tiled(plan, connectivity, weight_index,
                 on_result=keep_run, count=len(tiles))
             total = sum(run_sizes.values())
             edges = weights = None
-            if keep_edges:
+            if sample_sort:
+                edges, weights = edge_list.sample_sort(
+                    folder, tiles, run_sizes, samples, weight_dtype,
+                    (rows, cols), out_dir, executor,
+                    tiling.executor_workers(executor),
+                    progress.span(FINISH_SPAN[1], 1.0))
+            elif keep_edges:
                 edges, weights = merge_runs(
                     store, [("run", t) for t in tiles], total, weight_dtype,
                     (rows, cols), out_dir, progress.span(FINISH_SPAN[1], 1.0),
@@ -1336,6 +1364,12 @@ def _minimum_spanning_tree_tiled(plan, connectivity, weight_index,
                      total_weight=total_from_parts(parts),
                      trees=n_valid - total, parent_direction=parent_direction,
                      shape=(rows, cols))
+
+
+def _call(function, *arguments):
+    """``function(*arguments)``: lets one task list carry a function per
+    task."""
+    return function(*arguments)
 
 
 def _finish_and_write(sink, source, window, *arguments):

@@ -477,6 +477,19 @@ def test_tile_schedule_does_not_change_the_result():
                     with_cpu=delta is None)
 
 
+def test_sweep_order_does_not_change_the_result(monkeypatch):
+    # consecutive rows swept down and up, or every THREADS_Y-th row; one
+    # or two passes per barrier
+    cost = np.where(np.isnan(maze_cost((11, 9), seed=6)), np.nan,
+                    np.arange(99).reshape(11, 9) % 4 + 0.5)
+    valid = ~np.isnan(cost)
+    cells, ids = np.array([[0, 0], [10, 8]]), np.array([1, 2])
+    for consecutive, passes in ((True, 1), (False, 1), (True, 2)):
+        monkeypatch.setattr(_cuda, "CONSECUTIVE_ROWS", consecutive)
+        monkeypatch.setattr(_cuda, "PASSES_PER_SWEEP", passes)
+        check_solve(cost, valid, cells, ids, 16, with_cpu=False)
+
+
 def test_hops_phase_runs_only_where_a_tie_needs_it():
     # random real costs: no cell has two tight neighbours, the hops phase
     # is skipped; unit costs: ties everywhere, it runs.  Same outputs as
