@@ -133,11 +133,27 @@ def warm_up(dtypes=DTYPES, progress=None):
         # the accumulated cost (float64 with NaN) fed to the next algorithm
         minimum_spanning_tree(distance.accumulated, backend="cpu",
                               nodata=float("nan"), edges=True)
+        _warm_block_search(cost_distance)
         marker = _marker_path()
         os.makedirs(os.path.dirname(marker), exist_ok=True)
         with open(marker, "w", encoding="utf-8") as handle:
             handle.write(f"warmed in {time.perf_counter() - start:.1f} s\n")
     return time.perf_counter() - start
+
+
+def _warm_block_search(cost_distance):
+    """Where numba has enough threads, cost distance takes its parallel
+    block search from BLOCKS_MIN_CELLS cells on (costdistance._cpu.solve):
+    one raster of that size compiles it (its kernels work on the search's
+    float64 state, so one dtype does)."""
+    import numba
+
+    from .costdistance import _cpu
+    if numba.get_num_threads() < _cpu.BLOCKS_MIN_THREADS:
+        return
+    side = int(np.ceil(np.sqrt(_cpu.BLOCKS_MIN_CELLS)))
+    cost_distance(np.ones((side, side), dtype=np.float32), [(0, 0)],
+                  connectivity=8, backend="cpu")
 
 
 def start_in_background(log=None):
