@@ -3,7 +3,8 @@
 Each output gets what a cartographer would pick for it:
 
 - labels (components, segments, allocation): a qualitative palette cycled
-  by label, so consecutive labels never share a colour, at any count;
+  by label, so consecutive labels never share a colour (up to
+  MAX_PALETTE_CLASSES labels; past that, runs of consecutive labels do);
 - directions (0-360 degrees): a cyclic ramp, so 359 and 1 look alike;
   0 (roots and sources, "no move") gets its own neutral colour;
 - accumulated cost: a perceptual ramp (Magma), nodata transparent;

@@ -53,6 +53,15 @@ def timed(function, repeat):
     return statistics.median(times), result
 
 
+def report(rows):
+    """Print rows on stderr as they come (a run cut short keeps them)."""
+    for name, peer, size, t_ours, t_peer, check in rows:
+        print(f"{name} | {peer} | {size} | {t_ours:.3f} | {t_peer:.3f} | "
+              f"{t_peer / t_ours:.2f}x | {check}", file=sys.stderr,
+              flush=True)
+    return rows
+
+
 def ab(ours, peer, repeat):
     """Interleaved A/B timing: one warm-up each, then ``repeat`` rounds
     alternating which goes first; returns (median ours, median peer, last
@@ -498,13 +507,15 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gridgraph-bench-") as folder:
         for size in args.sizes:
             if "components" in args.operations:
-                rows.extend(bench_components(size, args.repeat, threads))
+                rows.extend(report(bench_components(size, args.repeat,
+                                                    threads)))
             if "costdistance" in args.operations:
-                rows.extend(bench_cost_distance(size, args.repeat, folder))
+                rows.extend(report(bench_cost_distance(size, args.repeat,
+                                                       folder)))
             if "mst" in args.operations:
-                rows.extend(bench_mst(size, args.repeat))
+                rows.extend(report(bench_mst(size, args.repeat)))
             if "segments" in args.operations:
-                rows.extend(bench_segments(size, args.repeat))
+                rows.extend(report(bench_segments(size, args.repeat)))
             if args.qgis:
                 rows.extend(bench_qgis_process(size, args.repeat, folder))
             print(f"done {size}", file=sys.stderr, flush=True)

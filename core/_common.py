@@ -192,16 +192,27 @@ def valid_mask(array, nodata):
         mask = ~np.isnan(array)
     else:
         mask = np.ones(array.shape, dtype=bool)
-    if nodata is not None and not (isinstance(nodata, float) and np.isnan(nodata)):
-        if np.issubdtype(array.dtype, np.integer):
-            info = np.iinfo(array.dtype)
-            if not np.isfinite(float(nodata)) or float(nodata) != int(nodata) \
-                    or not info.min <= nodata <= info.max:
-                return mask  # nodata cannot occur in this dtype
-            mask &= array != array.dtype.type(int(nodata))
-        else:
-            mask &= array != array.dtype.type(nodata)
+    value = nodata_in_dtype(array.dtype, nodata)
+    if value is not None:
+        mask &= array != value
     return mask
+
+
+def nodata_in_dtype(dtype, nodata):
+    """``nodata`` as a value of ``dtype``, or None when no cell of that
+    dtype can equal it: None, NaN (of any float type), and for an integer
+    dtype an infinite, fractional or out-of-range value.  The host mask
+    (:func:`valid_mask`) and the CUDA one compare with this same value."""
+    dtype = np.dtype(dtype)
+    if nodata is None or np.isnan(float(nodata)):
+        return None
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        if not np.isfinite(float(nodata)) or float(nodata) != int(nodata) \
+                or not info.min <= nodata <= info.max:
+            return None
+        return dtype.type(int(nodata))
+    return dtype.type(nodata)
 
 
 class Progress:

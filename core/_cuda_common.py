@@ -23,6 +23,7 @@ import time
 import numpy as np
 from numba import config, cuda
 
+from ._common import nodata_in_dtype
 from .errors import BackendUnavailableError
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
@@ -222,11 +223,6 @@ class PhaseTimer:
         self.last = now
 
 
-def to_device(array):
-    """Copy a host array to the device (contiguous, native byte order)."""
-    return cuda.to_device(np.ascontiguousarray(array))
-
-
 # --------------------------------------------------------------------------
 # Large copies between the host and the device.
 #
@@ -244,12 +240,17 @@ STAGE_BYTES = (1 << 12) if SIMULATOR else (64 << 20)
 STAGED_MIN_BYTES = 0 if SIMULATOR else (16 << 20)
 _STAGES = []
 _HOST_POOL = []
+# The staging buffers are one pair per process: tile tasks in threads (the
+# tiled components, the habitat network with an executor) copy one at a
+# time, or one tile's bytes would land in another's array.
+_STAGES_LOCK = threading.RLock()
 
 
 def _stages():
-    if not _STAGES:
-        _STAGES.extend((cuda.pinned_array(STAGE_BYTES, dtype=np.uint8),
-                        cuda.stream()) for _ in range(2))
+    with _STAGES_LOCK:
+        if not _STAGES:
+            _STAGES.extend((cuda.pinned_array(STAGE_BYTES, dtype=np.uint8),
+                            cuda.stream()) for _ in range(2))
     return _STAGES
 
 
@@ -300,13 +301,14 @@ def copy_to_host(device_array, count=None):
         buffer, stream = stages[i % 2]
         source[a:b].copy_to_host(buffer[:b - a], stream=stream)
 
-    issue(0)
-    for i, (a, b) in enumerate(chunks):
-        if i + 1 < len(chunks):
-            issue(i + 1)  # its buffer was emptied in the previous pass
-        buffer, stream = stages[i % 2]
-        stream.synchronize()
-        _parallel_copy(buffer[:b - a], target[a:b])
+    with _STAGES_LOCK:
+        issue(0)
+        for i, (a, b) in enumerate(chunks):
+            if i + 1 < len(chunks):
+                issue(i + 1)  # its buffer was emptied in the previous pass
+            buffer, stream = stages[i % 2]
+            stream.synchronize()
+            _parallel_copy(buffer[:b - a], target[a:b])
     return out
 
 
@@ -323,14 +325,15 @@ def copy_to_device(array):
     source = host.view(np.uint8)
     nbytes = host.nbytes
     stages = _stages()
-    for i, a in enumerate(range(0, nbytes, STAGE_BYTES)):
-        b = min(a + STAGE_BYTES, nbytes)
-        buffer, stream = stages[i % 2]
-        stream.synchronize()  # its previous chunk has left the buffer
-        _parallel_copy(source[a:b], buffer[:b - a])
-        target[a:b].copy_to_device(buffer[:b - a], stream=stream)
-    for _, stream in stages:
-        stream.synchronize()
+    with _STAGES_LOCK:
+        for i, a in enumerate(range(0, nbytes, STAGE_BYTES)):
+            b = min(a + STAGE_BYTES, nbytes)
+            buffer, stream = stages[i % 2]
+            stream.synchronize()  # its previous chunk has left the buffer
+            _parallel_copy(source[a:b], buffer[:b - a])
+            target[a:b].copy_to_device(buffer[:b - a], stream=stream)
+        for _, stream in stages:
+            stream.synchronize()
     return out
 
 
@@ -365,15 +368,7 @@ def nodata_test(dtype, nodata):
     """(test NaN, nodata in ``dtype`` or None): what
     :func:`gridgraph.core._common.valid_mask` compares with."""
     dtype = np.dtype(dtype)
-    floating = np.issubdtype(dtype, np.floating)
-    if nodata is None or (isinstance(nodata, float) and np.isnan(nodata)):
-        return floating, None
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        if float(nodata) != int(nodata) or not info.min <= nodata <= info.max:
-            return floating, None
-        return floating, dtype.type(int(nodata))
-    return floating, dtype.type(nodata)
+    return np.issubdtype(dtype, np.floating), nodata_in_dtype(dtype, nodata)
 
 
 def valid_cells_device(array, nodata, dtype=None):

@@ -46,8 +46,11 @@ def _sources_digest():
             if name.endswith(".py"):
                 path = os.path.join(folder, name)
                 stat = os.stat(path)
-                digest.update(f"{path} {stat.st_size} {stat.st_mtime_ns}"
-                              .encode())
+                # relative: `make setup` imports the package through the
+                # venv's link, QGIS through the profile's; one marker
+                relative = os.path.relpath(path, _CORE)
+                digest.update(f"{relative} {stat.st_size} "
+                              f"{stat.st_mtime_ns}".encode())
     return digest.hexdigest()[:16]
 
 
@@ -130,11 +133,27 @@ def warm_up(dtypes=DTYPES, progress=None):
         # the accumulated cost (float64 with NaN) fed to the next algorithm
         minimum_spanning_tree(distance.accumulated, backend="cpu",
                               nodata=float("nan"), edges=True)
+        _warm_block_search(cost_distance)
         marker = _marker_path()
         os.makedirs(os.path.dirname(marker), exist_ok=True)
         with open(marker, "w", encoding="utf-8") as handle:
             handle.write(f"warmed in {time.perf_counter() - start:.1f} s\n")
     return time.perf_counter() - start
+
+
+def _warm_block_search(cost_distance):
+    """Where numba has enough threads, cost distance takes its parallel
+    block search from BLOCKS_MIN_CELLS cells on (costdistance._cpu.solve):
+    one raster of that size compiles it (its kernels work on the search's
+    float64 state, so one dtype does)."""
+    import numba
+
+    from .costdistance import _cpu
+    if numba.get_num_threads() < _cpu.BLOCKS_MIN_THREADS:
+        return
+    side = int(np.ceil(np.sqrt(_cpu.BLOCKS_MIN_CELLS)))
+    cost_distance(np.ones((side, side), dtype=np.float32), [(0, 0)],
+                  connectivity=8, backend="cpu")
 
 
 def start_in_background(log=None):

@@ -16,9 +16,9 @@ from conftest import (QGIS_PROCESS, cell_centre, qgis_process_environment,
 from faults_helpers import (CD, MST, assert_inputs_unchanged, entries,
                             run_qgis_process, snapshot)
 
-# 1024 x 1024 cells in tiles of 16: a tiled cost distance of several
-# seconds (4096 tiles), interrupted a moment after its scratch appears
-SIDE, TILE = 1024, 16
+# 2048 x 2048 cells in tiles of 32: a tiled cost distance that lasts well
+# past the signal on a fast idle machine too (the tests never wait for it)
+SIDE, TILE = 2048, 32
 
 
 @pytest.fixture(scope="module")

@@ -517,3 +517,29 @@ def test_a_raster_of_two_columns(tile_size):
                           tile_size=tile_size, backend="cpu")
     assert net.patch_count == 2 and net.links.cost.tolist() == [8.0]
     assert net.allocation[:5].tolist() == [[1, 1]] * 5
+
+
+def test_tiled_runs_leave_no_scratch_on_success_failure_and_cancel(
+        tmp_path, monkeypatch):
+    from gridgraph.core import CancelledError
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("GRIDGRAPH_SCRATCH_DIR", str(scratch))
+    habitat, resistance = random_landscape((20, 20), 8)
+    out = tmp_path / "out"
+    out.mkdir()
+    habitat_network(habitat, resistance, tile_size=8, out_dir=str(out),
+                    backend="cpu")
+    assert list(scratch.iterdir()) == []
+    broken = resistance.copy()
+    broken[habitat == 1] = np.nan
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    with pytest.raises(InvalidInputError, match="no valid resistance"):
+        habitat_network(habitat, broken, tile_size=8, out_dir=str(failed),
+                        backend="cpu")
+    with pytest.raises(CancelledError):
+        habitat_network(habitat, resistance, tile_size=8,
+                        out_dir=str(failed), backend="cpu",
+                        progress=lambda fraction: fraction < 0.5)
+    assert list(scratch.iterdir()) == [] and list(failed.iterdir()) == []

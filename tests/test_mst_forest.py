@@ -115,3 +115,19 @@ def test_bad_edge_found_in_any_chunk(monkeypatch):
     edges = np.array([[c, c + 1] for c in range(40)] * 3 + [[0, 2], [1, 90]])
     with pytest.raises(InvalidInputError, match="edge 120 joins cells 0"):
         _forest_cpu.walk_forest(edges, valid, None, True, False, bands=6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_total_in_parallel_chunks_equals_one_pass(monkeypatch, dtype):
+    rng = np.random.default_rng(11)
+    weights = (rng.standard_normal(1001) * 10.0 ** rng.integers(
+        -30, 30, 1001)).astype(dtype)
+    weights[::97] = -0.0
+    one_pass = _cpu.exact_total(weights)
+    monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
+    assert np.float64(_cpu.exact_total(weights)).view(np.uint64) == \
+        np.float64(one_pass).view(np.uint64)
+    weights[500] = np.inf
+    assert _cpu.exact_total(weights) == np.inf
+    assert _cpu.exact_total(-np.zeros(100, dtype)) == 0.0
+    assert np.signbit(_cpu.exact_total(-np.zeros(100, dtype)))

@@ -37,6 +37,16 @@ def test_marker_names_the_code_it_compiled():
     assert "gridgraph-warm-" in path
 
 
+def test_one_marker_whatever_the_import_path(tmp_path, monkeypatch):
+    """The package is imported through the venv's link by `make setup` and
+    through the QGIS profile's link by QGIS: both must find one marker."""
+    link = tmp_path / "other-root"
+    link.symlink_to(warmup._CORE, target_is_directory=True)
+    expected = warmup._sources_digest()
+    monkeypatch.setattr(warmup, "_CORE", str(link))
+    assert warmup._sources_digest() == expected
+
+
 def test_background_warm_up_does_not_block(marker, monkeypatch):
     release = threading.Event()
     monkeypatch.setattr(warmup, "warm_up", lambda: release.wait(10) and 0.0)

@@ -163,8 +163,7 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
         from .._cuda_common import gpu_tiled_plan
         from . import _cuda
         plan = gpu_tiled_plan(cost, band, memory_limit_mb, executor,
-                              lambda n, dtype: _cuda.device_bytes(n, 8),
-                              tiled.plan)
+                              _cuda_bytes_for_cells, tiled.plan)
     if plan is not None:
         return rounds.cost_distance_tiled(
             plan, sources, source_ids, source_nodata, connectivity,
@@ -487,3 +486,13 @@ def _direction_from_predecessor(predecessor):
     direction[reached] = GRASS_DIRECTION_DEGREES[predecessor[reached]]
     direction[predecessor == -2] = 0.0
     return direction
+
+
+def _cuda_bytes_for_cells(n_cells, dtype):
+    """The GPU memory an in-memory CUDA run of ``n_cells`` cells of
+    ``dtype`` asks :func:`~gridgraph.core._cuda_common.check_device_memory`
+    for (``_cuda_outputs.CostScan``: the solve plus 4 bytes a cell), so the
+    choice of GPU tiles agrees with the check that would refuse it."""
+    from . import _cuda
+    return (_cuda.device_bytes(n_cells, _cuda.cost_dtype(dtype).itemsize)
+            + 4 * n_cells)

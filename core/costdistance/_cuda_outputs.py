@@ -72,8 +72,9 @@ class CostScan:
         self.stats = stats
         timer = PhaseTimer(stats)
         target = _cuda.cost_dtype(array.dtype)
+        from . import _cuda_bytes_for_cells
         check_device_memory(
-            _cuda.device_bytes(n, target.itemsize) + 4 * n,
+            _cuda_bytes_for_cells(n, array.dtype),
             f"cost distance on a {rows} x {cols} raster")
         self.cost, self.valid = valid_cells_device(array, nodata, target)
         facts = cuda.to_device(np.array([0, 0, _NO_CELL], dtype=np.int64))

@@ -28,47 +28,11 @@ on the number of threads.
 import numpy as np
 from numba import njit, prange
 
+# the binary heap of the cost-distance kernels (push returns the new size,
+# pop removes the root after it was read)
+from ..costdistance._blocks_cpu import _pop, _push
+
 CHUNKS = 64
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _push(heap_key, heap_node, size, key, node):
-    i = size
-    while i > 0:
-        parent = (i - 1) // 2
-        if heap_key[parent] <= key:
-            break
-        heap_key[i] = heap_key[parent]
-        heap_node[i] = heap_node[parent]
-        i = parent
-    heap_key[i] = key
-    heap_node[i] = node
-    return size + 1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _pop(heap_key, heap_node, size):
-    """Removes the root; returns the new size (the root was read before)."""
-    size -= 1
-    if size > 0:
-        last_key = heap_key[size]
-        last_node = heap_node[size]
-        i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= size:
-                break
-            if child + 1 < size and heap_key[child + 1] < heap_key[child]:
-                child += 1
-            if heap_key[child] < last_key:
-                heap_key[i] = heap_key[child]
-                heap_node[i] = heap_node[child]
-                i = child
-            else:
-                break
-        heap_key[i] = last_key
-        heap_node[i] = last_node
-    return size
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -1047,11 +1047,35 @@ def sum_parts(weights, parts=None):
         raise InvalidInputError(
             f"sum parts of {parts.size} entries do not belong to "
             f"{weights.dtype} numbers")
-    if weights.dtype == np.float32:
-        _add_sum_parts32(weights.view(np.uint32), parts)
+    bits = weights.view(np.uint32 if weights.dtype == np.float32
+                        else np.int64)
+    n_chunks = max(1, min(numba.get_num_threads(),
+                          bits.size // _PARALLEL_MIN_CELLS))
+    if n_chunks == 1:
+        _add_sum_parts(bits, parts)
     else:
-        _add_sum_parts64(weights.view(np.int64), parts)
+        # integer parts add up exactly: chunks in parallel, then their sum
+        chunk_parts = np.zeros((n_chunks, parts.size), dtype=np.int64)
+        _chunked_sum_parts(bits, chunk_parts)
+        parts += chunk_parts.sum(axis=0)
     return parts
+
+
+@njit(cache=True, nogil=True)
+def _add_sum_parts(bits, parts):
+    if bits.itemsize == 4:
+        _add_sum_parts32(bits, parts)
+    else:
+        _add_sum_parts64(bits, parts)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _chunked_sum_parts(bits, chunk_parts):
+    n_chunks = chunk_parts.shape[0]
+    n = bits.size
+    for t in prange(n_chunks):
+        _add_sum_parts(bits[n * t // n_chunks:n * (t + 1) // n_chunks],
+                       chunk_parts[t])
 
 
 def total_from_parts(parts):

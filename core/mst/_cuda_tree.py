@@ -47,6 +47,7 @@ from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, block_reserve,
                             blocks_for, ceil_log2, device_scalar)
 from . import PARENT_DEGREES, PARENT_OFFSETS
+from ._cuda import _find, _find_readonly
 
 # A valid cell starts a tour segment with probability 2**-SAMPLE_BITS;
 # a walk of MAX_SEGMENT edges starts a new one.  The simulator gets short
@@ -119,24 +120,12 @@ def _tree_masks(flags, rows, cols, masks):
     masks[v] = m
 
 
-@cuda.jit(device=True, cache=True)
-def _root(parent, x):
-    while True:
-        p = parent[x]
-        if p == x:
-            return x
-        g = parent[p]
-        if g != p:
-            parent[x] = g
-        x = g
-
-
 @cuda.jit(cache=True)
 def _least_cells(parent, valid, n, least):
     """least[root] = the lowest cell index of each tree."""
     v = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if v < n and valid[v]:
-        r = _root(parent, v)
+        r = _find(parent, v)
         if v < least[r]:
             cuda.atomic.min(least, r, v)
 
@@ -179,9 +168,7 @@ def _start_segments(parent, least, valid, masks, n, sample_bits, codes,
     is_root = 0
     if v < n:
         if valid[v]:
-            r = parent[v]
-            while parent[r] != r:
-                r = parent[r]
+            r = _find_readonly(parent, v)
             if least[r] == v:
                 is_root = 1
                 codes[v] = ROOT_CODE

@@ -42,7 +42,8 @@ def test_plain_copies_below_the_staging_threshold(monkeypatch):
 @pytest.mark.parametrize("dtype, nodata", [
     (np.float32, None), (np.float32, -1.0), (np.float64, np.nan),
     (np.int16, -9999), (np.uint8, 300), (np.uint8, 2.5), (np.int64, 7),
-    (np.float16, 0.1)])
+    (np.float16, 0.1), (np.int16, -np.inf), (np.int16, np.float32("nan")),
+    (np.float32, np.float32("nan"))])
 def test_valid_cells_as_the_host_mask(dtype, nodata):
     rng = np.random.default_rng(1)
     values = rng.choice([-9999, -1, 0, 2, 7, 255], (13, 17)).astype(dtype)
@@ -56,3 +57,19 @@ def test_valid_cells_as_the_host_mask(dtype, nodata):
                                   values.astype(np.float64).reshape(-1))
     same, _ = valid_cells_device(values, nodata)
     assert same.dtype == (np.float32 if dtype == np.float16 else dtype)
+
+
+def test_staged_copies_from_threads_stay_apart():
+    # the staging buffers are shared by the process: copies made by tile
+    # tasks in threads must not mix their bytes
+    from concurrent.futures import ThreadPoolExecutor
+    n = int(2.5 * STAGE_BYTES) // 4 + 1
+    hosts = [np.full(n, k, dtype=np.int32) + np.arange(n, dtype=np.int32)
+             for k in range(4)]
+
+    def round_trip(host):
+        return copy_to_host(copy_to_device(host))
+
+    with ThreadPoolExecutor(4) as pool:
+        for host, back in zip(hosts * 2, pool.map(round_trip, hosts * 2)):
+            np.testing.assert_array_equal(back, host)
