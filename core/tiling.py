@@ -13,7 +13,6 @@ written to ``.npy`` files with ``pwrite`` and handed back as read-only
 memmaps.  Nothing here imports GDAL; paths go through :mod:`.io`.
 """
 
-import atexit
 import math
 import os
 import shutil
@@ -388,18 +387,6 @@ def _pread_exact(fd, buffer, offset):
         done += n
 
 
-# GDAL handles opened by the threads of GdalSource; closed at exit, before
-# GDAL itself is torn down (a handle a pool thread still held could
-# otherwise be freed after it, which crashes the interpreter on exit).
-_OPEN_READERS = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_readers():
-    for reader in list(_OPEN_READERS):
-        reader.close()
-
-
 class GdalSource:
     """A band of a raster GDAL opens, read window by window.
 
@@ -421,7 +408,6 @@ class GdalSource:
         self.projection = reader.projection
         self._local = threading.local()
         self._local.reader = reader
-        _OPEN_READERS.add(reader)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -438,7 +424,6 @@ class GdalSource:
         if reader is None:
             from . import io
             reader = self._local.reader = io.open_band(self.path, self.band)
-            _OPEN_READERS.add(reader)
         return reader.read(window.row, window.col, window.rows, window.cols)
 
     def close(self):
