@@ -215,3 +215,30 @@ def test_float_inputs_are_not_scaled_when_small():
     from gridgraph.core.costdistance import _overflow_exponent
     assert _overflow_exponent(1e300, np.array([1.0, math.sqrt(5)])) == 0
     assert _overflow_exponent(1e308, np.array([1.0])) > 0
+
+
+@pytest.mark.parametrize("cost", [np.full((12, 12), 1e308),
+                                  np.full((20, 20), 1e306)])
+def test_the_tiled_path_refuses_costs_whose_sums_could_overflow(cost):
+    # the tiles cannot see the whole result: the bound is taken up front
+    with pytest.raises(InvalidInputError, match="too large for the tiled"):
+        cost_distance(cost, [(0, 0)], connectivity=8, backend="cpu",
+                      tile_size=8)
+
+
+def test_the_tiled_path_keeps_large_costs_that_cannot_overflow():
+    cost = np.full((12, 12), 1e300)
+    cost[5, 5] = np.inf  # a barrier, not a cost
+    tiled = cost_distance(cost, [(0, 0)], connectivity=8, backend="cpu",
+                          tile_size=8)
+    in_memory = cost_distance(cost, [(0, 0)], connectivity=8, backend="cpu")
+    np.testing.assert_array_equal(tiled.accumulated, in_memory.accumulated)
+    # a maximum cost bounds the sums: 1e306 a cell, 144 cells would not
+    # fit the bound, a limit of 1.5e306 does
+    limited = {tile_size: cost_distance(
+        np.full((12, 12), 1e306), [(0, 0)], connectivity=4, backend="cpu",
+        tile_size=tile_size, max_cost=1.5e306) for tile_size in (None, 8)}
+    assert limited[8].accumulated[0, 1] == 1e306
+    assert np.isnan(limited[8].accumulated[0, 2:]).all()
+    np.testing.assert_array_equal(limited[8].accumulated,
+                                  limited[None].accumulated)

@@ -40,6 +40,7 @@ import numpy as np
 from .. import distributed, tiling
 from .._common import Progress, valid_mask
 from ..errors import InvalidInputError
+from . import FLOAT64_MAX
 from . import tiled
 from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
                     TILE_BYTES_PER_CELL, HOPS_UNREACHED, band_cells)
@@ -206,6 +207,7 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
                            progress.span(*SURVEY_SPAN))
     cells, ids = _sources(problem, surveys, source_raster, source_list,
                           _describe_cells)
+    _check_sums_fit(problem, surveys)
     bands = Bands(grid, margin, {t: s["band_cost"]
                                  for t, s in surveys.items()})
     del surveys
@@ -278,6 +280,29 @@ def survey_round(problem, source_raster, source_nodata, progress):
           problem.margin, source_raster, source_nodata) for tile in tiles],
         problem.executor, progress)
     return {problem.grid.index(*tile): s for tile, s in zip(tiles, surveys)}
+
+
+def _check_sums_fit(problem, surveys):
+    """Refuse float64 costs whose accumulated sums could pass the largest
+    float64.  The in-memory path scales such costs and detects an overflow
+    in its result; the tiles cannot see the whole result, so here the bound
+    is taken up front: no accumulated cost exceeds the largest cost times
+    the longest step times the number of valid cells (nor, with a maximum
+    cost, that maximum plus one step).  Only costs near 1e300 reach it."""
+    largest = max(s["largest"] for s in surveys.values())
+    if not largest:
+        return
+    step = largest * float(np.max(problem.step_lengths))
+    n_valid = sum(s["valid"] for s in surveys.values())
+    bound = min(step * n_valid, problem.max_cost + step)
+    if bound < FLOAT64_MAX / 4:
+        return
+    raise InvalidInputError(
+        f"the cost raster's costs (up to {largest:.6g}) are too large for "
+        f"the tiled path: sums along a path of its {n_valid} valid cells "
+        f"could pass the largest float64 ({FLOAT64_MAX:.3g}); divide the "
+        "cost raster by a constant (e.g. 1e300) and multiply the result "
+        "back, set a maximum cost, or run it in memory")
 
 
 def _sources(problem, surveys, source_raster, source_list, describe_cells):

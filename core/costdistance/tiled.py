@@ -153,7 +153,8 @@ def survey_tile(cost_source, window, nodata, margin, source_raster,
     band_cost = np.where(valid[band_r, band_c],
                          cost[band_r, band_c].astype(np.float64), np.nan)
     message = {"valid": int(np.count_nonzero(valid)), "negative": n_negative,
-               "first_negative": first_negative, "band_cost": band_cost}
+               "first_negative": first_negative, "band_cost": band_cost,
+               "largest": _largest_finite(cost, valid)}
     if source_raster is not None:
         raster = source_raster.read(window)
         mask = raster != 0
@@ -172,6 +173,17 @@ def survey_tile(cost_source, window, nodata, margin, source_raster,
         message["blocked"] = cells[~valid[cells[:, 0] - window.row,
                                           cells[:, 1] - window.col]]
     return message
+
+
+def _largest_finite(cost, valid):
+    """The largest finite valid cost of a float64 tile, else 0 (costs of
+    32 bits or fewer cannot add up to the float64 limit)."""
+    if cost.dtype != np.float64:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        largest = float(np.max(cost, where=valid & (cost < np.inf),
+                               initial=0.0))
+    return largest
 
 
 # --------------------------------------------------------------------------
