@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from . import tiling
-from ._common import as_progress, index_dtype
+from ._common import as_progress, check_number, index_dtype
 from ._unionfind import find_root as _find
 from .errors import InvalidInputError
 
@@ -293,6 +293,8 @@ def segment_by_threshold_streamed(result, threshold, out_dir=None,
             "this spanning tree was computed without its edge list "
             "(edges=False): run minimum_spanning_tree with edges=True to "
             "segment it")
+    threshold = check_number("threshold", threshold, allow_none=False,
+                             finite=False)
     progress = as_progress(progress)
     rows, cols = result.shape
     if strip_rows is None:

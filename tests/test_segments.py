@@ -204,3 +204,14 @@ def test_cancel_raises():
     with pytest.raises(CancelledError):
         segments_by_threshold(fractal_surface((32, 32)), 3.0,
                               progress=lambda f: False)
+
+
+def test_nan_threshold_is_refused_by_every_segmenting_function():
+    from gridgraph.core.tiled_outputs import segment_by_threshold_streamed
+    values = np.ones((3, 3), np.float32)
+    tree = minimum_spanning_tree(values, backend="cpu")
+    for segment in (lambda: segments_by_threshold(values, NAN),
+                    lambda: segment_by_threshold(tree, NAN),
+                    lambda: segment_by_threshold_streamed(tree, NAN)):
+        with pytest.raises(InvalidInputError, match="threshold.*nan"):
+            segment()

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common import (as_progress, check_common_arguments,
-                       check_connectivity, check_number, is_number,
+                       check_connectivity, check_number,
                        check_unsupported_scale_options, load_raster,
                        resolve_backend, valid_mask)
 from ..errors import InvalidInputError
@@ -176,11 +176,10 @@ def segment_by_threshold(result, threshold):
         raise InvalidInputError(
             "segment_by_threshold takes the result of minimum_spanning_tree, "
             f"got {type(result).__name__}")
-    # NaN is allowed: it compares false with every weight, so every cell
-    # is its own segment (as segments_by_threshold defines it)
-    if not (is_number(threshold) and np.isnan(float(threshold))):
-        threshold = check_number("threshold", threshold, allow_none=False,
-                                 finite=False)
+    # NaN is refused, as segments_by_threshold refuses it: a threshold
+    # that compares false with every weight is a mistake, not a request
+    threshold = check_number("threshold", threshold, allow_none=False,
+                             finite=False)
     if result.edges is None:
         raise InvalidInputError(
             "this spanning tree was computed without its edge list "
