@@ -459,14 +459,18 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         try:
             return function(*args, **kwargs)
         except GridGraphError as error:
-            raise QgsProcessingException(self.engineMessage(error)) from None
+            message = self.engineMessage(error)
         except OSError as error:
             if not scratch.is_disk_full(error):
                 raise
             folder = os.path.dirname(error.filename) if getattr(
                 error, "filename", None) else scratch.scratch_root()
-            raise QgsProcessingException(
-                str(scratch.disk_full_error(folder, 0))) from None
+            message = str(scratch.disk_full_error(folder, 0))
+        # raised outside the handler, so the engine's exception is not kept
+        # as its context: that traceback's frames hold the run's rasters and
+        # GDAL datasets, which QGIS then keeps past its own exit (freed after
+        # GDAL's teardown, they crashed the interpreter at exit)
+        raise QgsProcessingException(message)
 
     def engineMessage(self, error):  # noqa: N802
         """The engine's message with its keywords as parameter labels."""
