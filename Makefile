@@ -49,9 +49,10 @@ link: venv
 demo: setup
 	$(PY) scripts/demo.py --output $(ROOT)/demo-output
 
-# The Dask tests run in a process of their own: after them and the QGIS
-# fault tests in one process, QGIS's teardown crashed the interpreter at
-# exit (every test passed, exit 139); each set alone exits cleanly.
+# The Dask tests run in a process of their own, which keeps the local
+# cluster's threads and processes apart from QGIS's shutdown at the end of
+# the main suite (a crash at exit there fails `make test` after every test
+# passed).
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/cuda --ignore=tests/test_distributed.py tests
 	$(PY) -m pytest $(PYTEST_ARGS) tests/test_distributed.py
