@@ -49,6 +49,7 @@ from numba import njit
 
 from .. import tiling
 from .._common import valid_mask
+from ._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
 
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
@@ -280,42 +281,6 @@ def _passed_delta(passed, which, cols):
                                 + passed[:, which, 1], dtype=np.int64)
 
 
-@njit(cache=True, nogil=True)
-def _heap_push(heap_key, heap_cell, size, key, cell):
-    slot = size
-    while slot > 0:
-        parent = (slot - 1) >> 1
-        if heap_key[parent] <= key:
-            break
-        heap_key[slot] = heap_key[parent]
-        heap_cell[slot] = heap_cell[parent]
-        slot = parent
-    heap_key[slot] = key
-    heap_cell[slot] = cell
-
-
-@njit(cache=True, nogil=True)
-def _heap_pop(heap_key, heap_cell, size):
-    """Remove the root of a heap of ``size`` entries (size >= 1)."""
-    size -= 1
-    key = heap_key[size]
-    cell = heap_cell[size]
-    slot = 0
-    while True:
-        child = 2 * slot + 1
-        if child >= size:
-            break
-        if child + 1 < size and heap_key[child + 1] < heap_key[child]:
-            child += 1
-        if heap_key[child] >= key:
-            break
-        heap_key[slot] = heap_key[child]
-        heap_cell[slot] = heap_cell[child]
-        slot = child
-    heap_key[slot] = key
-    heap_cell[slot] = cell
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _pair_less(d1, h1, d2, h2):
     """(d1, h1) < (d2, h2), cost first."""
@@ -334,12 +299,12 @@ def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
     size = 0
     for k in range(seeded.size):
         cell = seeded[k]
-        _heap_push(heap_key, heap_cell, size, distance[cell], cell)
+        _push(heap_key, heap_cell, size, distance[cell], cell)
         size += 1
     while size > 0:
         key = heap_key[0]
         cell = heap_cell[0]
-        _heap_pop(heap_key, heap_cell, size)
+        _pop(heap_key, heap_cell, size)
         size -= 1
         if key > distance[cell]:
             continue  # a stale entry: the cell improved after this push
@@ -367,7 +332,7 @@ def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
                 capacity *= 2
                 heap_key = np.resize(heap_key, capacity)
                 heap_cell = np.resize(heap_cell, capacity)
-            _heap_push(heap_key, heap_cell, size, candidate, neighbour)
+            _push(heap_key, heap_cell, size, candidate, neighbour)
             size += 1
 
 
@@ -622,7 +587,7 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
         cell = (local_row + margin) * frame_cols \
             + source_local[k] - local_row * cols + margin
         frame_hops[cell] = 0
-        _heap_push(heap_key, heap_cell, size, 0.0, cell)
+        _push(heap_key, heap_cell, size, 0.0, cell)
         size += 1
     for b in range(band_r.size):
         row = band_r[b] + margin
@@ -646,12 +611,12 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
                 capacity *= 2
                 heap_key = np.resize(heap_key, capacity)
                 heap_cell = np.resize(heap_cell, capacity)
-            _heap_push(heap_key, heap_cell, size, float(best), cell)
+            _push(heap_key, heap_cell, size, float(best), cell)
             size += 1
     while size > 0:
         key = heap_key[0]
         cell = heap_cell[0]
-        _heap_pop(heap_key, heap_cell, size)
+        _pop(heap_key, heap_cell, size)
         size -= 1
         if key > frame_hops[cell]:
             continue
@@ -673,7 +638,7 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
                     capacity *= 2
                     heap_key = np.resize(heap_key, capacity)
                     heap_cell = np.resize(heap_cell, capacity)
-                _heap_push(heap_key, heap_cell, size, float(next_hops), end)
+                _push(heap_key, heap_cell, size, float(next_hops), end)
                 size += 1
 
 
