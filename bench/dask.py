@@ -42,6 +42,7 @@ sys.path[:] = [HERE] + [p for p in sys.path
                         if os.path.abspath(p or os.curdir) != HERE]
 sys.modules.pop("dask", None)  # this file, if imported as "dask"
 import scale  # noqa: E402
+import virtual_cluster  # noqa: E402
 
 sys.path.remove(HERE)
 
@@ -71,14 +72,16 @@ def make_inputs(workdir, shape):
     return dem, mask
 
 
-def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu"):
+def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
+        progress=None):
     from gridgraph.core import (connected_components, cost_distance,
                                 minimum_spanning_tree)
     if operation == "components":
         values = np.load(mask, mmap_mode="r")
         result = connected_components(values, mode="nonzero",
                                       tile_size=tile_size, executor=executor,
-                                      out_dir=out_dir, backend=backend)
+                                      out_dir=out_dir, backend=backend,
+                                      progress=progress)
         return {"labels": result.labels}, f"{result.count} components"
     values = np.load(dem, mmap_mode="r")
     if operation in ("mst", "mst_edges"):
@@ -96,11 +99,69 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu"):
     centre = [(values.shape[0] // 2, values.shape[1] // 2)]
     result = cost_distance(values, centre, connectivity=8,
                            tile_size=tile_size, executor=executor,
-                           out_dir=out_dir, backend=backend)
+                           out_dir=out_dir, backend=backend,
+                           progress=progress)
     return ({"accumulated": result.accumulated,
              "direction": result.direction,
              "allocation": result.allocation},
             f"{result.tile_solves} tile solves")
+
+
+def simulate(args, shape, dem, mask):
+    """The schedule of k one-thread workers on a virtual clock: modelled
+    seconds, the tasks' own seconds, tile solves; outputs compared."""
+    VirtualExecutor = virtual_cluster.VirtualExecutor
+    virtual_waits = virtual_cluster.virtual_waits
+    reference = {}
+    print("| operation | workers | modelled s | task s | driver s | tasks "
+          "| speed-up | efficiency | identical | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    base = {}
+    for operation in args.operations:
+        for workers in [args.workers[0]] + list(args.workers):
+            warm_up = workers is args.workers[0] and operation not in base \
+                and not base.get((operation, "warm"))
+            base[(operation, "warm")] = True
+            out_dir = os.path.join(args.workdir, f"out-{operation}")
+            shutil.rmtree(out_dir, ignore_errors=True)
+            os.makedirs(out_dir)
+            executor = VirtualExecutor(workers)
+            marks = []
+
+            def progress(fraction):
+                executor._driver_pauses()
+                marks.append((fraction, executor.clock))
+                executor._driver_resumes()
+                return True
+
+            with virtual_waits(executor):
+                outputs, note = run(operation, dem, mask, executor,
+                                    args.tile_size, out_dir, args.backend,
+                                    progress)
+            if warm_up:  # compiles the kernels: not timed
+                del outputs
+                shutil.rmtree(out_dir, ignore_errors=True)
+                continue
+            digests = {name: digest(array) for name, array in outputs.items()}
+            same = reference.setdefault(operation, digests) == digests
+            first = base.setdefault(operation, (workers, executor.clock))
+            speedup = first[1] / executor.clock
+            print(f"| {operation} | {workers} | {executor.clock:.2f} | "
+                  f"{executor.task_seconds:.2f} | "
+                  f"{executor.driver_seconds:.2f} | {executor.tasks} | "
+                  f"{speedup:.2f} | {speedup * first[0] / workers:.0%} | "
+                  f"{'yes' if same else 'NO'} | {note} |", flush=True)
+            if args.spans:
+                # modelled seconds spent in each tenth of the progress
+                edges = [0.0] * 11
+                for fraction, clock in marks:
+                    edges[min(10, int(fraction * 10 + 1e-9))] = clock
+                for k in range(1, 11):
+                    edges[k] = max(edges[k], edges[k - 1])
+                print("    per tenth of progress:", " ".join(
+                    f"{b - a:.2f}" for a, b in zip(edges, edges[1:])))
+            del outputs
+            shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def digest(array):
@@ -129,10 +190,25 @@ def main():
                         help="tile kernels (auto picks CUDA where a GPU is: "
                         "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--simulate", action="store_true",
+                        help="no cluster: run in this process and model k "
+                        "one-thread workers on a virtual clock "
+                        "(bench/virtual_cluster.py)")
+    parser.add_argument("--spans", action="store_true",
+                        help="with --simulate: modelled seconds per tenth "
+                        "of the progress")
+    parser.add_argument("--round-delta", type=float, default=None,
+                        help="cost distance: the rounds' slack in tile "
+                        "crossings (rounds.ROUND_DELTA_TILES)")
     args = parser.parse_args()
-    from distributed import Client, LocalCluster
+    if args.round_delta is not None:
+        from gridgraph.core.costdistance import rounds
+        rounds.ROUND_DELTA_TILES = args.round_delta
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)
     dem, mask = make_inputs(args.workdir, shape)
+    if args.simulate:
+        return simulate(args, shape, dem, mask)
+    from distributed import Client, LocalCluster
     crops = []
     for path in (dem, mask):
         crop = path.replace(".npy", "-crop.npy")
