@@ -27,9 +27,11 @@ before and after (the box may be shared).
 import argparse
 import datetime
 import hashlib
+import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 
@@ -89,7 +91,7 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
         result = minimum_spanning_tree(values, connectivity=8, weight="max",
                                        edges=with_edges, tile_size=tile_size,
                                        executor=executor, out_dir=out_dir,
-                                       backend=backend)
+                                       backend=backend, progress=progress)
         outputs = {"parent_direction": result.parent_direction}
         if with_edges:
             outputs.update(edges=result.edges,
@@ -152,16 +154,22 @@ def simulate(args, shape, dem, mask):
                   f"{speedup:.2f} | {speedup * first[0] / workers:.0%} | "
                   f"{'yes' if same else 'NO'} | {note} |", flush=True)
             if args.spans:
-                # modelled seconds spent in each tenth of the progress
-                edges = [0.0] * 11
-                for fraction, clock in marks:
-                    edges[min(10, int(fraction * 10 + 1e-9))] = clock
-                for k in range(1, 11):
-                    edges[k] = max(edges[k], edges[k - 1])
                 print("    per tenth of progress:", " ".join(
-                    f"{b - a:.2f}" for a, b in zip(edges, edges[1:])))
+                    f"{t:.2f}" for t in tenths(marks, executor.clock)))
             del outputs
             shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def tenths(marks, total):
+    """Seconds spent in each tenth of the progress, from (fraction, time)
+    marks (the rounds' progress spans: see each driver's *_SPAN)."""
+    edges = [0.0] * 11
+    for fraction, clock in marks:
+        edges[min(10, int(fraction * 10 + 1e-9))] = clock
+    edges[10] = total
+    for k in range(1, 11):
+        edges[k] = max(edges[k], edges[k - 1])
+    return [round(b - a, 3) for a, b in zip(edges, edges[1:])]
 
 
 def digest(array):
@@ -190,6 +198,10 @@ def main():
                         help="tile kernels (auto picks CUDA where a GPU is: "
                         "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--json", help="write the rows here after each run")
+    parser.add_argument("--inputs-only", action="store_true",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--worker-numba-threads", type=int, default=1)
     parser.add_argument("--simulate", action="store_true",
                         help="no cluster: run in this process and model k "
                         "one-thread workers on a virtual clock "
@@ -200,12 +212,32 @@ def main():
     parser.add_argument("--round-delta", type=float, default=None,
                         help="cost distance: the rounds' slack in tile "
                         "crossings (rounds.ROUND_DELTA_TILES)")
+    parser.add_argument("--eager-neighbours", action="store_true",
+                        help="cost distance: start tiles beside a lower "
+                        "one in flight (rounds.WAIT_FOR_LOWER_NEIGHBOURS "
+                        "off)")
     args = parser.parse_args()
+    from gridgraph.core.costdistance import rounds
     if args.round_delta is not None:
-        from gridgraph.core.costdistance import rounds
         rounds.ROUND_DELTA_TILES = args.round_delta
+    if args.eager_neighbours:
+        rounds.WAIT_FOR_LOWER_NEIGHBOURS = False
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)
-    dem, mask = make_inputs(args.workdir, shape)
+    if args.inputs_only or args.simulate:
+        dem, mask = make_inputs(args.workdir, shape)
+        if args.inputs_only:
+            return
+    else:
+        # made in a process of its own (on every core): numba's threads
+        # are then never started here, and this process (and the workers
+        # it spawns) can run with --worker-numba-threads
+        subprocess.run([sys.executable, os.path.abspath(__file__),
+                        "--inputs-only", "--workdir", args.workdir, "--shape",
+                        str(shape[0]), str(shape[1])], check=True)
+        dem, mask = make_inputs(args.workdir, shape)
+        # one-thread workers: numba's kernels inside a task use one thread
+        # too (by default each worker process starts a pool of every core)
+        os.environ["NUMBA_NUM_THREADS"] = str(args.worker_numba_threads)
     if args.simulate:
         return simulate(args, shape, dem, mask)
     from distributed import Client, LocalCluster
@@ -236,16 +268,30 @@ def main():
                 shutil.rmtree(out_dir)
                 os.makedirs(out_dir)
                 start = time.perf_counter()
+                marks = []
+
+                def progress(fraction):
+                    marks.append((fraction, time.perf_counter() - start))
+                    return True
+
                 outputs, note = run(operation, dem, mask, client,
-                                    args.tile_size, out_dir, args.backend)
+                                    args.tile_size, out_dir, args.backend,
+                                    progress)
                 seconds = time.perf_counter() - start
                 digests = {name: digest(array)
                            for name, array in outputs.items()}
                 same = reference.setdefault(operation, digests) == digests
                 rows.append(dict(operation=operation, workers=workers,
                                  seconds=seconds, same=same, note=note,
-                                 load=(load_before, os.getloadavg()[0])))
+                                 load=(load_before, os.getloadavg()[0]),
+                                 tenths=tenths(marks, seconds)))
                 print(rows[-1], flush=True)
+                if args.json:
+                    with open(args.json, "w") as out:
+                        json.dump(dict(shape=shape, tile_size=args.tile_size,
+                                       backend=args.backend,
+                                       node=platform.node(),
+                                       cpus=os.cpu_count(), rows=rows), out)
                 del outputs
                 shutil.rmtree(out_dir, ignore_errors=True)
     print()
@@ -268,6 +314,12 @@ def main():
               f"{'yes' if row['same'] else 'NO'} | "
               f"{row['load'][0]:.1f} / {row['load'][1]:.1f} | "
               f"{row['note']} |")
+    print()
+    print("seconds per tenth of the progress (phases: see the drivers' "
+          "*_SPAN constants):")
+    for row in rows:
+        print(f"- {row['operation']} x{row['workers']}: "
+              + " ".join(f"{t:.1f}" for t in row["tenths"]))
     for path in crops + ([] if args.keep else [dem, mask]):
         os.remove(path)
 
