@@ -143,8 +143,10 @@ def phase_profile(habitat, resistance, distance_p05, backend):
                     importance=False)
     timers = _PhaseTimers()
     solve_stats = {}
-    for name in ("_habitat_mask", "connected_components", "_keep_large",
-                 "cost_distance", "_links", "_network"):
+    from gridgraph.core.habitat import _raster
+    timers.wrap(_raster, "habitat_mask")
+    for name in ("connected_components", "_keep_large", "_seeds",
+                 "cost_distance", "_settle_patches", "_links", "_network"):
         timers.wrap(habitat_module, name)
     for name in ("scan_crossings", "trace_links", "path_lengths"):
         timers.wrap(_scan, name)

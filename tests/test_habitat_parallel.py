@@ -247,3 +247,46 @@ def test_boundary_cells_equal_numpy_in_strips(connectivity):
         ids = np.concatenate([i for _, i in found])
         assert np.array_equal(cells, expected)
         assert np.array_equal(ids, patches[expected[:, 0], expected[:, 1]])
+
+
+# ------------------------------------- cost distance CUDA: tiles woken first
+
+
+def tiles_around_per_cell(grid, cells, keys):
+    """The first tiles of the CUDA cost distance as first written: one pass
+    over the cells per neighbour tile."""
+    from gridgraph.core.costdistance._cuda import TILE
+    wake = np.zeros(grid.n_tiles, dtype=np.int32)
+    tile_key = np.full(grid.n_tiles, np.inf)
+    tile_rows = (cells // grid.cols) // TILE
+    tile_cols = (cells % grid.cols) // TILE
+    for dr in (-1, 0, 1):
+        for dc in (-1, 0, 1):
+            r = tile_rows + dr
+            c = tile_cols + dc
+            inside = ((r >= 0) & (r < grid.tiles_y) & (c >= 0)
+                      & (c < grid.tiles_x))
+            tiles = r[inside] * grid.tiles_x + c[inside]
+            wake[tiles] = 1
+            np.minimum.at(tile_key, tiles, keys[inside])
+    return wake, tile_key
+
+
+@pytest.mark.parametrize("rows,cols,count", [(200, 130, 40), (64, 64, 1),
+                                             (31, 300, 500), (5, 7, 3)])
+def test_cuda_first_tiles_equal_the_per_cell_passes(rows, cols, count):
+    # the tile grid alone (no device arrays): _Grid.__init__ is skipped
+    from gridgraph.core.costdistance import _cuda
+    grid = _cuda._Grid.__new__(_cuda._Grid)
+    grid.rows, grid.cols = rows, cols
+    grid.tiles_x = -(-cols // _cuda.TILE)
+    grid.tiles_y = -(-rows // _cuda.TILE)
+    grid.n_tiles = grid.tiles_x * grid.tiles_y
+    rng = np.random.default_rng(rows + count)
+    cells = rng.integers(0, rows * cols, count).astype(np.int64)
+    keys = np.round(rng.random(count) * 5)  # ties between cells of a tile
+    keys[::7] = 0.0
+    expected = tiles_around_per_cell(grid, cells, keys)
+    got = grid.tiles_around(cells, keys)
+    for a, b in zip(expected, got):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
