@@ -853,7 +853,8 @@ def solve_device(cost, valid, rows, cols, cells, ids, connectivity,
     unset = np.iinfo(hops_dtype).max
     dist = cuda.device_array(n, dtype=np.float64)
     hops = cuda.device_array(n, dtype=hops_dtype)
-    alloc = cuda.device_array(n, dtype=np.int64)
+    from . import allocation_dtype  # the package imports this lazily
+    alloc = cuda.device_array(n, dtype=allocation_dtype(ids))
     _init_state[grid.flat, FLAT_THREADS](cost, valid, n, unset, dist, hops,
                                          alloc)
     m = len(cells)
