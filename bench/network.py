@@ -87,6 +87,7 @@ def main():
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--importance-patches", type=int, default=1000)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
 
     start = time.perf_counter()
@@ -191,6 +192,20 @@ def main():
     ]
     table = "\n".join(lines)
     print(table)
+    if args.json:
+        import json
+        with open(args.json, "w") as handle:
+            json.dump({
+                "bench": "network", "header": lines[0], "size": args.size,
+                "backend": args.backend, "patches": int(net.patch_count),
+                "links": len(net.links),
+                "end_to_end_s": net_times, "end_to_end_cpu_s": net_cpu,
+                "steps_s": step_times, "steps_cpu_s": step_cpu,
+                "iic_s": graph_times["iic"], "pc_s": graph_times["pc"],
+                "importance_patches": int(k),
+                "diic_s": [iic_importance, iic_cpu],
+                "dpc_s": [pc_importance, pc_cpu], "load_average": load},
+                handle, indent=1)
     if args.write:
         print("\n(paste the table into docs/benchmarks.md's habitat section)")
 
