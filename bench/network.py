@@ -187,6 +187,30 @@ def phase_profile(habitat, resistance, distance_p05, backend):
     return net
 
 
+def parity(size, backend):
+    """habitat_network with ``backend`` against the CPU backend on a
+    ``size``² landscape of (size / 164)² patches, dIIC/dPC included: every
+    output must be identical (links with their paths, tree, indices,
+    rasters); raises otherwise."""
+    from test_habitat_network import assert_same_network
+    patches = max(4, (size // 164) ** 2)
+    habitat, resistance = synthetic_landscape(size, patches, seed=7)
+    options = dict(connectivity=8, distance_p05=50.0 * size / 1024,
+                   importance=True, outputs=("patches", "accumulated",
+                                             "allocation", "corridors"))
+    start = time.perf_counter()
+    cpu = habitat_network(habitat, resistance, backend="cpu", **options)
+    cpu_time = time.perf_counter() - start
+    start = time.perf_counter()
+    other = habitat_network(habitat, resistance, backend=backend, **options)
+    other_time = time.perf_counter() - start
+    assert_same_network(cpu, other)
+    print(f"parity {size}²: {backend} == cpu on every output ("
+          f"{cpu.patch_count} patches, {len(cpu.links)} links, dIIC/dPC "
+          f"included; first calls: cpu {cpu_time:.1f} s, {backend} "
+          f"{other_time:.1f} s)", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=8192)
@@ -197,16 +221,23 @@ def main():
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--phases", action="store_true",
-                        help="one end-to-end run (after a warm-up on a small "
-                        "landscape) with a timer on each phase, instead of "
-                        "the timing table")
+                        help="after the table, one more end-to-end run with "
+                        "a timer on each phase")
+    parser.add_argument("--phases-only", action="store_true",
+                        help="the phase run alone (warm-up on a small "
+                        "landscape), no table")
+    parser.add_argument("--parity-size", type=int, default=0,
+                        help="first check --backend against the CPU backend "
+                        "on a landscape of this size (every output)")
     args = parser.parse_args()
 
+    if args.parity_size:
+        parity(args.parity_size, args.backend)
     start = time.perf_counter()
     habitat, resistance = synthetic_landscape(args.size, args.patches)
     made = time.perf_counter() - start
     distance_p05 = 50.0 * args.size / 1024
-    if args.phases:
+    if args.phases_only:
         print(f"landscape made in {made:.1f} s", flush=True)
         phase_profile(habitat, resistance, distance_p05, args.backend)
         return
@@ -307,7 +338,7 @@ def main():
         "| one run |",
     ]
     table = "\n".join(lines)
-    print(table)
+    print(table, flush=True)
     if args.json:
         import json
         with open(args.json, "w") as handle:
@@ -322,6 +353,9 @@ def main():
                 "diic_s": [iic_importance, iic_cpu],
                 "dpc_s": [pc_importance, pc_cpu], "load_average": load},
                 handle, indent=1)
+    if args.phases:
+        del net
+        phase_profile(habitat, resistance, distance_p05, args.backend)
     if args.write:
         print("\n(paste the table into docs/benchmarks.md's habitat section)")
 

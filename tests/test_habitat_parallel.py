@@ -290,3 +290,45 @@ def test_cuda_first_tiles_equal_the_per_cell_passes(rows, cols, count):
     got = grid.tiles_around(cells, keys)
     for a, b in zip(expected, got):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+# ------------------------------------------------------- PC rows, fast path
+
+
+def random_patch_graph(n, seed, integer):
+    rng = np.random.default_rng(seed)
+    # a spanning path plus random chords: connected, about 3 links a patch
+    a = np.concatenate([np.arange(1, n), rng.integers(1, n + 1, 2 * n)])
+    b = np.concatenate([np.arange(2, n + 1), rng.integers(1, n + 1, 2 * n)])
+    keep = a != b
+    a, b = np.minimum(a, b)[keep], np.maximum(a, b)[keep]
+    pairs = np.unique(np.stack([a, b], 1), axis=0)
+    cost = (rng.integers(1, 6, len(pairs)).astype(np.float64) if integer
+            else rng.uniform(0.5, 30.0, len(pairs)))
+    return pairs[:, 0], pairs[:, 1], cost, rng.uniform(1, 50, n)
+
+
+@pytest.mark.parametrize("integer", [False, True])
+@pytest.mark.parametrize("theta", [0.01, 2.0])
+def test_pc_rows_sorted_search_gives_the_bits_of_the_tree_search(integer,
+                                                                 theta):
+    from gridgraph.core.habitat import _graph, _importance
+    n = 300
+    from_id, to_id, cost, area = random_patch_graph(n, 4, integer)
+    offsets, neighbours, weight = _graph.adjacency(n, from_id, to_id, cost)
+    limit = _graph.MAX_EXPONENT / theta
+    fast = _importance.rows(offsets, neighbours, weight, area, True, theta,
+                            limit, True)
+    tree = _importance.rows(offsets, neighbours, weight, area, True, theta,
+                            limit, False)
+    assert np.array_equal(fast, tree)
+    assert np.all(fast > 0)
+    # integer costs tie (the fallback runs), real-valued ones do not
+    distance = np.empty(n)
+    slots = np.empty(n, dtype=np.int64)
+    heap_key = np.empty(n)
+    heap_node = np.empty(n, dtype=np.int64)
+    ties = [_importance._sorted_sum(s, offsets, neighbours, weight, area,
+                                    theta, limit, distance, slots, heap_key,
+                                    heap_node)[1] for s in range(n)]
+    assert any(ties) == integer
