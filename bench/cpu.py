@@ -520,8 +520,7 @@ def bench_qgis_process(size, repeat, folder):
             "input": cost_path, "start_points": source_path, "output": grass_path,
             "GRASS_REGION_PARAMETER": cost_path, "GRASS_REGION_CELLSIZE_PARAMETER": 0})[0]
 
-    t_ours = statistics.median([ours() for _ in range(repeat)])
-    t_grass = statistics.median([grass() for _ in range(repeat)])
+    t_ours, t_grass = interleaved(ours, grass, repeat)
     a, b = read(ours_path), read(grass_path)
     assert np.array_equal(np.isnan(a), np.isnan(b)), "reached cells differ from r.cost"
     error = float(np.nanmax(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
@@ -545,13 +544,24 @@ def bench_qgis_process(size, repeat, folder):
             "threshold": 0, "GRASS_REGION_PARAMETER": classes_path,
             "GRASS_REGION_CELLSIZE_PARAMETER": 0})[0]
 
-    t_ours = statistics.median([ours_cc() for _ in range(repeat)])
-    t_grass = statistics.median([grass_cc() for _ in range(repeat)])
+    t_ours, t_grass = interleaved(ours_cc, grass_cc, repeat)
     a, b = read(ours_path), read(grass_path)
     assert same_partition(a, b), "components differ from r.clump"
     rows.append(("qgis_process connectedcomponents, equal, 4-conn", "grass7:r.clump", size,
                  t_ours, t_grass, "same partition", {}))
     return rows
+
+
+def interleaved(ours, peer, repeat):
+    """Medians of ``repeat`` alternating runs (ours, peer, ours, ...): on a
+    shared machine a burst of other work then hits both sides alike."""
+    t_ours, t_peer = [], []
+    for _ in range(repeat):
+        t_ours.append(ours())
+        t_peer.append(peer())
+    print(f"interleaved runs: ours {t_ours}, peer {t_peer}, load average "
+          f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+    return statistics.median(t_ours), statistics.median(t_peer)
 
 
 def same_partition(a, b):

@@ -129,6 +129,8 @@ def main():
                         help="tile kernels (auto picks CUDA where a GPU is: "
                         "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--json", help="write the rows to this file (for "
+                        "bench/plot.py)")
     args = parser.parse_args()
     from distributed import Client, LocalCluster
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)
@@ -172,12 +174,20 @@ def main():
                 print(rows[-1], flush=True)
                 del outputs
                 shutil.rmtree(out_dir, ignore_errors=True)
+    header = (f"{platform.node()} ({platform.machine()}, {os.cpu_count()} "
+              f"CPUs), {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d"
+              f" %H:%M} UTC; raster {shape[0]} x {shape[1]} "
+              f"({cells / 1e6:.0f}M cells), tiles of {args.tile_size}, "
+              f"backend {args.backend}")
     print()
-    print(f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs), "
-          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
-          f"UTC; raster {shape[0]} x {shape[1]} ({cells / 1e6:.0f}M cells), "
-          f"tiles of {args.tile_size}, backend {args.backend}")
+    print(header)
     print()
+    if args.json:
+        import json
+        with open(args.json, "w") as handle:
+            json.dump({"bench": "dask", "header": header, "shape": shape,
+                       "tile_size": args.tile_size, "backend": args.backend,
+                       "rows": rows}, handle, indent=1)
     print("| operation | workers | s | Mcells/s | speed-up | efficiency | "
           "identical | load avg before/after | note |")
     print("|---|---|---|---|---|---|---|---|---|")

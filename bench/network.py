@@ -219,6 +219,7 @@ def main():
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--importance-patches", type=int, default=1000)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--phases", action="store_true",
                         help="after the table, one more end-to-end run with "
                         "a timer on each phase")
@@ -338,6 +339,20 @@ def main():
     ]
     table = "\n".join(lines)
     print(table, flush=True)
+    if args.json:
+        import json
+        with open(args.json, "w") as handle:
+            json.dump({
+                "bench": "network", "header": lines[0], "size": args.size,
+                "backend": args.backend, "patches": int(net.patch_count),
+                "links": len(net.links),
+                "end_to_end_s": net_times, "end_to_end_cpu_s": net_cpu,
+                "steps_s": step_times, "steps_cpu_s": step_cpu,
+                "iic_s": graph_times["iic"], "pc_s": graph_times["pc"],
+                "importance_patches": int(k),
+                "diic_s": [iic_importance, iic_cpu],
+                "dpc_s": [pc_importance, pc_cpu], "load_average": load},
+                handle, indent=1)
     if args.phases:
         del net
         phase_profile(habitat, resistance, distance_p05, args.backend)
