@@ -160,6 +160,21 @@ def simulate(args, shape, dem, mask):
             shutil.rmtree(out_dir, ignore_errors=True)
 
 
+def run_header(args, shape):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (f"{platform.node()} ({platform.machine()}, {os.cpu_count()} "
+            f"CPUs), {now:%Y-%m-%d %H:%M} UTC; raster {shape[0]} x {shape[1]} "
+            f"({shape[0] * shape[1] / 1e6:.0f}M cells), tiles of "
+            f"{args.tile_size}, backend {args.backend}")
+
+
+def write_json(args, shape, rows):
+    with open(args.json, "w") as handle:
+        json.dump({"bench": "dask", "header": run_header(args, shape),
+                   "shape": shape, "tile_size": args.tile_size,
+                   "backend": args.backend, "rows": rows}, handle, indent=1)
+
+
 def tenths(marks, total):
     """Seconds spent in each tenth of the progress, from (fraction, time)
     marks (the rounds' progress spans: see each driver's *_SPAN)."""
@@ -198,7 +213,8 @@ def main():
                         help="tile kernels (auto picks CUDA where a GPU is: "
                         "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--json", help="write the rows here after each run")
+    parser.add_argument("--json", help="write the rows to this file (for "
+                        "bench/plot.py), after each run")
     parser.add_argument("--inputs-only", action="store_true",
                         help=argparse.SUPPRESS)
     parser.add_argument("--worker-numba-threads", type=int, default=1)
@@ -286,20 +302,16 @@ def main():
                                  load=(load_before, os.getloadavg()[0]),
                                  tenths=tenths(marks, seconds)))
                 print(rows[-1], flush=True)
-                if args.json:
-                    with open(args.json, "w") as out:
-                        json.dump(dict(shape=shape, tile_size=args.tile_size,
-                                       backend=args.backend,
-                                       node=platform.node(),
-                                       cpus=os.cpu_count(), rows=rows), out)
+                if args.json:  # so far: a run cut short keeps its rows
+                    write_json(args, shape, rows)
                 del outputs
                 shutil.rmtree(out_dir, ignore_errors=True)
+    header = run_header(args, shape)
     print()
-    print(f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs), "
-          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
-          f"UTC; raster {shape[0]} x {shape[1]} ({cells / 1e6:.0f}M cells), "
-          f"tiles of {args.tile_size}, backend {args.backend}")
+    print(header)
     print()
+    if args.json:
+        write_json(args, shape, rows)
     print("| operation | workers | s | Mcells/s | speed-up | efficiency | "
           "identical | load avg before/after | note |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -535,6 +535,140 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
     bench_cost_distance_ties(parity_size, results)
 
 
+class _PhaseClock:
+    """Wraps module-level functions called from Python so that each call adds its wall time
+    to ``times[name]`` (kernels must be compiled before wrapping: numba resolves globals when
+    it compiles)."""
+
+    def __init__(self):
+        self.times = {}
+        self.saved = []
+
+    def wrap(self, module, names):
+        for name in names:
+            original = getattr(module, name)
+
+            def timed(*args, _original=original, _name=name, **kwargs):
+                start = time.perf_counter()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self.times[_name] = self.times.get(_name, 0.0) + time.perf_counter() - start
+            self.saved.append((module, name, original))
+            setattr(module, name, timed)
+
+    def restore(self):
+        for module, name, original in reversed(self.saved):
+            setattr(module, name, original)
+        self.saved = []
+
+
+MST_CPU_PHASES = {
+    "gridgraph.core.mst": ["valid_mask"],
+    "gridgraph.core.mst._cpu": [
+        "_grid_lightest_edges", "_hook_cells", "_contract_cells", "_grid_cut_edges",
+        "_list_rounds", "_list_lightest", "_list_hook", "_list_contract", "_sort_tree_edges",
+        "_edge_ends", "parent_direction", "exact_total", "spanning_forest",
+        "unsorted_forest", "_rounds_lightest", "_rounds_hook", "_rounds_contract",
+        "_forest_direction"],
+    "gridgraph.core.mst._forest_cpu": [
+        "_check_edges", "_edge_planes", "_masks_from_planes", "_search_bands",
+        "_join_pieces", "_reroot", "_directions", "_planes_from_ids"],
+}
+
+
+def bench_mst_cpu(size, repeat, results):
+    """The CPU backend's MST (public API, edges=False) at ``size`` on every core: wall time,
+    the time of each phase (its functions wrapped with a clock), and the outputs identical
+    to the CUDA backend's (directions, total weight bits, trees)."""
+    import importlib
+
+    import numba
+
+    from gridgraph.core import minimum_spanning_tree
+    values = gpu_fractal(size, 4).get()
+    small = values[:700, :900].copy()
+    for connectivity in (4, 8):  # compile every kernel before the clocks wrap them
+        minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=False)
+        minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=True)
+    for connectivity in (4,):
+        clock = _PhaseClock()
+        for module_name, names in MST_CPU_PHASES.items():
+            module = importlib.import_module(module_name)
+            clock.wrap(module, [n for n in names if hasattr(module, n)])
+        runs = []
+        try:
+            for _ in range(max(1, repeat)):
+                clock.times = {}
+                elapsed, cpu = wall(lambda: minimum_spanning_tree(
+                    values, connectivity, "max", backend="cpu", edges=False))
+                runs.append(dict(s=elapsed, phases=dict(clock.times)))
+                log("mst cpu run", json.dumps(runs[-1], default=float))
+        finally:
+            clock.restore()
+        gpu = minimum_spanning_tree(values, connectivity, "max", backend="cuda", edges=False)
+        same = bool(gpu.trees == cpu.trees and np.float64(gpu.total_weight).tobytes()
+                    == np.float64(cpu.total_weight).tobytes()
+                    and np.array_equal(gpu.parent_direction, cpu.parent_direction,
+                                       equal_nan=True))
+        best = sorted(runs, key=lambda r: r["s"])[len(runs) // 2]
+        results.append(dict(
+            operation=f"mst CPU backend {connectivity}-conn max, edges=False, fractal {size}², "
+                      f"{numba.get_num_threads()} threads (public API)",
+            cpu_s=best["s"], cpu_runs=[r["s"] for r in runs], phases=best["phases"],
+            trees=int(cpu.trees), total_weight=float(cpu.total_weight),
+            identical_to_cuda=same))
+        log(json.dumps(results[-1], default=float))
+        del gpu, cpu
+    del values
+
+
+def bench_cost_distance_device(size, repeat, bandwidth, results):
+    """Cost distance on the device only (inputs there, outputs left there) at ``size``:
+    median time, the phases and schedule counts, and the floor: the bytes the relaxation must
+    move at least (read the costs, write the float64 distances, the int8 predecessors and the
+    allocation once) over the device-to-device copy bandwidth measured in the run."""
+    from numba import cuda
+
+    from gridgraph.core.costdistance import _cuda, _step_lengths
+    steps = _step_lengths(8, None)
+    cost = gpu_fractal(size, 1)
+    d_cost = cuda.as_cuda_array(cost.reshape(-1))
+    d_valid = cuda.to_device(np.ones(size * size, np.uint8))
+    cells = np.array([(size // 2) * size + size // 2])
+    ids = np.array([1])
+    reference = None
+    for variant in getattr(_cuda, "BENCH_VARIANTS", [None]):
+        if variant is not None:
+            _cuda.set_variant(variant)
+
+        def device_run(stats=None):
+            scratch = cuda.device_array(size * size, np.float32)
+            scratch.copy_to_device(d_cost)
+            return _cuda.solve_device(scratch, d_valid, size, size, cells, ids, 8, steps,
+                                      np.inf, stats=stats)
+
+        device_run()  # warm-up (compiles)
+        stats = {}
+        device_run(stats)
+        device, times, out = median_time(device_run, repeat)
+        dist = out[0].copy_to_host()
+        if reference is None:
+            reference = dist
+        same = bool(np.array_equal(dist, reference, equal_nan=True))
+        alloc_bytes = np.dtype(out[2].dtype).itemsize
+        floor = size * size * (4 + 8 + 1 + alloc_bytes) / bandwidth
+        results.append(dict(
+            operation=f"cost distance device only, 8-conn, 1 source, fractal {size}², "
+                      f"variant {variant}",
+            device_s=device, device_runs=times, phases=stats, floor_s=floor,
+            times_floor=device / floor, same_distances_as_first_variant=same))
+        log(json.dumps(results[-1], default=float))
+        del out, dist
+    if hasattr(_cuda, "set_variant"):
+        _cuda.set_variant(None)
+
+
 def identical_cost_outputs(gpu_out, cpu_out):
     """Accumulated cost (bit for bit, NaN where unreached), predecessors and allocation."""
     return bool(np.array_equal(gpu_out[0], cpu_out[0], equal_nan=True)
@@ -737,6 +871,9 @@ def main():
         components=lambda: bench_components(args.size, args.repeat, args.bandwidth, results),
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
                               results),
+        mst_cpu=lambda: bench_mst_cpu(args.size, args.repeat, results),
+        cd_device=lambda: bench_cost_distance_device(args.size, args.repeat, args.bandwidth,
+                                                     results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,
                                                  args.bandwidth, False, results,
                                                  args.deltas))

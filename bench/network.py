@@ -79,6 +79,138 @@ def timed(function, repeat):
     return statistics.median(times), times, statistics.median(cpu), result
 
 
+class _PhaseTimers:
+    """Wraps functions (module attributes) with wall-time accumulators.
+    Nested phases are listed under their callers, indented; a phase's time
+    includes its nested ones."""
+
+    def __init__(self):
+        self.totals = {}
+        self.calls = {}
+        self.depth = {}
+        self.order = []
+        self.stack = []
+        self.undo = []
+
+    def wrap(self, owner, name, label=None):
+        label = label or name
+        function = getattr(owner, name)
+        timers = self
+
+        def timed_call(*args, **kwargs):
+            if label not in timers.totals:
+                timers.order.append(label)
+                timers.totals[label] = 0.0
+                timers.calls[label] = 0
+                timers.depth[label] = len(timers.stack)
+            timers.stack.append(label)
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                timers.totals[label] += time.perf_counter() - start
+                timers.calls[label] += 1
+                timers.stack.pop()
+
+        setattr(owner, name, timed_call)
+        self.undo.append((owner, name, function))
+
+    def restore(self):
+        for owner, name, function in reversed(self.undo):
+            setattr(owner, name, function)
+        self.undo = []
+
+    def table(self):
+        lines = ["| phase | wall | calls |", "|---|---|---|"]
+        for label in self.order:
+            indent = "&nbsp;&nbsp;" * self.depth[label]
+            lines.append(f"| {indent}{label} | {self.totals[label]:.3f} s | "
+                         f"{self.calls[label]} |")
+        return "\n".join(lines)
+
+
+def phase_profile(habitat, resistance, distance_p05, backend):
+    """One end-to-end habitat_network run with a timer on each step (and,
+    on CUDA, the cost-distance solve's own phase timers), after a warm-up
+    run on a small landscape that compiles every kernel."""
+    import gridgraph.core.habitat as habitat_module
+    from gridgraph.core import costdistance as costdistance_module
+    from gridgraph.core.habitat import _scan
+
+    small_habitat, small_resistance = synthetic_landscape(512, 100, seed=3)
+    habitat_network(small_habitat, small_resistance, connectivity=8,
+                    distance_p05=distance_p05, backend=backend,
+                    importance=False)
+    timers = _PhaseTimers()
+    solve_stats = {}
+    from gridgraph.core.habitat import _raster
+    timers.wrap(_raster, "habitat_mask")
+    for name in ("connected_components", "_keep_large", "_seeds",
+                 "cost_distance", "_settle_patches", "_links", "_network"):
+        timers.wrap(habitat_module, name)
+    for name in ("scan_crossings", "trace_links", "path_lengths"):
+        timers.wrap(_scan, name)
+    timers.wrap(_graph, "spanning_forest")
+    timers.wrap(_graph, "graph_components")
+    timers.wrap(_graph, "connectivity_index")
+    timers.wrap(costdistance_module, "_source_cells",
+                "cost_distance: _source_cells (host)")
+    if backend == "cuda":
+        from gridgraph.core.components import _cuda as components_cuda
+        from gridgraph.core.costdistance import _cuda, _cuda_outputs
+        timers.wrap(components_cuda, "label_array", "components label_array")
+        timers.wrap(_cuda, "unique_sources", "unique_sources (host)")
+        timers.wrap(_cuda._Grid, "tiles_around", "tiles_around (host)")
+        timers.wrap(_cuda_outputs.CostScan, "solve", "CostScan.solve")
+        scan_init = _cuda_outputs.CostScan.__init__
+
+        def init_with_stats(self, array, nodata, stats=None):
+            scan_init(self, array, nodata, stats=solve_stats)
+
+        _cuda_outputs.CostScan.__init__ = init_with_stats
+        timers.undo.append((_cuda_outputs.CostScan, "__init__", scan_init))
+    start = time.perf_counter()
+    net = habitat_network(habitat, resistance, connectivity=8,
+                          distance_p05=distance_p05, backend=backend,
+                          importance=False)
+    total = time.perf_counter() - start
+    timers.restore()
+    print(f"habitat_network end to end: {total:.2f} s, {net.patch_count} "
+          f"patches ({int(net.patch_cells.sum())} cells), {len(net.links)} "
+          f"links, backend {backend}")
+    print(timers.table())
+    if solve_stats:
+        print("cost distance CUDA phases (PhaseTimer, synchronised):")
+        for name, value in solve_stats.items():
+            print(f"  {name}: {value:.3f}" if isinstance(value, float)
+                  else f"  {name}: {value}")
+    return net
+
+
+def parity(size, backend):
+    """habitat_network with ``backend`` against the CPU backend on a
+    ``size``² landscape of (size / 164)² patches, dIIC/dPC included: every
+    output must be identical (links with their paths, tree, indices,
+    rasters); raises otherwise."""
+    from test_habitat_network import assert_same_network
+    patches = max(4, (size // 164) ** 2)
+    habitat, resistance = synthetic_landscape(size, patches, seed=7)
+    options = dict(connectivity=8, distance_p05=50.0 * size / 1024,
+                   importance=True, outputs=("patches", "accumulated",
+                                             "allocation", "corridors"))
+    start = time.perf_counter()
+    cpu = habitat_network(habitat, resistance, backend="cpu", **options)
+    cpu_time = time.perf_counter() - start
+    start = time.perf_counter()
+    other = habitat_network(habitat, resistance, backend=backend, **options)
+    other_time = time.perf_counter() - start
+    assert_same_network(cpu, other)
+    print(f"parity {size}²: {backend} == cpu on every output ("
+          f"{cpu.patch_count} patches, {len(cpu.links)} links, dIIC/dPC "
+          f"included; first calls: cpu {cpu_time:.1f} s, {backend} "
+          f"{other_time:.1f} s)", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=8192)
@@ -87,12 +219,28 @@ def main():
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--importance-patches", type=int, default=1000)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--phases", action="store_true",
+                        help="after the table, one more end-to-end run with "
+                        "a timer on each phase")
+    parser.add_argument("--phases-only", action="store_true",
+                        help="the phase run alone (warm-up on a small "
+                        "landscape), no table")
+    parser.add_argument("--parity-size", type=int, default=0,
+                        help="first check --backend against the CPU backend "
+                        "on a landscape of this size (every output)")
     args = parser.parse_args()
 
+    if args.parity_size:
+        parity(args.parity_size, args.backend)
     start = time.perf_counter()
     habitat, resistance = synthetic_landscape(args.size, args.patches)
     made = time.perf_counter() - start
     distance_p05 = 50.0 * args.size / 1024
+    if args.phases_only:
+        print(f"landscape made in {made:.1f} s", flush=True)
+        phase_profile(habitat, resistance, distance_p05, args.backend)
+        return
 
     def steps():
         components = connected_components(habitat, 8, "nonzero",
@@ -190,7 +338,24 @@ def main():
         "| one run |",
     ]
     table = "\n".join(lines)
-    print(table)
+    print(table, flush=True)
+    if args.json:
+        import json
+        with open(args.json, "w") as handle:
+            json.dump({
+                "bench": "network", "header": lines[0], "size": args.size,
+                "backend": args.backend, "patches": int(net.patch_count),
+                "links": len(net.links),
+                "end_to_end_s": net_times, "end_to_end_cpu_s": net_cpu,
+                "steps_s": step_times, "steps_cpu_s": step_cpu,
+                "iic_s": graph_times["iic"], "pc_s": graph_times["pc"],
+                "importance_patches": int(k),
+                "diic_s": [iic_importance, iic_cpu],
+                "dpc_s": [pc_importance, pc_cpu], "load_average": load},
+                handle, indent=1)
+    if args.phases:
+        del net
+        phase_profile(habitat, resistance, distance_p05, args.backend)
     if args.write:
         print("\n(paste the table into docs/benchmarks.md's habitat section)")
 

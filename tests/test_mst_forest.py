@@ -131,3 +131,37 @@ def test_exact_total_in_parallel_chunks_equals_one_pass(monkeypatch, dtype):
     assert _cpu.exact_total(weights) == np.inf
     assert _cpu.exact_total(-np.zeros(100, dtype)) == 0.0
     assert np.signbit(_cpu.exact_total(-np.zeros(100, dtype)))
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_unsorted_forest_ids_give_the_sorted_forest_and_its_walk(
+        monkeypatch, connectivity):
+    """``unsorted_forest`` (Borůvka's order, parallel hooking and relabelling
+    in chunks) holds the same tree edges as ``spanning_forest``, and the
+    walk from their ids (``walk_forest_ids``: no edge list) is the walk from
+    the edge list, bit for bit, with band borders and chunks everywhere."""
+    monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
+    monkeypatch.setattr(_forest_cpu, "_PARALLEL_MIN_CELLS", 8)
+    rng = np.random.default_rng(connectivity)
+    values = np.round(fractal_surface((61, 47), seed=connectivity) / 100)
+    valid = rng.random(values.shape) > 0.15
+    edges, weights = _cpu.spanning_forest(values, valid, connectivity, 0,
+                                          np.float32, Progress())
+    edge_id, unsorted_weights = _cpu.unsorted_forest(
+        values, valid, connectivity, 0, np.float32, Progress())
+    low = edge_id >> 2
+    rank = edge_id & 3
+    high = low + np.array([1, values.shape[1] - 1, values.shape[1],
+                           values.shape[1] + 1])[rank]
+    order = np.lexsort((high, low, unsorted_weights))
+    np.testing.assert_array_equal(np.stack([low, high], 1)[order], edges)
+    np.testing.assert_array_equal(unsorted_weights[order], weights)
+    for bands in (None, 1, 5):
+        expected = _forest_cpu.walk_forest(edges, valid, None, True, True,
+                                           bands=bands)
+        got = _forest_cpu.walk_forest_ids(edge_id, valid, None, True, True,
+                                          bands=bands)
+        np.testing.assert_array_equal(got[0].view(np.uint32),
+                                      expected[0].view(np.uint32))
+        np.testing.assert_array_equal(got[1], expected[1])
+        assert got[2] == expected[2]

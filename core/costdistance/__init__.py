@@ -53,8 +53,11 @@ class CostDistanceResult:
         GRASS r.cost ``outdir`` convention: degrees counter-clockwise from
         east toward the next cell on the least-cost path back to a source;
         0 at sources, NaN where ``accumulated`` is NaN.
-    allocation : ndarray of int64
+    allocation : ndarray of int32 (int64 when an id needs it)
         Id of the source each cell is reached from; 0 where unreached.
+        int32 when every source id fits in 32 bits (the default ids 1..k
+        do below 2**31 sources), else int64: :func:`allocation_dtype`,
+        the same on every backend, tile size and executor.
     """
 
     accumulated: np.ndarray
@@ -250,10 +253,22 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     progress(1.0)
     return CostDistanceResult(
         accumulated if "accumulated" in outputs else None, direction,
-        allocation if "allocation" in outputs else None)
+        allocation.astype(allocation_dtype(ids), copy=False)
+        if "allocation" in outputs else None)
 
 
 OUTPUTS = ("accumulated", "direction", "allocation")
+
+
+def allocation_dtype(ids):
+    """The allocation raster's dtype for source ``ids``: int32 when every
+    id (and 0, unreached) fits in 32 bits, else int64."""
+    ids = np.asarray(ids)
+    info = np.iinfo(np.int32)
+    if ids.size == 0 or (int(ids.min()) >= info.min
+                         and int(ids.max()) <= info.max):
+        return np.dtype(np.int32)
+    return np.dtype(np.int64)
 
 
 def _check_outputs(outputs):

@@ -40,7 +40,7 @@ import numpy as np
 from .. import distributed, tiling
 from .._common import Progress, valid_mask
 from ..errors import InvalidInputError
-from . import FLOAT64_MAX
+from . import FLOAT64_MAX, allocation_dtype
 from . import tiled
 from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
                     TILE_BYTES_PER_CELL, HOPS_UNREACHED, band_cells)
@@ -243,7 +243,8 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
         results = output_round(problem, bands, states, tile_sources, solved,
                                outputs, need_trees, band_label, band_flag,
                                distinct_ids[0], out_dir,
-                               progress.span(*OUTPUT_SPAN))
+                               progress.span(*OUTPUT_SPAN),
+                               allocation_dtype(distinct_ids))
     result = CostDistanceResult(*(results.get(name) for name in (
         "accumulated", "direction", "allocation")))
     result.tile_solves = solves
@@ -622,13 +623,14 @@ OUTPUT_TYPES = {"accumulated": (np.float64, np.nan),
 
 def output_round(problem, bands, states, tile_sources, solved, outputs,
                  need_trees, band_label, band_flag, first_id, out_dir,
-                 progress):
+                 progress, allocation_type=np.int64):
     """Every output block, written into the sinks: by the tasks themselves
     for sinks on disk (each pwrites its own window), else here.  Returns
-    the finished outputs by name."""
+    the finished outputs by name.  ``allocation_type``: the allocation
+    raster's dtype (costdistance.allocation_dtype of the ids)."""
     grid = problem.grid
-    sinks = {name: tiling.make_sink(out_dir, name, grid.shape,
-                                    *OUTPUT_TYPES[name])
+    types = dict(OUTPUT_TYPES, allocation=(allocation_type, 0))
+    sinks = {name: tiling.make_sink(out_dir, name, grid.shape, *types[name])
              for name in outputs}
     reached = np.flatnonzero(solved)
     in_task = all(isinstance(s, tiling.NpySink) for s in sinks.values())

@@ -10,13 +10,12 @@ import numpy as np
 
 from .. import tiling
 from .._common import (as_progress, check_connectivity,
-                       check_unsupported_scale_options, load_raster,
-                       valid_mask)
+                       check_unsupported_scale_options, load_raster)
 from ..components import connected_components
 from ..costdistance import _step_lengths, cost_distance
 from ..costdistance import tiled as costdistance_tiled
 from ..errors import InvalidInputError
-from . import _graph, _scan
+from . import _graph, _raster, _scan
 
 OUTPUTS = ("patches", "accumulated", "allocation", "corridors")
 DEFAULT_OUTPUTS = ("patches", "accumulated", "allocation")
@@ -92,9 +91,10 @@ class HabitatNetworkResult:
         tiled path with ``out_dir``.
     accumulated : 2-D float64 raster or None
         Least cost from the nearest patch (0 on patches, NaN unreached).
-    allocation : 2-D int64 raster or None
+    allocation : 2-D int32 raster (int64 past 2**31 - 1 patches) or None
         The patch each cell is cheapest to reach from (0 unreached): the
-        resistance Voronoi regions.
+        resistance Voronoi regions (the dtype of
+        ``costdistance.allocation_dtype``).
     corridors : 2-D float64 raster or None
         On each cell of a minimum spanning tree link's path, that link's
         cost (the least of them where paths meet); NaN elsewhere.
@@ -310,7 +310,7 @@ def habitat_network(habitat, resistance, habitat_values=None, connectivity=8,
         # 1. patches
         mask = store.new("habitat_mask", (rows, cols), np.uint8)
         for top, block in _strips(habitat_in, strip_rows):
-            mask[top:top + block.shape[0]] = _habitat_mask(
+            mask[top:top + block.shape[0]] = _raster.habitat_mask(
                 block, habitat_nodata, habitat_values)
         components = connected_components(
             store.done(mask), connectivity, "nonzero",
@@ -322,15 +322,17 @@ def habitat_network(habitat, resistance, habitat_values=None, connectivity=8,
         del mask, components
         patch_count = int(patch_cells.size)
 
-        # 2. least-cost regions
-        # an integer raster of two columns would be read as a list of
-        # (row, col) cells: hand that one over as floats (ids stay exact)
-        source_raster = patches if cols != 2 else np.asarray(
-            patches, dtype=np.float64)
+        # 2. least-cost regions, seeded from the patch boundary cells only;
+        # the patch cells are then set to cost 0 and their own patch (the
+        # rasters are those of every patch cell seeded: _raster's docstring)
+        cells, ids = _seeds(patches, strip_rows, connectivity)
         regions = cost_distance(
-            resistance, source_raster, connectivity, nodata=resistance_nodata,
-            band=resistance_band, progress=progress.span(*PHASES["cost"]),
+            resistance, cells, connectivity, nodata=resistance_nodata,
+            source_ids=ids, band=resistance_band,
+            progress=progress.span(*PHASES["cost"]),
             out_dir=store.folder("costdistance"), **scale)
+        del cells, ids
+        regions = _settle_patches(regions, patches, strip_rows)
 
         # 3. links
         def read_strip(top, n):
@@ -379,13 +381,6 @@ def habitat_network(habitat, resistance, habitat_values=None, connectivity=8,
 # steps
 
 
-def _habitat_mask(block, nodata, habitat_values):
-    valid = valid_mask(block, nodata)
-    if habitat_values is None:
-        return valid & (block != 0)
-    return valid & np.isin(block, habitat_values)
-
-
 def _keep_large(components, resistance_in, resistance_nodata, min_area,
                 cell_area, strip_rows, store, progress):
     """Drop the patches under ``min_area``, renumber the others in scan
@@ -396,7 +391,7 @@ def _keep_large(components, resistance_in, resistance_nodata, min_area,
     rows, cols = labels.shape
     cells = np.zeros(components.count + 1, dtype=np.int64)
     for top, block in _strips(labels, strip_rows):
-        cells += np.bincount(block.ravel(), minlength=components.count + 1)
+        cells += _raster.label_counts(block, components.count + 1)
     # a tolerance of one part in 1e12: an area typed as 3 x 0.1 x 0.1 is
     # not lost to rounding
     keep = cells * cell_area >= min_area * (1 - 1e-12)
@@ -417,16 +412,13 @@ def _keep_large(components, resistance_in, resistance_nodata, min_area,
     for (top, block), (_, resistance) in zip(
             _strips(labels, strip_rows),
             _strips(resistance_in, strip_rows)):
-        new = renumber[block]
-        valid = valid_mask(resistance, resistance_nodata)
-        valid_cells += int(np.count_nonzero(valid))
-        stranded = (new != 0) & ~valid
-        if bad is None and stranded.any():
-            r, c = np.argwhere(stranded)[0]
-            bad = (int(stranded.sum()), top + int(r), int(c))
-        elif bad is not None:
-            bad = (bad[0] + int(stranded.sum()), bad[1], bad[2])
-        patches[top:top + block.shape[0]] = new
+        valid, stranded, first = _raster.relabel(
+            block, renumber, resistance, resistance_nodata,
+            patches[top:top + block.shape[0]])
+        valid_cells += valid
+        if stranded:
+            bad = (stranded, top + first[0], first[1]) if bad is None else \
+                (bad[0] + stranded, bad[1], bad[2])
         progress((top + block.shape[0]) / rows)
     if bad is not None:
         raise InvalidInputError(
@@ -435,6 +427,63 @@ def _keep_large(components, resistance_in, resistance_nodata, min_area,
             "habitat cells a resistance (e.g. the lowest one), or exclude "
             "them from the habitat")
     return store.done(patches), cells[keep], valid_cells
+
+
+def _seeds(patches, strip_rows, connectivity):
+    """(row, col) cells and patch ids of the cost distance's sources: the
+    patch boundary cells, a strip at a time (each read with the rows around
+    it).  A patch without a boundary cell covers the whole raster (its
+    cells have no other neighbours): its first cell is then the source."""
+    rows, cols = patches.shape
+    found = []
+    for top in range(0, rows, strip_rows):
+        n = min(strip_rows, rows - top)
+        above = 1 if top > 0 else 0
+        below = 1 if top + n < rows else 0
+        block = _read(patches, tiling.Window(top - above, 0,
+                                             n + above + below, cols))
+        found.append(_raster.boundary_cells(block, above, above + n,
+                                            connectivity, top - above))
+    cells = np.concatenate([c for c, _ in found])
+    ids = np.concatenate([i for _, i in found])
+    if cells.size == 0:  # one patch, every cell: patch 1 from (0, 0)
+        cells = np.zeros((1, 2), dtype=np.int64)
+        ids = np.ones(1, dtype=np.int64)
+    return cells, ids
+
+
+def _settle_patches(regions, patches, strip_rows):
+    """The cost distance's result with cost 0 and the own patch as
+    allocation on every patch cell (files of the tiled path are reopened
+    for writing, read-only arrays copied)."""
+    accumulated = _writable(regions.accumulated)
+    allocation = _writable(regions.allocation)
+    rows = patches.shape[0]
+    for top in range(0, rows, strip_rows):
+        piece = slice(top, min(rows, top + strip_rows))
+        block = _read(patches, tiling.Window(top, 0, piece.stop - top,
+                                             patches.shape[1]))
+        _raster.settle_patches(block, accumulated[piece], allocation[piece])
+    return type(regions)(accumulated=_reopened(accumulated),
+                         direction=regions.direction,
+                         allocation=_reopened(allocation))
+
+
+def _writable(array):
+    if isinstance(array, np.memmap) and not array.flags.writeable:
+        return np.load(array.filename, mmap_mode="r+")
+    if not array.flags.writeable:
+        return np.array(array)
+    return array
+
+
+def _reopened(array):
+    """A memmap written to, flushed and reopened read-only (the tiled
+    path's results are read-only); other arrays as they are."""
+    if isinstance(array, np.memmap):
+        array.flush()
+        return np.load(array.filename, mmap_mode="r")
+    return array
 
 
 def _links(key, cost, cell, neighbour, patch_count, cols, regions,

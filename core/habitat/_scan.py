@@ -12,12 +12,12 @@ x, y allocated to different patches a < b it forms the crossing cost::
 pair, the crossing with the least (cost, x, neighbour) -- x the cell that
 comes first in scan order, the neighbour its index in
 ``NEIGHBOUR_OFFSETS``.  That is a total order, so the link chosen does not
-depend on the strips.  Pairs live in an open-addressing hash table keyed by
+depend on the strips, nor on how rows are shared among threads.  Pairs live in an open-addressing hash table keyed by
 a * (count + 1) + b; it grows between rows when half full.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..costdistance import GRASS_DIRECTION_DEGREES, NEIGHBOUR_OFFSETS
 
@@ -143,34 +143,64 @@ def scan_strip(accumulated, allocation, resistance, owned_rows, first_row,
 
 
 def scan_crossings(read_strip, rows, cols, strip_rows, patch_count,
-                   connectivity, step_lengths, progress=None):
+                   connectivity, step_lengths, progress=None, threads=None):
     """Best crossing per patch pair over the whole raster.
 
     ``read_strip(top, n)`` returns (accumulated, allocation, resistance)
     blocks of raster rows top..top+n-1 (float64, int64, float64; barriers
-    and unreached cells have allocation 0).  Returns the arrays of
-    :meth:`PairTable.entries`.
+    and unreached cells have allocation 0).  Each strip's rows are split
+    among ``threads`` threads (default: numba's thread count), each with a
+    table of its own (the kernel releases the GIL); the tables are merged
+    by the same total order, so the result is the one table of a single
+    thread.  Returns the arrays of :meth:`PairTable.entries`.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from numba import get_num_threads
     forward = FORWARD[connectivity]
     drow = NEIGHBOUR_OFFSETS[:, 0].copy()
     dcol = NEIGHBOUR_OFFSETS[:, 1].copy()
     step_lengths = np.ascontiguousarray(step_lengths, dtype=np.float64)
-    table = PairTable()
-    for top in range(0, rows, strip_rows):
-        owned = min(strip_rows, rows - top)
-        accumulated, allocation, resistance = read_strip(
-            top, owned + (1 if top + owned < rows else 0))
-        start = 0
-        while start < owned:
+    threads = max(1, int(threads or get_num_threads()))
+    tables = [PairTable() for _ in range(threads)]
+
+    def scan_rows(table, blocks, top, start, stop):
+        accumulated, allocation, resistance = blocks
+        while start < stop:
             table.count, start = scan_strip(
-                accumulated, allocation, resistance, owned, top, start, cols,
+                accumulated, allocation, resistance, stop, top, start, cols,
                 patch_count, forward, drow, dcol, step_lengths, table.key,
                 table.cost, table.cell, table.neighbour, table.count)
-            if start < owned:
+            if start < stop:
                 table.grow()
-        if progress is not None:
-            progress((top + owned) / rows)
-    return table.entries()
+
+    with ThreadPoolExecutor(threads) as pool:
+        for top in range(0, rows, strip_rows):
+            owned = min(strip_rows, rows - top)
+            blocks = read_strip(top, owned + (1 if top + owned < rows else 0))
+            bounds = [owned * t // threads for t in range(threads + 1)]
+            # result() re-raises a thread's exception here
+            for done in [pool.submit(scan_rows, tables[t], blocks, top,
+                                     bounds[t], bounds[t + 1])
+                         for t in range(threads)]:
+                done.result()
+            if progress is not None:
+                progress((top + owned) / rows)
+    return merge_entries([table.entries() for table in tables])
+
+
+def merge_entries(entries):
+    """One (key, cost, cell, neighbour) per key, sorted by key, from the
+    entries of several tables: the least by (cost, cell, neighbour), the
+    order :func:`_offer` keeps."""
+    key, cost, cell, neighbour = (np.concatenate(parts)
+                                  for parts in zip(*entries))
+    order = np.lexsort((neighbour, cell, cost, key))
+    key = key[order]
+    first = np.ones(key.size, dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    picked = order[first]
+    return key[first], cost[picked], cell[picked], neighbour[picked]
 
 
 # ------------------------------------------------------------------ paths
@@ -220,22 +250,25 @@ def _trace_fill(direction, row, col, table, out_rows, out_cols, start, step):
         p += step
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _trace_links(direction, x_row, x_col, y_row, y_col, table):
+    # each link's two traces are independent of the others: both passes
+    # run over the links in parallel, into places fixed by the offsets
     n = x_row.size
     limit = direction.shape[0] * direction.shape[1]
     offsets = np.zeros(n + 1, dtype=np.int64)
     back = np.zeros(n, dtype=np.int64)
+    ahead = np.zeros(n, dtype=np.int64)
+    for k in prange(n):
+        back[k] = _trace_length(direction, x_row[k], x_col[k], table, limit)
+        ahead[k] = _trace_length(direction, y_row[k], y_col[k], table, limit)
     for k in range(n):
-        lx = _trace_length(direction, x_row[k], x_col[k], table, limit)
-        ly = _trace_length(direction, y_row[k], y_col[k], table, limit)
-        if lx < 0 or ly < 0:
+        if back[k] < 0 or ahead[k] < 0:
             return offsets, back, np.empty(0, np.int64), np.empty(0, np.int64), k
-        back[k] = lx
-        offsets[k + 1] = offsets[k] + lx + ly
+        offsets[k + 1] = offsets[k] + back[k] + ahead[k]
     rows = np.empty(offsets[n], dtype=np.int64)
     cols = np.empty(offsets[n], dtype=np.int64)
-    for k in range(n):
+    for k in prange(n):
         # x's patch first: x's path reversed, then y's path forward
         _trace_fill(direction, x_row[k], x_col[k], table, rows, cols,
                     offsets[k] + back[k] - 1, -1)
@@ -266,12 +299,12 @@ def trace_links(direction, x_cells, y_cells):
     return offsets, rows, cols
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def path_lengths(offsets, rows, cols, xres, yres):
     """Euclidean length of each link's polyline through cell centres."""
     n = offsets.size - 1
     lengths = np.zeros(n)
-    for k in range(n):
+    for k in prange(n):
         total = 0.0
         for p in range(offsets[k] + 1, offsets[k + 1]):
             dr = (rows[p] - rows[p - 1]) * yres

@@ -147,14 +147,23 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
             trees=trees, parent_direction=parent_direction,
             shape=array.shape)
     valid = valid_mask(array, nodata)
-    from . import _cpu as kernels
-    tree_edges, weights = kernels.spanning_forest(
-        array, valid, connectivity, WEIGHTS.index(weight), weight_dtype,
-        progress.span(0.0, 0.8))
-    n_valid = int(np.count_nonzero(valid))
     from . import _cpu
-    parent_direction = _cpu.parent_direction(
-        tree_edges, valid, progress.span(0.8, 1.0))
+    if edges:
+        tree_edges, weights = _cpu.spanning_forest(
+            array, valid, connectivity, WEIGHTS.index(weight), weight_dtype,
+            progress.span(0.0, 0.8))
+        parent_direction = _cpu.parent_direction(
+            tree_edges, valid, progress.span(0.8, 1.0))
+    else:
+        # the directions, total and count need only the set of tree edges:
+        # no sort, no edge list
+        edge_ids, weights = _cpu.unsorted_forest(
+            array, valid, connectivity, WEIGHTS.index(weight), weight_dtype,
+            progress.span(0.0, 0.8))
+        parent_direction = _cpu.forest_direction(
+            edge_ids, valid, progress.span(0.8, 1.0))
+        tree_edges = edge_ids
+    n_valid = int(np.count_nonzero(valid))
     progress(1.0)
     trees = n_valid - len(tree_edges)
     total_weight = _cpu.exact_total(weights)

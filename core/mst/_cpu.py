@@ -435,32 +435,51 @@ def _list_lightest(end_a, end_b, weight, edge_id, best, best_weight, best_id):
                 best_id[0, c] = best_id[t, c]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _list_hook(end_a, end_b, best, best_weight, best_id, parent,
-               chosen_edge, chosen_weight, n_chosen):
+               chosen_edge, chosen_weight, n_chosen, chunk_offsets):
     """Borůvka hooking of the m components of the list (as in
-    :func:`_hook_cells`): appends the tree edges found to ``chosen_*`` and
-    leaves each component's root in ``parent``.  Returns the new
-    n_chosen."""
+    :func:`_hook_cells`): appends the tree edges found to ``chosen_*`` (in
+    component order) and leaves each component's root in ``parent``.
+    Returns the new n_chosen.  ``chunk_offsets`` (chunks + 1) is scratch.
+
+    Every loop runs in parallel.  Breaking a mutual pair writes only the
+    lower entry, which no other entry's test reads to a different end: an
+    entry c reads ``parent[p]`` only for p > c, and the higher entry of a
+    pair is never written.  Root finding compresses paths concurrently
+    (safe, see :func:`_find_root`).
+    """
     m = parent.size
-    for c in range(m):
+    n_chunks = chunk_offsets.size - 1
+    for c in prange(m):
         j = best[c]
         if j < 0:
             parent[c] = c
         else:
             parent[c] = end_b[j] if end_a[j] == c else end_a[j]
-    for c in range(m):
+    for c in prange(m):
         p = parent[c]
         if p > c and parent[p] == c:
             parent[c] = c
-    for c in range(m):
-        if parent[c] != c:
-            chosen_edge[n_chosen] = best_id[c]
-            chosen_weight[n_chosen] = best_weight[c]
-            n_chosen += 1
-    for c in range(m):
-        _find_root(parent, c)
-    return n_chosen
+    for t in prange(n_chunks):
+        hooked = 0
+        for c in range(m * t // n_chunks, m * (t + 1) // n_chunks):
+            if parent[c] != c:
+                hooked += 1
+        chunk_offsets[t + 1] = hooked
+    chunk_offsets[0] = n_chosen
+    for t in range(n_chunks):
+        chunk_offsets[t + 1] += chunk_offsets[t]
+    for t in prange(n_chunks):
+        j = chunk_offsets[t]
+        for c in range(m * t // n_chunks, m * (t + 1) // n_chunks):
+            if parent[c] != c:
+                chosen_edge[j] = best_id[c]
+                chosen_weight[j] = best_weight[c]
+                j += 1
+    for c in prange(m):
+        _find_root(parent, np.int64(c) + 0)  # a copy: the walk moves it
+    return chunk_offsets[n_chunks]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -496,11 +515,22 @@ def _list_contract(end_a, end_b, weight, edge_id, parent, new_label,
                 if new_run:
                     kept += 1
         chunk_offsets[t + 1] = kept
-    m_new = 0
-    for c in range(m):
-        if new_label[c] != 0:
-            new_label[c] = m_new
-            m_new += 1
+    # compact labels in root order: counts per chunk of roots, then ranks
+    label_offsets = np.zeros(n_chunks + 1, dtype=np.int64)
+    for t in prange(n_chunks):
+        count = 0
+        for c in range(m * t // n_chunks, m * (t + 1) // n_chunks):
+            count += new_label[c]
+        label_offsets[t + 1] = count
+    for t in range(n_chunks):
+        label_offsets[t + 1] += label_offsets[t]
+    for t in prange(n_chunks):
+        label = label_offsets[t]
+        for c in range(m * t // n_chunks, m * (t + 1) // n_chunks):
+            if new_label[c] != 0:
+                new_label[c] = label
+                label += 1
+    m_new = label_offsets[n_chunks]
     chunk_offsets[0] = 0
     for t in range(n_chunks):
         chunk_offsets[t + 1] += chunk_offsets[t]
@@ -548,7 +578,8 @@ def _list_rounds(end_a, end_b, weight, edge_id, spare, m, chosen_edge,
             parent = np.empty(m, dtype=np.int64)
             n_chosen = _list_hook(current[0], current[1], best[0],
                                   best_weight[0], best_id[0], parent,
-                                  chosen_edge, chosen_weight, n_chosen)
+                                  chosen_edge, chosen_weight, n_chosen,
+                                  np.zeros(n_chunks + 1, dtype=np.int64))
             del best, best_weight, best_id
             n_edges, m = _list_contract(
                 *current, parent, np.empty(m, dtype=np.int64),
@@ -821,6 +852,28 @@ def spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
         (weight, low, high); k = valid cells - connected pieces.
     weights : (k,) ndarray of ``weight_dtype``
     """
+    edge_id, weight = unsorted_forest(array, valid, connectivity,
+                                      weight_index, weight_dtype,
+                                      progress.span(0.0, 0.75))
+    with _threads_for(np.size(valid)):
+        # the output array holds the sort keys first
+        edges = np.empty((edge_id.size, 2), dtype=np.int64)
+        edge_id, weight = _sort_tree_edges(
+            edge_id, weight, np.size(valid), progress.span(0.75, 0.95),
+            edges.reshape(-1).view(np.uint64))
+        progress(0.95)
+        _edge_ends(edge_id, np.shape(valid)[1], edges)
+    progress(1.0)
+    return edges, weight
+
+
+def unsorted_forest(array, valid, connectivity, weight_index, weight_dtype,
+                    progress):
+    """The tree edges of :func:`spanning_forest` as (edge_id, weights), in
+    no particular order (the order of the Borůvka rounds): edge ids
+    ``low * 4 + rank`` (module docstring), int64; no sort and no edge
+    list, for callers that need only the set (parent directions, the exact
+    total, the count)."""
     if connectivity not in (4, 8):
         raise InvalidInputError(
             f"connectivity must be 4 or 8, got {connectivity!r}")
@@ -833,11 +886,11 @@ def spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
         raise InvalidInputError(
             f"weight dtype must be float32 or float64, got {weight_dtype}")
     with _threads_for(np.size(valid)):
-        return _spanning_forest(array, valid, connectivity, weight_index,
+        return _unsorted_forest(array, valid, connectivity, weight_index,
                                 weight_dtype, progress)
 
 
-def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
+def _unsorted_forest(array, valid, connectivity, weight_index, weight_dtype,
                      progress):
     values = np.ascontiguousarray(array, dtype=weight_dtype)
     valid = np.ascontiguousarray(valid, dtype=bool)
@@ -850,7 +903,7 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     half = weight_dtype(0.5)
     progress(0.0)
     if n_cells == 0:
-        return np.empty((0, 2), dtype=np.int64), np.empty(0, weight_dtype)
+        return np.empty(0, dtype=np.int64), np.empty(0, weight_dtype)
 
     # Page faults on fresh memory are costly (most on virtual machines), so
     # two arenas are reused: [lightest edge | its weight] then the list of
@@ -864,14 +917,14 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     # Round 1 on the implicit grid.
     best_edge, best_weight = _carve(first_arena, n_cells,
                                     (np.int64, weight_dtype))
-    _by_bands(_grid_lightest_edges, progress.span(0.0, 0.1), values, valid,
+    _by_bands(_grid_lightest_edges, progress.span(0.0, 0.13), values, valid,
               eight, weight_index, half, best_weight, best_edge)
     rows = values.shape[0]
     component, root_label = _carve(second_arena, n_cells,
                                    (np.int64, label_dtype))
     root_offsets = np.zeros(rows + 1, dtype=np.int64)
     tree_offsets = np.zeros(rows + 1, dtype=np.int64)
-    _by_bands(_hook_cells, progress.span(0.1, 0.2), valid, best_edge,
+    _by_bands(_hook_cells, progress.span(0.13, 0.27), valid, best_edge,
               component, root_offsets, tree_offsets)
     np.cumsum(root_offsets, out=root_offsets)
     np.cumsum(tree_offsets, out=tree_offsets)
@@ -880,7 +933,7 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     chosen_edge = np.empty(n_valid, dtype=np.int64)
     chosen_weight = np.empty(n_valid, dtype=weight_dtype)
     cut_offsets = np.zeros(rows + 1, dtype=np.int64)
-    _by_bands(_contract_cells, progress.span(0.2, 0.3), valid, eight,
+    _by_bands(_contract_cells, progress.span(0.27, 0.4), valid, eight,
               best_edge, best_weight, component, root_offsets, tree_offsets,
               root_label, chosen_edge, chosen_weight, cut_offsets)
     del best_weight, best_edge
@@ -890,7 +943,7 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     n_edges = int(cut_offsets[-1])
     list_dtypes = (label_dtype, label_dtype, weight_dtype, np.int64)
     end_a, end_b, weight, edge_id = _carve(first_arena, n_edges, list_dtypes)
-    _by_bands(_grid_cut_edges, progress.span(0.3, 0.45), values, valid,
+    _by_bands(_grid_cut_edges, progress.span(0.4, 0.6), values, valid,
               eight, weight_index, half, component, root_label, cut_offsets,
               end_a, end_b, weight, edge_id)
     del component, root_label, first_arena
@@ -900,18 +953,10 @@ def _spanning_forest(array, valid, connectivity, weight_index, weight_dtype,
     del second_arena
     n_chosen = _list_rounds(end_a, end_b, weight, edge_id, spare, m,
                             chosen_edge, chosen_weight, n_chosen,
-                            progress.span(0.45, 0.75))
+                            progress.span(0.6, 1.0))
     del end_a, end_b, weight, edge_id, spare
-
-    # The output array holds the sort keys first.
-    edges = np.empty((n_chosen, 2), dtype=np.int64)
-    chosen_edge, chosen_weight = _sort_tree_edges(
-        chosen_edge[:n_chosen], chosen_weight[:n_chosen], n_cells,
-        progress.span(0.75, 0.95), edges.reshape(-1).view(np.uint64))
-    progress(0.95)
-    _edge_ends(chosen_edge, values.shape[1], edges)
     progress(1.0)
-    return edges, chosen_weight
+    return chosen_edge[:n_chosen], chosen_weight[:n_chosen]
 
 
 def _by_bands(kernel, progress, raster, *arguments):
@@ -946,6 +991,14 @@ def parent_direction(edges, valid, progress):
     """See :func:`gridgraph.core.mst._forest_cpu.parent_direction`."""
     from ._forest_cpu import parent_direction as on_all_cores
     return on_all_cores(edges, valid, progress)
+
+
+def forest_direction(edge_id, valid, progress):
+    """:func:`parent_direction` of the tree edges given by their ids, in
+    any order (as :func:`unsorted_forest` returns them)."""
+    from ._forest_cpu import walk_forest_ids
+    direction, _, _ = walk_forest_ids(edge_id, valid, progress, True, False)
+    return direction
 
 
 def label_forest(edges, valid):

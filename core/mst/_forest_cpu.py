@@ -332,19 +332,54 @@ def walk_forest(edges, valid, progress, want_direction, want_labels,
     (index dtype) are None unless wanted; ``bands`` fixes the number of
     bands (tests use it to put borders in small rasters).
     """
+    edges = np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2)
+    return _walk_forest(
+        lambda valid_flat, cols, n_bands: _check_edges(edges, valid_flat,
+                                                       cols, n_bands),
+        valid, progress, want_direction, want_labels, bands)
+
+
+def walk_forest_ids(edge_id, valid, progress, want_direction, want_labels,
+                    bands=None):
+    """:func:`walk_forest` of the tree edges given by their ids (``low * 4
+    + plane``, as ``_cpu.unsorted_forest`` returns them, in any order):
+    no edge list to build or check.  The ids must be distinct edges
+    between valid cells."""
+    edge_id = np.ascontiguousarray(edge_id, dtype=np.int64).reshape(-1)
+
+    def planes_of(valid_flat, cols, n_bands):
+        planes = np.zeros((4, valid_flat.size), dtype=np.uint8)
+        _planes_from_ids(edge_id, planes)
+        return planes
+
+    return _walk_forest(planes_of, valid, progress, want_direction,
+                        want_labels, bands)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _planes_from_ids(edge_id, planes):
+    """``planes[id & 3, id >> 2] = 1``: an edge id is its low cell and
+    plane (distinct edges write distinct bytes)."""
+    for i in prange(edge_id.size):
+        e = edge_id[i]
+        planes[e & 3, e >> 2] = 1
+
+
+def _walk_forest(planes_of, valid, progress, want_direction, want_labels,
+                 bands):
     valid = np.ascontiguousarray(valid, dtype=bool)
     rows, cols = valid.shape
     n = valid.size
     valid_flat = valid.reshape(-1)
-    edges = np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2)
     band_rows = _band_rows(rows, n, bands)
     n_bands = band_rows.size - 1
     previous_threads = numba.get_num_threads()
     if n_bands == 1:
         numba.set_num_threads(1)
     try:
+        planes = planes_of(valid_flat, max(cols, 1), n_bands)
         direction, labels, trees = _walk(
-            edges, valid_flat, rows, max(cols, 1), band_rows, progress,
+            planes, valid_flat, rows, max(cols, 1), band_rows, progress,
             want_direction, want_labels)
     finally:
         numba.set_num_threads(previous_threads)
@@ -355,11 +390,10 @@ def walk_forest(edges, valid, progress, want_direction, want_labels,
     return direction, labels, trees
 
 
-def _walk(edges, valid_flat, rows, cols, band_rows, progress, want_direction,
+def _walk(planes, valid_flat, rows, cols, band_rows, progress, want_direction,
           want_labels):
     n = valid_flat.size
     n_bands = band_rows.size - 1
-    planes = _check_edges(edges, valid_flat, cols, n_bands)
     if n == 0:
         return (np.empty(0, np.float32) if want_direction else None,
                 np.empty(0, index_dtype(0)) if want_labels else None, 0)

@@ -39,6 +39,7 @@ from numba import cuda
 from gridgraph.core import cost_distance
 from gridgraph.core._common import Progress
 from gridgraph.core.costdistance import NEIGHBOUR_OFFSETS, _cpu, _cuda, \
+    allocation_dtype, \
     _step_lengths
 from gridgraph.core.errors import InvalidInputError
 from gridgraph.tests.rasters import maze_cost
@@ -216,7 +217,8 @@ def check_solve(cost, valid, cells, ids, connectivity, max_cost=np.inf,
         cost, valid, cells, ids, connectivity, steps, max_cost, Progress(),
         delta=delta)
     assert accumulated.dtype == np.float64 and predecessor.dtype == np.int8
-    assert allocation.dtype == np.int64
+    # int32 when every id fits in 32 bits (costdistance.allocation_dtype)
+    assert allocation.dtype == allocation_dtype(ids)
     expected = reference_outputs(cost, valid, cells, ids, connectivity,
                                  steps, max_cost)
     np.testing.assert_array_equal(accumulated, expected[0])
@@ -897,3 +899,23 @@ def test_tiled_gpu_tiles_match_in_memory(problem, connectivity, scale):
     cells = cells * [scale, 2 * scale]
     check_tiled_on_gpu(cost, [tuple(c) for c in cells], list(ids),
                        connectivity)
+
+
+@pytest.mark.parametrize("ids,dtype", [((5, -7), np.int32),
+                                       ((2**31 - 1, 1), np.int32),
+                                       ((5, 2**40), np.int64)])
+def test_allocation_dtype_is_int32_when_the_ids_fit(ids, dtype):
+    """Allocation is int32 when every source id fits in 32 bits, else int64,
+    on the CPU and CUDA backends, in memory and tiled, with the same ids."""
+    rng = np.random.default_rng(3)
+    cost = rng.random((2 * _cuda.TILE + 3, 3 * _cuda.TILE + 1)) + 0.5
+    cost[rng.random(cost.shape) < 0.1] = np.nan
+    cost[1, 1] = cost[-2, -2] = 1.0
+    sources = [(1, 1), (cost.shape[0] - 2, cost.shape[1] - 2)]
+    runs = [cost_distance(cost, sources, 8, backend=backend, source_ids=ids,
+                          tile_size=tile_size)
+            for backend in ("cpu", "cuda") for tile_size in (None, 8)]
+    for run in runs:
+        assert run.allocation.dtype == dtype
+        np.testing.assert_array_equal(run.allocation, runs[0].allocation)
+    assert set(np.unique(runs[0].allocation).tolist()) == {0, *ids}
