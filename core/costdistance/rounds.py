@@ -50,10 +50,13 @@ from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
 # round keep more workers busy, at the price of tiles solved again when a
 # lower distance reaches them later.
 ROUND_DELTA_TILES = 2
-# A tile does not start while a neighbour with a lower or equal key is in
-# flight (its answer would likely lower the tile's band): fewer solves
-# repeated, at some cost in tiles started at once.
-WAIT_FOR_LOWER_NEIGHBOURS = True
+# With this on, a tile does not start while a neighbour with a lower or
+# equal key is in flight (its answer would likely lower the tile's band):
+# fewer solves repeated, fewer tiles started at once.  Off by default: on
+# the H100 host's CPUs (neuse40, tiles of 1024, 8 one-thread workers) it
+# cut the solves from 445 to 386 but the run took 51.5 s against 47.0 s
+# (docs/benchmarks.md, "Dask executor").
+WAIT_FOR_LOWER_NEIGHBOURS = False
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
 DISTANCE_SPAN = (0.1, 0.7)
