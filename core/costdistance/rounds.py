@@ -34,6 +34,7 @@ to the scratch folder.  Only band messages and halos (O(tile side)) travel.
 import functools
 import math
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -215,7 +216,7 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
     cells, ids = _sources(problem, surveys, source_raster, source_list,
                           _describe_cells)
     _check_sums_fit(problem, surveys)
-    bands = Bands(grid, margin, {t: s["band_cost"]
+    bands = Bands(grid, margin, {t: s.band_cost
                                  for t, s in surveys.items()})
     del surveys
     tile_sources = _tile_sources(grid, cells, ids)
@@ -254,13 +255,23 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
     return result
 
 
+@dataclass
 class Problem:
     """What every round needs: the cost source and grid, the moves, the
-    executor."""
+    executor (and the count of tile solves so far)."""
 
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
-        self.solves = 0
+    source: object
+    grid: object
+    nodata: object
+    margin: int  # band width: 1, or 2 for knight's moves
+    offsets: np.ndarray  # the moves (drow, dcol)
+    passed: np.ndarray  # the two cells each knight's move passes between
+    step_lengths: np.ndarray
+    max_cost: float
+    backend: str
+    executor: object
+    workers: int  # tile tasks that may run at once
+    solves: int = 0
 
     def window(self, t):
         return self.grid.window(*divmod(int(t), self.grid.tile_cols))
@@ -297,11 +308,11 @@ def _check_sums_fit(problem, surveys):
     is taken up front: no accumulated cost exceeds the largest cost times
     the longest step times the number of valid cells (nor, with a maximum
     cost, that maximum plus one step).  Only costs near 1e300 reach it."""
-    largest = max(s["largest"] for s in surveys.values())
+    largest = max(s.largest for s in surveys.values())
     if not largest:
         return
     step = largest * float(np.max(problem.step_lengths))
-    n_valid = sum(s["valid"] for s in surveys.values())
+    n_valid = sum(s.valid for s in surveys.values())
     bound = min(step * n_valid, problem.max_cost + step)
     if bound < FLOAT64_MAX / 4:
         return
@@ -316,14 +327,14 @@ def _check_sums_fit(problem, surveys):
 def _sources(problem, surveys, source_raster, source_list, describe_cells):
     """Check the surveys and the sources; return the sources' cells and
     ids in scan order (as the in-memory path lists them)."""
-    if sum(s["valid"] for s in surveys.values()) == 0:
+    if sum(s.valid for s in surveys.values()) == 0:
         raise InvalidInputError(
             "the cost raster has no valid cell (every cell is nodata or NaN): "
             "check the band and its nodata value")
-    negatives = [s["first_negative"] for s in surveys.values()
-                 if s["negative"]]
+    negatives = [s.first_negative for s in surveys.values()
+                 if s.negative]
     if negatives:
-        count = sum(s["negative"] for s in surveys.values())
+        count = sum(s.negative for s in surveys.values())
         row, col, value = min(negatives, key=lambda f: (f[0], f[1]))
         raise InvalidInputError(
             f"the cost raster has {count} negative cell(s), "
@@ -332,8 +343,8 @@ def _sources(problem, surveys, source_raster, source_list, describe_cells):
             "shift/rescale the raster")
     if source_raster is not None:
         order = sorted(surveys)
-        cells = np.concatenate([surveys[t]["source_cells"] for t in order])
-        ids = np.concatenate([surveys[t]["source_ids"] for t in order])
+        cells = np.concatenate([surveys[t].source_cells for t in order])
+        ids = np.concatenate([surveys[t].source_ids for t in order])
         # scan order, as np.argwhere lists them in memory
         scan = np.lexsort((cells[:, 1], cells[:, 0]))
         cells, ids = cells[scan], ids[scan]
@@ -341,7 +352,7 @@ def _sources(problem, surveys, source_raster, source_list, describe_cells):
             raise InvalidInputError(
                 "the source raster has no source cell (no valid non-zero "
                 "cell): give sources as non-zero cells of the raster")
-        blocked_cells = np.concatenate([surveys[t]["blocked"] for t in order])
+        blocked_cells = np.concatenate([surveys[t].blocked for t in order])
         blocked_cells = blocked_cells[np.lexsort((blocked_cells[:, 1],
                                                   blocked_cells[:, 0]))]
     else:

@@ -131,16 +131,29 @@ def band_cells(rows, cols, margin):
 # round 0: survey
 
 
+@dataclass
+class Survey:
+    """Round 0's message of one tile: ``valid`` (count of valid cells),
+    ``negative`` (count) and ``first_negative`` ((row, col, value) of the
+    first in scan order, or None), ``band_cost`` (float64, NaN on
+    barriers), ``largest`` (the largest finite float64 cost, else 0) and,
+    for a source raster, ``source_cells`` (global (row, col)),
+    ``source_ids`` and ``blocked`` (the source cells on barriers)."""
+
+    valid: int
+    negative: int
+    first_negative: tuple
+    band_cost: np.ndarray
+    largest: float
+    source_cells: np.ndarray = None
+    source_ids: np.ndarray = None
+    blocked: np.ndarray = None
+
+
 def survey_tile(cost_source, window, nodata, margin, source_raster,
                 source_nodata):
-    """Per tile: cost checks, band costs and (for a source raster) sources.
-
-    Returns a dict: ``valid`` (count of valid cells), ``negative`` (count)
-    and ``first_negative`` ((row, col, value) of the first in scan order, or
-    None), ``band_cost`` (float64, NaN on barriers) and, when
-    ``source_raster`` is given, ``source_cells`` (global (row, col)) and
-    ``source_ids``.
-    """
+    """Per tile: cost checks, band costs and (for a source raster) sources,
+    as a :class:`Survey`."""
     cost = cost_source.read(window)
     valid = valid_mask(cost, nodata)
     negative = valid & (cost < 0)
@@ -153,9 +166,9 @@ def survey_tile(cost_source, window, nodata, margin, source_raster,
     band_r, band_c = band_cells(window.rows, window.cols, margin)
     band_cost = np.where(valid[band_r, band_c],
                          cost[band_r, band_c].astype(np.float64), np.nan)
-    message = {"valid": int(np.count_nonzero(valid)), "negative": n_negative,
-               "first_negative": first_negative, "band_cost": band_cost,
-               "largest": _largest_finite(cost, valid)}
+    survey = Survey(valid=int(np.count_nonzero(valid)), negative=n_negative,
+                    first_negative=first_negative, band_cost=band_cost,
+                    largest=_largest_finite(cost, valid))
     if source_raster is not None:
         raster = source_raster.read(window)
         mask = raster != 0
@@ -169,11 +182,11 @@ def survey_tile(cost_source, window, nodata, margin, source_raster,
             np.ones(len(values), np.int64)
         cells[:, 0] += window.row
         cells[:, 1] += window.col
-        message["source_cells"] = cells
-        message["source_ids"] = ids
-        message["blocked"] = cells[~valid[cells[:, 0] - window.row,
-                                          cells[:, 1] - window.col]]
-    return message
+        survey.source_cells = cells
+        survey.source_ids = ids
+        survey.blocked = cells[~valid[cells[:, 0] - window.row,
+                                      cells[:, 1] - window.col]]
+    return survey
 
 
 def _largest_finite(cost, valid):
