@@ -43,6 +43,7 @@ from .._common import Progress, valid_mask
 from ..errors import InvalidInputError
 from . import FLOAT64_MAX, allocation_dtype
 from . import tiled
+from .sources import check_blocked_sources, check_costs, check_no_source_cells
 from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
                     TILE_BYTES_PER_CELL, HOPS_UNREACHED, band_cells)
 
@@ -193,8 +194,7 @@ def warm_up(dtype=np.float64, connectivity=8):
 def _run(plan, source_raster, source_list, source_nodata, connectivity,
          step_lengths, max_cost, nodata, out_dir, executor, progress, backend,
          outputs):
-    from . import (KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS, CostDistanceResult,
-                   _describe_cells)
+    from . import KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS, CostDistanceResult
     source = plan.source
     grid = plan.grid
     if nodata is None:
@@ -213,8 +213,7 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
 
     surveys = survey_round(problem, source_raster, source_nodata,
                            progress.span(*SURVEY_SPAN))
-    cells, ids = _sources(problem, surveys, source_raster, source_list,
-                          _describe_cells)
+    cells, ids = _sources(problem, surveys, source_raster, source_list)
     _check_sums_fit(problem, surveys)
     bands = Bands(grid, margin, {t: s.band_cost
                                  for t, s in surveys.items()})
@@ -324,23 +323,15 @@ def _check_sums_fit(problem, surveys):
         "back, set a maximum cost, or run it in memory")
 
 
-def _sources(problem, surveys, source_raster, source_list, describe_cells):
-    """Check the surveys and the sources; return the sources' cells and
-    ids in scan order (as the in-memory path lists them)."""
-    if sum(s.valid for s in surveys.values()) == 0:
-        raise InvalidInputError(
-            "the cost raster has no valid cell (every cell is nodata or NaN): "
-            "check the band and its nodata value")
-    negatives = [s.first_negative for s in surveys.values()
-                 if s.negative]
-    if negatives:
-        count = sum(s.negative for s in surveys.values())
-        row, col, value = min(negatives, key=lambda f: (f[0], f[1]))
-        raise InvalidInputError(
-            f"the cost raster has {count} negative cell(s), "
-            f"first at row {row}, column {col} (value {value}): "
-            "costs must be >= 0; set them to nodata to make barriers, or "
-            "shift/rescale the raster")
+def _sources(problem, surveys, source_raster, source_list):
+    """Check the surveys and the sources (:mod:`.sources`, as in memory);
+    return the sources' cells and ids in scan order (as the in-memory path
+    lists them)."""
+    negatives = [s.first_negative for s in surveys.values() if s.negative]
+    check_costs(sum(s.valid for s in surveys.values()),
+                sum(s.negative for s in surveys.values()),
+                min(negatives, key=lambda f: (f[0], f[1]))
+                if negatives else None)
     if source_raster is not None:
         order = sorted(surveys)
         cells = np.concatenate([surveys[t].source_cells for t in order])
@@ -348,10 +339,7 @@ def _sources(problem, surveys, source_raster, source_list, describe_cells):
         # scan order, as np.argwhere lists them in memory
         scan = np.lexsort((cells[:, 1], cells[:, 0]))
         cells, ids = cells[scan], ids[scan]
-        if len(cells) == 0:
-            raise InvalidInputError(
-                "the source raster has no source cell (no valid non-zero "
-                "cell): give sources as non-zero cells of the raster")
+        check_no_source_cells(len(cells))
         blocked_cells = np.concatenate([surveys[t].blocked for t in order])
         blocked_cells = blocked_cells[np.lexsort((blocked_cells[:, 1],
                                                   blocked_cells[:, 0]))]
@@ -361,16 +349,7 @@ def _sources(problem, surveys, source_raster, source_list, describe_cells):
         for k, (r, c) in enumerate(cells):
             blocked[k] = not _cell_valid(problem.source, problem.nodata, r, c)
         blocked_cells = cells[blocked]
-    if len(blocked_cells) == len(cells):
-        raise InvalidInputError(
-            "every source lies on a barrier (nodata or NaN cost) cell: "
-            + describe_cells(blocked_cells)
-            + "; move the sources onto cells with a valid cost")
-    if len(blocked_cells):
-        raise InvalidInputError(
-            f"{len(blocked_cells)} source(s) lie on barrier (nodata or NaN "
-            "cost) cells: " + describe_cells(blocked_cells)
-            + "; move them onto cells with a valid cost or remove them")
+    check_blocked_sources(cells, blocked_cells)
     return cells, ids
 
 

@@ -50,6 +50,7 @@ from numba import njit
 from .. import tiling
 from .._common import valid_mask
 from ._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
+from .sources import source_ids_of, source_raster_mask
 
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
@@ -171,15 +172,9 @@ def survey_tile(cost_source, window, nodata, margin, source_raster,
                     largest=_largest_finite(cost, valid))
     if source_raster is not None:
         raster = source_raster.read(window)
-        mask = raster != 0
-        if np.issubdtype(raster.dtype, np.floating):
-            mask &= ~np.isnan(raster)
-        if source_nodata is not None:
-            mask &= valid_mask(raster, source_nodata)
+        mask = source_raster_mask(raster, source_nodata)
         cells = np.argwhere(mask).astype(np.int64)
-        values = raster[mask]
-        ids = values.astype(np.int64) if values.dtype != bool else \
-            np.ones(len(values), np.int64)
+        ids = source_ids_of(raster[mask])
         cells[:, 0] += window.row
         cells[:, 1] += window.col
         survey.source_cells = cells
