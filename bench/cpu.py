@@ -271,7 +271,6 @@ def xrspatial_cost_distance(cost, source):
 
 
 def bench_cost_distance(size, repeat, folder, peer_names=None):
-    from skimage.graph import MCP_Geometric
     cost = fractal_surface((size, size), seed=1).astype(np.float64)
     source = (size // 2, size // 2)
 
@@ -280,9 +279,11 @@ def bench_cost_distance(size, repeat, folder, peer_names=None):
                              backend="cpu").accumulated
 
     def mcp():
+        from skimage.graph import MCP_Geometric
         return MCP_Geometric(cost, fully_connected=True).find_costs([source])[0]
 
-    peers = [("skimage MCP_Geometric", mcp)]
+    peers = [("skimage MCP_Geometric", mcp)] \
+        if peer_available("skimage.graph") else []
     if peer_available("whitebox_workflows"):
         run = guarded("whitebox-workflows", whitebox_cost_distance, cost,
                       source, folder)
