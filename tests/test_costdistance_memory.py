@@ -35,8 +35,12 @@ def test_accumulated_written_over_the_state(index):
     assert spare.size == n
 
 
+@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("dtype", ["<f8", ">f8", "<f4", "<u2", ">i4", "<f2"])
-def test_initial_state_for_every_dtype_and_byte_order(dtype):
+def test_initial_state_for_every_dtype_and_byte_order(dtype, parallel,
+                                                      monkeypatch):
+    if parallel:  # the threaded pass of large rasters, on a small one
+        monkeypatch.setattr(_cpu, "PARALLEL_FILL_CELLS", 0)
     rng = np.random.default_rng(2)
     cost = (rng.random((7, 9)) * 50).astype(dtype)
     valid = rng.random(cost.shape) < 0.8
