@@ -94,6 +94,22 @@ CONSECUTIVE_ROWS = True
 # one run, 16384² / 4096² fractal: 0.597 / 0.083 s device with 6.5 sweeps
 # a visit, against 0.641 / 0.100 s with one pass and 11.9 sweeps).
 PASSES_PER_SWEEP = 2
+# Every second sweep of the distance kernel walks rows instead of columns
+# (see _relax_distance_tiles); any choice gives the same distances.
+TRANSPOSED_SWEEPS = True
+# The distance kernel before the row sweeps, kept for bench/gpu.py's
+# comparison in one run (same distances).
+_OLD_KERNEL = False
+# bench/gpu.py times each of these in one run (set_variant).
+BENCH_VARIANTS = ("old kernel", "columns only", "rows and columns")
+
+
+def set_variant(variant):
+    """For bench/gpu.py: pick the distance kernel's variant by name (None:
+    the default)."""
+    global _OLD_KERNEL, TRANSPOSED_SWEEPS
+    _OLD_KERNEL = variant == "old kernel"
+    TRANSPOSED_SWEEPS = variant != "columns only"
 # Blocks of a relaxation launch: they take the listed tiles in turn.
 RELAX_BLOCKS = 4 if SIMULATOR else 2048
 # The schedule on the device: float64 [threshold, deferred, delta] and
@@ -204,8 +220,189 @@ def _tile_row(ly0, k, consecutive):
     return ly0 + k * THREADS_Y
 
 
+# Shared-memory rows of the distance kernel hold PITCH float64, an odd
+# number: the row-wise sweeps (lanes walking down a column of the span)
+# then hit distinct banks.
+PITCH = SPAN + 1
+PITCHED_CELLS = SPAN * PITCH
+
+
+@cuda.jit(device=True, inline=True)
+def _relax_cell(cost_s, dist_s, si, connectivity, delta_s, passed_a_s,
+                passed_b_s, step_s, max_cost):
+    """Lower the distance of the span cell ``si`` from its neighbours' (pull
+    form: only the cell's owner writes it); 1 when it dropped."""
+    cb = cost_s[si]
+    if cb != cb:  # a barrier, or outside the raster
+        return 0
+    best = dist_s[si]
+    improved = False
+    for i in range(connectivity):
+        sj = si + delta_s[i]
+        ca = cost_s[sj]
+        da = dist_s[sj]
+        # steps cost >= 0, so only a neighbour below the current value can
+        # offer a lower one
+        if ca == ca and da < best:
+            # a knight's move may not pass beside a barrier; its passed
+            # cells (one cell from either end) are in the shared tile
+            if i >= 8:
+                pa = cost_s[si + passed_a_s[i]]
+                pb = cost_s[si + passed_b_s[i]]
+                if pa != pa or pb != pb:
+                    continue
+            candidate = add_rn(da, mul_rn(ca + cb, step_s[i]))
+            if candidate < best:
+                best = candidate
+                improved = True
+    if improved and best <= max_cost:
+        dist_s[si] = best
+        return 1
+    return 0
+
+
 @cuda.jit(cache=True)
 def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
+                          tiles_x, tiles_y, worklist, listed, connectivity,
+                          halo, offsets, passed, half_step, max_cost,
+                          wake_next, tile_key, changed_key, track_changed,
+                          work, consecutive, passes, transposed):
+    """Phase 1, one round: relax the distances of each of the ``listed[0]``
+    tiles of ``worklist`` to its fixed point (a fixed grid of blocks takes
+    the tiles in turn, so the host need not know how many there are).
+
+    Thread (a, g) of a block relaxes, in a column sweep, the cells of
+    column a in its group g of rows (``consecutive``: ROWS_PER_THREAD rows
+    in a row, else every THREADS_Y-th), ``passes`` times over them, down
+    then up; with ``transposed`` every second sweep is a row sweep: the
+    same with rows and columns swapped, so a value crosses the tile
+    sideways in a few sweeps, not one column a sweep.  Any order gives the
+    same fixed point; a sweep in which no cell changes ends the visit.
+
+    ``passed[i]`` holds the (drow, dcol) of the two cells a knight's move i
+    passes between; the move is refused when either is a barrier (NaN).
+
+    A changed cell within ``halo`` of a border wakes the tile across it
+    and lowers that tile's key (the least new value it will see) to the
+    cell's value; with ``track_changed``, ``changed_key[tile]`` gets the
+    least changed value of the tile itself.  With ``reset_hops`` a changed
+    cell's hops become ``unset`` (phase 2 computes them again).  ``work``
+    counts tile visits and inner sweeps.
+    """
+    dist_s = cuda.shared.array(PITCHED_CELLS, np.float64)
+    cost_s = cuda.shared.array(PITCHED_CELLS, np.float64)
+    step_s = cuda.shared.array(16, np.float64)
+    delta_s = cuda.shared.array(16, np.int32)
+    passed_a_s = cuda.shared.array(16, np.int32)
+    passed_b_s = cuda.shared.array(16, np.int32)
+    wake = cuda.shared.array(9, np.float64)
+    t = cuda.threadIdx.x
+    for i in range(t, connectivity, TILE_THREADS):
+        step_s[i] = half_step[i]
+        delta_s[i] = offsets[i, 0] * PITCH + offsets[i, 1]
+        passed_a_s[i] = passed[i, 0, 0] * PITCH + passed[i, 0, 1]
+        passed_b_s[i] = passed[i, 1, 0] * PITCH + passed[i, 1, 1]
+    lane = t % TILE
+    group = t // TILE
+    n_listed = listed[0]
+    w = np.int64(cuda.blockIdx.x)
+    while w < n_listed:
+        tile = np.int64(worklist[w])
+        tile_row = tile // tiles_x
+        tile_col = tile - tile_row * tiles_x
+        r0 = tile_row * TILE
+        c0 = tile_col * TILE
+        for slot in range(t, 9, TILE_THREADS):
+            wake[slot] = np.inf
+        for idx in range(t, SPAN_CELLS, TILE_THREADS):
+            sr = idx // SPAN
+            sc = idx - sr * SPAN
+            r = r0 + sr - HALO
+            c = c0 + sc - HALO
+            p = sr * PITCH + sc
+            if r >= 0 and r < rows and c >= 0 and c < cols:
+                g = r * cols + c
+                cost_s[p] = cost[g]
+                dist_s[p] = dist[g]
+            else:
+                cost_s[p] = np.nan
+                dist_s[p] = np.inf
+        cuda.syncthreads()
+
+        sweeps = 0
+        while True:
+            sweeps += 1
+            any_change = 0
+            across = transposed and (sweeps & 1) == 0
+            for j in range(ROWS_PER_THREAD * passes):
+                k = j % ROWS_PER_THREAD
+                if consecutive and ((sweeps + j // ROWS_PER_THREAD) & 1) == 0:
+                    k = ROWS_PER_THREAD - 1 - k  # backward on alternate passes
+                along = _tile_row(group, k, consecutive) + HALO
+                if across:  # lanes down a column, the thread along a row
+                    si = (lane + HALO) * PITCH + along
+                else:
+                    si = along * PITCH + lane + HALO
+                any_change |= _relax_cell(cost_s, dist_s, si, connectivity,
+                                          delta_s, passed_a_s, passed_b_s,
+                                          step_s, max_cost)
+            if cuda.syncthreads_or(any_change) == 0:
+                break
+
+        # write back the cells that dropped (coalesced: lanes along rows)
+        # and the least of them near each border
+        least = np.inf
+        least_up = np.inf
+        least_down = np.inf
+        c = c0 + lane
+        for k in range(ROWS_PER_THREAD):
+            ly = _tile_row(group, k, consecutive)
+            r = r0 + ly
+            if r < rows and c < cols:
+                g = r * cols + c
+                value = dist_s[(ly + HALO) * PITCH + lane + HALO]
+                if value < dist[g]:
+                    dist[g] = value
+                    if reset_hops:
+                        hops[g] = unset
+                    least = min(least, value)
+                    if ly < halo:
+                        least_up = min(least_up, value)
+                    if ly >= TILE - halo:
+                        least_down = min(least_down, value)
+        if least < np.inf:
+            if track_changed:
+                cuda.atomic.min(wake, CENTRE_SLOT, least)
+            if least_up < np.inf:
+                cuda.atomic.min(wake, 1, least_up)
+            if least_down < np.inf:
+                cuda.atomic.min(wake, 7, least_down)
+            if lane < halo:
+                cuda.atomic.min(wake, 3, least)
+                if least_up < np.inf:
+                    cuda.atomic.min(wake, 0, least_up)
+                if least_down < np.inf:
+                    cuda.atomic.min(wake, 6, least_down)
+            if lane >= TILE - halo:
+                cuda.atomic.min(wake, 5, least)
+                if least_up < np.inf:
+                    cuda.atomic.min(wake, 2, least_up)
+                if least_down < np.inf:
+                    cuda.atomic.min(wake, 8, least_down)
+        cuda.syncthreads()
+        _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
+                    tile_key)
+        if t == 0:
+            if track_changed and wake[CENTRE_SLOT] < np.inf:
+                cuda.atomic.min(changed_key, tile, wake[CENTRE_SLOT])
+            cuda.atomic.add(work, 0, 1)
+            cuda.atomic.add(work, 1, sweeps)
+        cuda.syncthreads()  # the shared arrays are reused for the next tile
+        w += cuda.gridDim.x
+
+
+@cuda.jit(cache=True)
+def _relax_distance_tiles_old(cost, dist, hops, reset_hops, unset, rows, cols,
                           tiles_x, tiles_y, worklist, listed, connectivity,
                           halo, offsets, passed, half_step, max_cost,
                           wake_next, tile_key, changed_key, work,
@@ -749,19 +946,29 @@ def _near_far(launch, wake, tile_key, n_tiles, delta, progress):
 
 
 def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
-                     wake, tile_key, delta, progress, stats):
-    """Phase 1 to the fixed point; returns the least changed distance per
-    tile (device array, +inf where nothing changed)."""
+                     wake, tile_key, delta, progress, stats,
+                     track_changed=False):
+    """Phase 1 to the fixed point; returns (the least changed distance per
+    tile: a device array, +inf where nothing changed, all +inf unless
+    ``track_changed``; the rounds)."""
     changed_key = cuda.to_device(np.full(grid.n_tiles, np.inf))
     work = cuda.to_device(np.zeros(2, dtype=np.int64))
 
     def launch(worklist, listed, blocks):
+        if _OLD_KERNEL:
+            _relax_distance_tiles_old[blocks, TILE_THREADS](
+                cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
+                grid.tiles_x, grid.tiles_y, worklist, listed,
+                grid.connectivity, grid.halo, grid.offsets, grid.passed,
+                grid.half_step, max_cost, wake, tile_key, changed_key, work,
+                CONSECUTIVE_ROWS, PASSES_PER_SWEEP)
+            return
         _relax_distance_tiles[blocks, TILE_THREADS](
             cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
             grid.tiles_x, grid.tiles_y, worklist, listed, grid.connectivity,
             grid.halo, grid.offsets, grid.passed, grid.half_step, max_cost,
-            wake, tile_key, changed_key, work, CONSECUTIVE_ROWS,
-            PASSES_PER_SWEEP)
+            wake, tile_key, changed_key, track_changed, work,
+            CONSECUTIVE_ROWS, PASSES_PER_SWEEP, TRANSPOSED_SWEEPS)
 
     rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,
                                 progress)
@@ -1024,7 +1231,8 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
                           grid.tiles_around(seeds, seed_keys))
         changed_key, _ = _relax_distances(
             grid, d_cost, d_dist, d_hops, phase == "both", unset,
-            float(max_cost), wake, tile_key, delta, distance_progress, stats)
+            float(max_cost), wake, tile_key, delta, distance_progress, stats,
+            track_changed=phase == "both")
     if phase in ("both", "hops"):
         wake_host, key_host = grid.tiles_around(seeds, seed_keys)
         if phase == "both":

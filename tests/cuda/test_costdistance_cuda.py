@@ -481,15 +481,28 @@ def test_tile_schedule_does_not_change_the_result():
 
 def test_sweep_order_does_not_change_the_result(monkeypatch):
     # consecutive rows swept down and up, or every THREADS_Y-th row; one
-    # or two passes per barrier
-    cost = np.where(np.isnan(maze_cost((11, 9), seed=6)), np.nan,
-                    np.arange(99).reshape(11, 9) % 4 + 0.5)
+    # or two passes per barrier; every second sweep along rows or not; the
+    # kernel before the row sweeps.  Sized from the tile constants so that
+    # paths cross tile seams both ways (4 x 3 tiles, partial ones last).
+    shape = (3 * _cuda.TILE - 1, 2 * _cuda.TILE + 3)
+    cost = np.where(np.isnan(maze_cost(shape, seed=6)), np.nan,
+                    np.arange(shape[0] * shape[1]).reshape(shape) % 4 + 0.5)
     valid = ~np.isnan(cost)
-    cells, ids = np.array([[0, 0], [10, 8]]), np.array([1, 2])
-    for consecutive, passes in ((True, 1), (False, 1), (True, 2)):
+    cells = np.array([[0, 0], [shape[0] - 1, shape[1] - 1]])
+    valid[tuple(cells.T)] = True
+    cost[tuple(cells.T)] = 1.0
+    ids = np.array([1, 2])
+    for consecutive, passes, transposed, old in (
+            (True, 1, False, False), (False, 1, False, False),
+            (True, 2, False, False), (True, 2, True, False),
+            (False, 1, True, False), (True, 2, False, True)):
         monkeypatch.setattr(_cuda, "CONSECUTIVE_ROWS", consecutive)
         monkeypatch.setattr(_cuda, "PASSES_PER_SWEEP", passes)
-        check_solve(cost, valid, cells, ids, 16, with_cpu=False)
+        monkeypatch.setattr(_cuda, "TRANSPOSED_SWEEPS", transposed)
+        monkeypatch.setattr(_cuda, "_OLD_KERNEL", old)
+        for connectivity in (8, 16):
+            check_solve(cost, valid, cells, ids, connectivity,
+                        with_cpu=False)
 
 
 def test_hops_phase_runs_only_where_a_tie_needs_it():
