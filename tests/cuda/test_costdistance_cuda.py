@@ -932,3 +932,43 @@ def test_allocation_dtype_is_int32_when_the_ids_fit(ids, dtype):
         assert run.allocation.dtype == dtype
         np.testing.assert_array_equal(run.allocation, runs[0].allocation)
     assert set(np.unique(runs[0].allocation).tolist()) == {0, *ids}
+
+
+@pytest.mark.parametrize("case", ["1e308 pair", "1e308 row", "1e307 row",
+                                  "1e308 square", "max cost", "1e300 random",
+                                  "inf barriers", "plain float64"])
+def test_float64_costs_on_the_device_as_on_the_cpu(case):
+    """float64 costs go to the device once (CostScan: the largest cost, the
+    power-of-two scaling and the overflow check's first test there): the
+    same rasters as the CPU backend, or the same overflow error."""
+    rng = np.random.default_rng(8)
+    max_cost = None
+    shape = (2 * _cuda.TILE + 1, 3 * _cuda.TILE - 1)
+    cost = {"1e308 pair": np.full((1, 2), 1e308),
+            "1e308 row": np.full((1, 5), 1e308),
+            "1e307 row": np.full((1, 40), 1e307),
+            "1e308 square": np.full((4, 4), 1e308),
+            "max cost": np.full((1, 5), 1e308),
+            "1e300 random": rng.random(shape) * 1e300,
+            "inf barriers": np.where(rng.random(shape) < 0.2, np.inf,
+                                     rng.random(shape) * 1e307),
+            "plain float64": rng.random(shape) + 0.25}[case]
+    if case == "max cost":
+        max_cost = 1.5e308
+    cost[0, 0] = 1.0
+    outcomes = []
+    for backend in ("cpu", "cuda"):
+        try:
+            result = cost_distance(cost, [(0, 0)], 8, max_cost=max_cost,
+                                   backend=backend)
+            outcomes.append((result.accumulated, result.direction,
+                             result.allocation))
+        except InvalidInputError as error:
+            outcomes.append(str(error))
+    if isinstance(outcomes[0], str):
+        assert "largest float64" in outcomes[0]
+        assert outcomes[1] == outcomes[0]
+        return
+    for got, expected in zip(outcomes[1], outcomes[0]):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
