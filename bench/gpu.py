@@ -668,13 +668,17 @@ def bench_cost_distance_device(size, repeat, bandwidth, results):
     if hasattr(_cuda, "set_variant"):
         _cuda.set_variant(None)
     resources = {}
-    for name in ("_relax_distance_tiles", "_relax_distance_tiles_old", "_relax_hops_tiles"):
+    for name in ("_relax_distance_tiles", "_relax_hops_tiles"):
         kernel = getattr(_cuda, name, None)
         if kernel is None:
             continue
         try:
-            resources[name] = dict(registers=kernel.get_regs_per_thread(),
-                                   shared_bytes=kernel.get_shared_mem_per_block())
+            def by_signature(value):
+                return {str(k): v for k, v in value.items()} if isinstance(value, dict) \
+                    else value
+            resources[name] = dict(
+                registers=by_signature(kernel.get_regs_per_thread()),
+                shared_bytes=by_signature(kernel.get_shared_mem_per_block()))
         except Exception as exc:  # numba-cuda versions differ here
             resources[name] = repr(exc)
     log("kernel resources", json.dumps(resources, default=str))

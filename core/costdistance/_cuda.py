@@ -77,8 +77,7 @@ from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer, add_rn,
 # driver read TILE here)
 from ._cuda_tiles import (BUCKETS, DELTA, DONE, LISTED, ROUNDS, TILE,
                           TILE_THREADS, _advance, _collect_tiles,
-                          _relax_distance_tiles, _relax_distance_tiles_old,
-                          _relax_hops_tiles)
+                          _relax_distance_tiles, _relax_hops_tiles)
 
 # Rounds queued between two reads of the schedule's state (each read is a
 # host round trip; rounds queued after the end find no tile and do nothing).
@@ -93,22 +92,18 @@ CONSECUTIVE_ROWS = True
 # one run, 16384² / 4096² fractal: 0.597 / 0.083 s device with 6.5 sweeps
 # a visit, against 0.641 / 0.100 s with one pass and 11.9 sweeps).
 PASSES_PER_SWEEP = 2
-# Every second sweep of the distance kernel walks rows instead of columns
-# (see _relax_distance_tiles); any choice gives the same distances.
-TRANSPOSED_SWEEPS = True
-# The distance kernel before the row sweeps, kept for bench/gpu.py's
-# comparison in one run (same distances).
-_OLD_KERNEL = False
+# The distance kernel's move offsets as compiled-in constants with its
+# loops unrolled (True), or read from shared arrays; same distances.
+CONSTANT_STEPS = True
 # bench/gpu.py times each of these in one run (set_variant).
-BENCH_VARIANTS = ("old kernel", "columns only", "rows and columns")
+BENCH_VARIANTS = ("shared offsets", "constant offsets")
 
 
 def set_variant(variant):
     """For bench/gpu.py: pick the distance kernel's variant by name (None:
     the default)."""
-    global _OLD_KERNEL, TRANSPOSED_SWEEPS
-    _OLD_KERNEL = variant == "old kernel"
-    TRANSPOSED_SWEEPS = variant != "columns only"
+    global CONSTANT_STEPS
+    CONSTANT_STEPS = variant != "shared offsets"
 
 
 # Blocks of a relaxation launch: they take the listed tiles in turn.
@@ -462,20 +457,12 @@ def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
     work = cuda.to_device(np.zeros(2, dtype=np.int64))
 
     def launch(worklist, listed, blocks):
-        if _OLD_KERNEL:
-            _relax_distance_tiles_old[blocks, TILE_THREADS](
-                cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
-                grid.tiles_x, grid.tiles_y, worklist, listed,
-                grid.connectivity, grid.halo, grid.offsets, grid.passed,
-                grid.half_step, max_cost, wake, tile_key, changed_key, work,
-                CONSECUTIVE_ROWS, PASSES_PER_SWEEP)
-            return
         _relax_distance_tiles[blocks, TILE_THREADS](
             cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
             grid.tiles_x, grid.tiles_y, worklist, listed, grid.connectivity,
             grid.halo, grid.offsets, grid.passed, grid.half_step, max_cost,
             wake, tile_key, changed_key, track_changed, work,
-            CONSECUTIVE_ROWS, PASSES_PER_SWEEP, TRANSPOSED_SWEEPS)
+            CONSECUTIVE_ROWS, PASSES_PER_SWEEP, CONSTANT_STEPS)
 
     rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,
                                 progress)

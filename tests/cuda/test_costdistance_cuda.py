@@ -481,8 +481,8 @@ def test_tile_schedule_does_not_change_the_result():
 
 def test_sweep_order_does_not_change_the_result(monkeypatch):
     # consecutive rows swept down and up, or every THREADS_Y-th row; one
-    # or two passes per barrier; every second sweep along rows or not; the
-    # kernel before the row sweeps.  Sized from the tile constants so that
+    # or two passes per barrier; move offsets as compiled-in constants or
+    # from shared arrays.  Sized from the tile constants so that
     # paths cross tile seams both ways (4 x 3 tiles, partial ones last).
     shape = (3 * _cuda.TILE - 1, 2 * _cuda.TILE + 3)
     cost = np.where(np.isnan(maze_cost(shape, seed=6)), np.nan,
@@ -492,15 +492,13 @@ def test_sweep_order_does_not_change_the_result(monkeypatch):
     valid[tuple(cells.T)] = True
     cost[tuple(cells.T)] = 1.0
     ids = np.array([1, 2])
-    for consecutive, passes, transposed, old in (
-            (True, 1, False, False), (False, 1, False, False),
-            (True, 2, False, False), (True, 2, True, False),
-            (False, 1, True, False), (True, 2, False, True)):
+    for consecutive, passes, constant in (
+            (True, 1, True), (False, 1, True), (True, 2, True),
+            (True, 2, False), (False, 1, False)):
         monkeypatch.setattr(_cuda, "CONSECUTIVE_ROWS", consecutive)
         monkeypatch.setattr(_cuda, "PASSES_PER_SWEEP", passes)
-        monkeypatch.setattr(_cuda, "TRANSPOSED_SWEEPS", transposed)
-        monkeypatch.setattr(_cuda, "_OLD_KERNEL", old)
-        for connectivity in (8, 16):
+        monkeypatch.setattr(_cuda, "CONSTANT_STEPS", constant)
+        for connectivity in (4, 8, 16):
             check_solve(cost, valid, cells, ids, connectivity,
                         with_cpu=False)
 
