@@ -740,3 +740,43 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
                     delta * HOPS_DELTA_SCALE, hops_progress, stats)
     return (d_dist.copy_to_host().reshape(shape),
             d_hops.copy_to_host().reshape(shape))
+
+
+def relax_frame_hops(frame_distance, frame_hops, frame_cost, frame_rows,
+                     frame_cols, margin, source_local, connectivity,
+                     step_lengths):
+    """The tiled path's hops solve of one tile on the GPU (the CPU's is
+    ``tiled._solve_hops``): the least hops of the tile's cells over tight
+    moves, from its sources (``source_local``, flat in the tile, get 0)
+    and the hops of the ``margin``-wide halo around it.  The flat frame
+    arrays hold the tile and its halo (distance -inf on barriers and
+    outside the raster); ``frame_hops`` is updated in place (its halo
+    part may drop too: by paths through the tile, which the tiled driver
+    never reads back).
+
+    The halo cells seed the search; solve_seeded's phase "hops" relaxes
+    the whole frame to the least fixed point over the frame's tight moves.
+    Paths that leave the tile into the halo and come back may lower a
+    tile cell below what the CPU's search (halo read only) gives on one
+    visit, but both values are lengths of tight paths and the tiled
+    rounds stop only at the global least fixed point, so the final hops
+    are the same.
+    """
+    shape = (frame_rows, frame_cols)
+    cols = frame_cols - 2 * margin
+    source_local = np.asarray(source_local, dtype=np.int64)
+    framed = (source_local // max(cols, 1) + margin) * frame_cols \
+        + source_local % max(cols, 1) + margin
+    frame_hops[framed] = 0
+    distance = frame_distance.reshape(shape)
+    valid = distance > -np.inf
+    ring = np.ones(shape, dtype=bool)
+    ring[margin:frame_rows - margin, margin:frame_cols - margin] = False
+    seeds = np.concatenate([framed, np.flatnonzero(
+        ring & valid & (distance < np.inf))])
+    if seeds.size == 0:
+        return
+    _, hops = solve_seeded(frame_cost.reshape(shape), valid, distance,
+                           frame_hops.reshape(shape), seeds, connectivity,
+                           step_lengths, np.inf, phase="hops")
+    frame_hops[:] = hops.reshape(-1)

@@ -912,6 +912,25 @@ def test_tiled_gpu_tiles_match_in_memory(problem, connectivity, scale):
                        connectivity)
 
 
+@pytest.mark.parametrize("connectivity", [4, 8, 16])
+def test_tiled_gpu_hops_through_the_halo_and_back(connectivity):
+    """The tiled hops phase on the GPU (``_cuda.relax_frame_hops``) relaxes
+    the tile's frame, halo included: zero-cost plateaus (tight moves both
+    ways, cycles) and barrier walls that leave tile cells joined only
+    through a neighbouring tile; rasters sized from the tile constants so
+    frames cross the GPU's own tiles.  Same rasters as in memory."""
+    side = 2 * _cuda.TILE  # the tiled path's tile: 8 on the simulator
+    shape = (2 * side + 3, 3 * side - 1)
+    rng = np.random.default_rng(connectivity)
+    cost = rng.integers(0, 3, shape).astype(np.float64)  # zeros: plateaus
+    cost[:side - 1, side - 1] = np.nan  # a wall ending in the tile below
+    cost[side + 2:, 2 * side] = np.nan
+    sources = [(0, 0), (shape[0] - 1, shape[1] - 1), (side, side + 1)]
+    for cell in sources:
+        cost[cell] = 1.0
+    check_tiled_on_gpu(cost, sources, [1, 2, 3], connectivity)
+
+
 @pytest.mark.parametrize("ids,dtype", [((5, -7), np.int32),
                                        ((2**31 - 1, 1), np.int32),
                                        ((5, 2**40), np.int64)])
