@@ -568,7 +568,7 @@ MST_CPU_PHASES = {
     "gridgraph.core.mst._cpu": [
         "_grid_lightest_edges", "_hook_cells", "_contract_cells", "_grid_cut_edges",
         "_list_rounds", "_list_lightest", "_list_hook", "_list_contract", "_sort_tree_edges",
-        "_edge_ends", "parent_direction", "exact_total", "spanning_forest",
+        "_edge_ends", "parent_direction", "exact_total", "spanning_forest", "_compress_cells",
         "unsorted_forest", "_rounds_lightest", "_rounds_hook", "_rounds_contract",
         "_forest_direction"],
     "gridgraph.core.mst._forest_cpu": [
@@ -591,7 +591,11 @@ def bench_mst_cpu(size, repeat, results):
     for connectivity in (4, 8):  # compile every kernel before the clocks wrap them
         minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=False)
         minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=True)
-    for connectivity in (4,):
+    from gridgraph.core.mst import _cpu
+    for connectivity, compress in ((4, False), (4, True)):
+        _cpu.COMPRESS_BEFORE_CONTRACT = compress
+        if compress:  # compile the pass before the clocks wrap it
+            minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=False)
         clock = _PhaseClock()
         for module_name, names in MST_CPU_PHASES.items():
             module = importlib.import_module(module_name)
@@ -614,12 +618,14 @@ def bench_mst_cpu(size, repeat, results):
         best = sorted(runs, key=lambda r: r["s"])[len(runs) // 2]
         results.append(dict(
             operation=f"mst CPU backend {connectivity}-conn max, edges=False, fractal {size}², "
-                      f"{numba.get_num_threads()} threads (public API)",
+                      f"{numba.get_num_threads()} threads (public API)"
+                      + (", roots compressed before the contraction" if compress else ""),
             cpu_s=best["s"], cpu_runs=[r["s"] for r in runs], phases=best["phases"],
             trees=int(cpu.trees), total_weight=float(cpu.total_weight),
             identical_to_cuda=same))
         log(json.dumps(results[-1], default=float))
         del gpu, cpu
+    _cpu.COMPRESS_BEFORE_CONTRACT = False
     del values
 
 
@@ -791,6 +797,28 @@ def bench_tiled(workdir, operations, results):
                 mst=lambda: minimum_spanning_tree(small, 8, "max", backend="cuda",
                                                   tile_size=128, out_dir=out, edges=False))
             small_runs[operation]()
+    if "costdistance" in operations:
+        # parity: tiled on the GPU against in memory on the CPU, odd shapes whose tiles of
+        # 1024 leave partial ones, a smooth cost and integer plateaus (zero costs, ties)
+        crop = np.ascontiguousarray(dem[1000:3501, 2000:5003], dtype=np.float32)
+        sources = [(10, 10), (1200, 1500), (2400, 2990)]
+        for name, cost in (("fractal", crop), ("plateaus", np.floor(crop / 150))):
+            for connectivity in (8, 16):
+                with tempfile.TemporaryDirectory(dir=workdir) as out:
+                    gpu_tiled = cost_distance(cost, sources, connectivity, backend="cuda",
+                                              tile_size=1024, out_dir=out)
+                    cpu = cost_distance(cost, sources, connectivity, backend="cpu")
+                    same = all(np.array_equal(np.asarray(getattr(gpu_tiled, k)),
+                                              getattr(cpu, k), equal_nan=True)
+                               and np.asarray(getattr(gpu_tiled, k)).dtype
+                               == getattr(cpu, k).dtype
+                               for k in ("accumulated", "direction", "allocation"))
+                    results.append(dict(
+                        operation=f"tiled cost distance on the GPU (tiles of 1024) vs in memory "
+                                  f"on the CPU, {name} 2501x3003, {connectivity}-conn, 3 "
+                                  "sources (parity)", identical_to_cpu=bool(same)))
+                    log(json.dumps(results[-1]))
+                    del gpu_tiled, cpu
     for operation in operations:
         function, bounds = runs[operation]
         with tempfile.TemporaryDirectory(dir=workdir) as out:
