@@ -307,10 +307,13 @@ class CostDistance(GridGraphAlgorithm):
         if raster.tiled:
             return
         if result.accumulated is not None:
-            reached = np.isfinite(result.accumulated)
-            count = int(reached.sum())
-            highest = (float(result.accumulated[reached].max()) if count
+            # unreached cells are NaN; no copy of the reached ones
+            count = int(np.count_nonzero(np.isfinite(result.accumulated)))
+            highest = (float(np.nanmax(result.accumulated)) if count
                        else None)
+            if highest is not None and not np.isfinite(highest):
+                accumulated = result.accumulated
+                highest = float(accumulated[np.isfinite(accumulated)].max())
         elif result.allocation is not None:
             count, highest = int((result.allocation != 0).sum()), None
         else:

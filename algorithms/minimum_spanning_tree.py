@@ -2,7 +2,7 @@
 
 import numpy as np
 from qgis.core import (QgsFeature, QgsField, QgsFields,
-                       QgsGeometry, QgsLineString, QgsProcessing,
+                       QgsGeometry, QgsProcessing,
                        QgsProcessingException, QgsProcessingOutputNumber,
                        QgsProcessingParameterEnum,
                        QgsProcessingParameterFeatureSink,
@@ -297,21 +297,26 @@ class MinimumSpanningTree(GridGraphAlgorithm):
         """Lists of two-point line features, one per tree edge between the
         cells' centres, ``chunk_size`` edges at a time in the edge order
         (never more of the edge list in memory than a chunk)."""
-        fields = self.lineFields()
+        # copies of one feature share its fields; the geometries come from
+        # WKB made for the whole chunk at once (half the time of a
+        # QgsLineString per edge: the first run's 65 535 lines at 256²)
+        template = QgsFeature(self.lineFields())
         total = len(result.edges)
         for start in range(0, total, chunk_size):
             edges = np.asarray(result.edges[start:start + chunk_size])
             weights = np.asarray(result.weights[start:start + chunk_size])
             rows, cols = np.unravel_index(edges, result.shape)
             xs, ys = raster_io.cell_centre(raster.geotransform, rows, cols)
+            wkb, size = raster_io.segment_wkb(xs, ys)
+            attributes = zip(weights.astype(np.float64).tolist(),
+                             edges[:, 0].tolist(), edges[:, 1].tolist())
             chunk = []
-            for index in range(len(edges)):
-                feature = QgsFeature(fields)
-                feature.setGeometry(QgsGeometry(QgsLineString(
-                    xs[index].tolist(), ys[index].tolist())))
-                feature.setAttributes([float(weights[index]),
-                                       int(edges[index, 0]),
-                                       int(edges[index, 1])])
+            for index, values in enumerate(attributes):
+                feature = QgsFeature(template)
+                geometry = QgsGeometry()
+                geometry.fromWkb(wkb[index * size:(index + 1) * size])
+                feature.setGeometry(geometry)
+                feature.setAttributes(list(values))
                 chunk.append(feature)
             yield chunk
 

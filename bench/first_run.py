@@ -15,7 +15,15 @@ Each case gets its own empty NUMBA_CACHE_DIR, so the caches of the checkout
 are neither used nor touched.  Reports wall seconds of the qgis_process run
 (QGIS start-up included), the engine seconds the algorithm logs, and how
 many kernels the run had to compile (cache files it added).  Prints a
-Markdown table.
+Markdown table; ``--json PATH`` writes the results for bench/plot.py.
+
+QGIS's own start-up is measured in the same run, to tell it from ours:
+``qgis_process --version`` (the binary alone) and a run of
+``native:rasterlayerstatistics`` on the same DEM (start-up with every
+plugin loaded, GridGraph's included, and a trivial algorithm).  With
+``--repeat N`` the installed case and these references run N times,
+interleaved (one round = each of them once), and medians are reported: the
+cold case runs once (its first run fills the cache).
 """
 
 import argparse
@@ -23,6 +31,7 @@ import importlib.util
 import json
 import os
 import platform
+import statistics
 import shutil
 import subprocess
 import sys
@@ -112,18 +121,45 @@ def run_algorithm(name, parameters, cache):
     return wall, engine, cache_files(cache) - before
 
 
+def run_reference(arguments):
+    """Wall seconds of a qgis_process command that is not ours."""
+    start = time.perf_counter()
+    completed = subprocess.run([QGIS_PROCESS] + arguments,
+                               capture_output=True, text=True,
+                               env=environment(tempfile.gettempdir()))
+    wall = time.perf_counter() - start
+    if completed.returncode != 0:
+        sys.exit(f"{arguments} failed:\n{completed.stdout[-2000:]}\n"
+                 f"{completed.stderr[-2000:]}")
+    return wall
+
+
+def references(folder):
+    return {
+        "qgis_process --version": ["--version"],
+        "native:rasterlayerstatistics": [
+            "--json", "run", "native:rasterlayerstatistics", "--",
+            f"INPUT={os.path.join(folder, 'dem.tif')}", "BAND=1"],
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--skip-cold", action="store_true",
                         help="only the installed (warmed) case")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds of the installed case and references")
+    parser.add_argument("--json", help="write the results to this file")
     options = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="gridgraph-first-run-")
     try:
         jobs = inputs(scratch, options.size)
-        rows = {}
+        runs = {}        # name -> case -> [(wall, engine, compiled)]
+        reference_runs = {name: [] for name in references(scratch)}
         cases = ["installed"] if options.skip_cold else ["cold", "installed"]
         install_seconds = None
+        loads = [os.getloadavg()[0]]
         for case in cases:
             cache = os.path.join(scratch, f"numba-cache-{case}")
             os.makedirs(cache)
@@ -137,29 +173,61 @@ def main():
                                check=True, env=env,
                                stdout=subprocess.DEVNULL)
                 install_seconds = time.perf_counter() - start
-            for name, parameters in jobs.items():
-                rows.setdefault(name, {})[case] = run_algorithm(
-                    name, parameters, cache)
-                print(name, case, rows[name][case], flush=True)
-        print(f"\n{platform.node()}, {os.cpu_count()} cores, "
-              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-              f"{options.size}² demo raster, load average "
-              f"{os.getloadavg()[0]:.1f}; warm-up at install "
-              f"{install_seconds:.0f} s\n")
-        header = "| algorithm |"
+            rounds = options.repeat if case == "installed" else 1
+            for _ in range(rounds):
+                if case == "installed":
+                    for name, arguments in references(scratch).items():
+                        reference_runs[name].append(run_reference(arguments))
+                        print(name, reference_runs[name][-1], flush=True)
+                for name, parameters in jobs.items():
+                    result = run_algorithm(name, parameters, cache)
+                    runs.setdefault(name, {}).setdefault(case, []).append(
+                        result)
+                    print(name, case, result, flush=True)
+                loads.append(os.getloadavg()[0])
+        rows = {name: {case: tuple(statistics.median(values)
+                                   for values in zip(*results))
+                       for case, results in by_case.items()}
+                for name, by_case in runs.items()}
+        startup = {name: statistics.median(values)
+                   for name, values in reference_runs.items() if values}
+        header = (f"{platform.node()}, {os.cpu_count()} cores, "
+                  f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+                  f"{options.size}² demo raster, load average "
+                  f"{min(loads):.1f}-{max(loads):.1f}; warm-up at install "
+                  f"{install_seconds:.0f} s; installed case and references: "
+                  f"median of {options.repeat} interleaved rounds")
+        print(f"\n{header}\n")
+        table = "| algorithm |"
         rule = "|---|"
         for case in cases:
-            header += (f" {case}: run s | {case}: engine s | "
-                       f"{case}: kernels compiled |")
+            table += (f" {case}: run s | {case}: engine s | "
+                      f"{case}: kernels compiled |")
             rule += "---:|---:|---:|"
-        print(header)
+        print(table)
         print(rule)
         for name, results in rows.items():
             line = f"| {name} |"
             for case in cases:
                 wall, engine, compiled = results[case]
-                line += f" {wall:.1f} | {engine:.2f} | {compiled} |"
+                line += f" {wall:.1f} | {engine:.2f} | {compiled:g} |"
             print(line)
+        for name, seconds in startup.items():
+            print(f"| {name} (QGIS, not GridGraph) |"
+                  + " – | – | – |" * (len(cases) - 1)
+                  + f" {seconds:.1f} | – | – |")
+        if options.json:
+            with open(options.json, "w") as handle:
+                json.dump({
+                    "bench": "first_run", "header": header,
+                    "size": options.size,
+                    "rows": {name: {case: dict(zip(
+                        ("wall_s", "engine_s", "compiled"), result))
+                        for case, result in results.items()}
+                        for name, results in rows.items()},
+                    "runs": runs, "references_s": reference_runs,
+                    "startup_s": startup.get("native:rasterlayerstatistics"),
+                    "load_average": loads}, handle, indent=1)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -15,7 +15,14 @@ same runs: end to end minus the steps.  dIIC/dPC are timed separately on
 the first --importance-patches patches' graph (they recompute an index per
 patch).  --write appends the table to docs/benchmarks.md's habitat section.
 
+--phases adds one more end-to-end run with a wall-time timer on each step
+(the habitat steps and the engines' host and CUDA phases); --parity-size N
+first checks --backend against the CPU backend on every output of an N²
+landscape.
+
     .venv/bin/python bench/network.py --size 8192 --patches 10000 --repeat 3
+    python3 bench/network.py --size 16384 --patches 10000 --repeat 1 \
+        --backend cuda --importance-patches 200 --parity-size 2048 --phases
 """
 
 import argparse
@@ -143,8 +150,10 @@ def phase_profile(habitat, resistance, distance_p05, backend):
                     importance=False)
     timers = _PhaseTimers()
     solve_stats = {}
-    for name in ("_habitat_mask", "connected_components", "_keep_large",
-                 "cost_distance", "_links", "_network"):
+    from gridgraph.core.habitat import _raster
+    timers.wrap(_raster, "habitat_mask")
+    for name in ("connected_components", "_keep_large", "_seeds",
+                 "cost_distance", "_settle_patches", "_links", "_network"):
         timers.wrap(habitat_module, name)
     for name in ("scan_crossings", "trace_links", "path_lengths"):
         timers.wrap(_scan, name)
@@ -185,6 +194,30 @@ def phase_profile(habitat, resistance, distance_p05, backend):
     return net
 
 
+def parity(size, backend):
+    """habitat_network with ``backend`` against the CPU backend on a
+    ``size``² landscape of (size / 164)² patches, dIIC/dPC included: every
+    output must be identical (links with their paths, tree, indices,
+    rasters); raises otherwise."""
+    from test_habitat_network import assert_same_network
+    patches = max(4, (size // 164) ** 2)
+    habitat, resistance = synthetic_landscape(size, patches, seed=7)
+    options = dict(connectivity=8, distance_p05=50.0 * size / 1024,
+                   importance=True, outputs=("patches", "accumulated",
+                                             "allocation", "corridors"))
+    start = time.perf_counter()
+    cpu = habitat_network(habitat, resistance, backend="cpu", **options)
+    cpu_time = time.perf_counter() - start
+    start = time.perf_counter()
+    other = habitat_network(habitat, resistance, backend=backend, **options)
+    other_time = time.perf_counter() - start
+    assert_same_network(cpu, other)
+    print(f"parity {size}²: {backend} == cpu on every output ("
+          f"{cpu.patch_count} patches, {len(cpu.links)} links, dIIC/dPC "
+          f"included; first calls: cpu {cpu_time:.1f} s, {backend} "
+          f"{other_time:.1f} s)", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=8192)
@@ -193,17 +226,25 @@ def main():
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--importance-patches", type=int, default=1000)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--phases", action="store_true",
-                        help="one end-to-end run (after a warm-up on a small "
-                        "landscape) with a timer on each phase, instead of "
-                        "the timing table")
+                        help="after the table, one more end-to-end run with "
+                        "a timer on each phase")
+    parser.add_argument("--phases-only", action="store_true",
+                        help="the phase run alone (warm-up on a small "
+                        "landscape), no table")
+    parser.add_argument("--parity-size", type=int, default=0,
+                        help="first check --backend against the CPU backend "
+                        "on a landscape of this size (every output)")
     args = parser.parse_args()
 
+    if args.parity_size:
+        parity(args.parity_size, args.backend)
     start = time.perf_counter()
     habitat, resistance = synthetic_landscape(args.size, args.patches)
     made = time.perf_counter() - start
     distance_p05 = 50.0 * args.size / 1024
-    if args.phases:
+    if args.phases_only:
         print(f"landscape made in {made:.1f} s", flush=True)
         phase_profile(habitat, resistance, distance_p05, args.backend)
         return
@@ -304,7 +345,24 @@ def main():
         "| one run |",
     ]
     table = "\n".join(lines)
-    print(table)
+    print(table, flush=True)
+    if args.json:
+        import json
+        with open(args.json, "w") as handle:
+            json.dump({
+                "bench": "network", "header": lines[0], "size": args.size,
+                "backend": args.backend, "patches": int(net.patch_count),
+                "links": len(net.links),
+                "end_to_end_s": net_times, "end_to_end_cpu_s": net_cpu,
+                "steps_s": step_times, "steps_cpu_s": step_cpu,
+                "iic_s": graph_times["iic"], "pc_s": graph_times["pc"],
+                "importance_patches": int(k),
+                "diic_s": [iic_importance, iic_cpu],
+                "dpc_s": [pc_importance, pc_cpu], "load_average": load},
+                handle, indent=1)
+    if args.phases:
+        del net
+        phase_profile(habitat, resistance, distance_p05, args.backend)
     if args.write:
         print("\n(paste the table into docs/benchmarks.md's habitat section)")
 

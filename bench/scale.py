@@ -426,6 +426,7 @@ def main():
                         help="keep the rasters and outputs")
     parser.add_argument("--write", action="store_true",
                         help="append the table to docs/benchmarks.md")
+    parser.add_argument("--json", help="write the summaries to this file")
     neuse10 = parser.add_argument_group(
         "neuse10", "the 3.5G-cell MST (the raster is kept in --workdir)")
     neuse10.add_argument("--phase", default="all",
@@ -486,6 +487,15 @@ def main():
         return
     text = table(results)
     print(text)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"bench": "scale", "backend": args.backend,
+                       "date": datetime.date.today().isoformat(),
+                       "machine": f"{platform.machine()}, "
+                                  f"{os.cpu_count()} CPUs",
+                       "runs": [{"shape": list(shape), "summary": summary}
+                                for shape, summary in results]},
+                      handle, indent=1, default=str)
     if args.write:
         stamp = datetime.date.today().isoformat()
         machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, "

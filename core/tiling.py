@@ -1013,8 +1013,11 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
     limit = 2 * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
     in_flight = {}  # the future the driver waits on -> (index, state)
-    # not distributed.wait: it needs a default client
-    completed = as_completed(loop=client.loop)
+    # not distributed.wait: it needs a default client; results are fetched
+    # in the background as tasks finish (one round trip each otherwise,
+    # made one after the other by this thread)
+    completed = as_completed(loop=client.loop, with_results=True,
+                             raise_errors=False)
     next_task = 0
     done = 0
     try:
@@ -1036,15 +1039,9 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
                 next_task += 1
             finished = [next(completed)]
             finished += completed.next_batch(block=False)
-            for future in finished:
+            for future, value in finished:
                 index, state = in_flight.pop(future)
-                try:
-                    value = future.result()
-                except Exception as error:
-                    explained = distributed.explain_failure(error, name)
-                    if explained is not None:
-                        raise explained from None
-                    raise
+                value = _dask_result(future, value, name)
                 consume(index, (value, state) if keep else value)
                 done += 1
             progress(done / max(total, 1))
@@ -1054,6 +1051,20 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
                         if state is not None]
         if outstanding:
             client.cancel(outstanding, force=True)
+        raise
+
+
+def _dask_result(future, value, name):
+    """The value ``as_completed(with_results=True, raise_errors=False)``
+    gave with ``future``; a failed task's error raised, explained."""
+    if future.status == "finished":
+        return value
+    try:
+        return future.result()  # raises the task's error (or cancel)
+    except Exception as error:
+        explained = distributed.explain_failure(error, name)
+        if explained is not None:
+            raise explained from None
         raise
 
 
@@ -1082,7 +1093,9 @@ class TaskPool:
             import uuid
 
             from distributed import as_completed
-            self._completed = as_completed(loop=executor.loop)
+            self._completed = as_completed(loop=executor.loop,
+                                           with_results=True,
+                                           raise_errors=False)
             self._run = uuid.uuid4().hex[:12]
 
     def __len__(self):
@@ -1116,20 +1129,14 @@ class TaskPool:
         if self._done:
             return self._done.pop(0)
         if self._dask:
-            future = next(self._completed)
-        else:
-            future = next(iter(wait(list(self.outstanding),
-                                    return_when=FIRST_COMPLETED).done))
-        tag, state = self.outstanding.pop(future)
-        try:
-            value = future.result()
-        except Exception as error:
-            explained = distributed.explain_failure(error, self.name) \
-                if self._dask else None
-            if explained is not None:
-                raise explained from None
-            raise
-        return tag, ((value, state) if self._dask and self.keep else value)
+            future, value = next(self._completed)
+            tag, state = self.outstanding.pop(future)
+            value = _dask_result(future, value, self.name)
+            return tag, ((value, state) if self.keep else value)
+        future = next(iter(wait(list(self.outstanding),
+                                return_when=FIRST_COMPLETED).done))
+        tag, _ = self.outstanding.pop(future)
+        return tag, future.result()
 
     def cancel(self):
         futures = list(self.outstanding)

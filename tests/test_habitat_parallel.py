@@ -247,3 +247,88 @@ def test_boundary_cells_equal_numpy_in_strips(connectivity):
         ids = np.concatenate([i for _, i in found])
         assert np.array_equal(cells, expected)
         assert np.array_equal(ids, patches[expected[:, 0], expected[:, 1]])
+
+
+# ------------------------------------- cost distance CUDA: tiles woken first
+
+
+def tiles_around_per_cell(grid, cells, keys):
+    """The first tiles of the CUDA cost distance as first written: one pass
+    over the cells per neighbour tile."""
+    from gridgraph.core.costdistance._cuda import TILE
+    wake = np.zeros(grid.n_tiles, dtype=np.int32)
+    tile_key = np.full(grid.n_tiles, np.inf)
+    tile_rows = (cells // grid.cols) // TILE
+    tile_cols = (cells % grid.cols) // TILE
+    for dr in (-1, 0, 1):
+        for dc in (-1, 0, 1):
+            r = tile_rows + dr
+            c = tile_cols + dc
+            inside = ((r >= 0) & (r < grid.tiles_y) & (c >= 0)
+                      & (c < grid.tiles_x))
+            tiles = r[inside] * grid.tiles_x + c[inside]
+            wake[tiles] = 1
+            np.minimum.at(tile_key, tiles, keys[inside])
+    return wake, tile_key
+
+
+@pytest.mark.parametrize("rows,cols,count", [(200, 130, 40), (64, 64, 1),
+                                             (31, 300, 500), (5, 7, 3)])
+def test_cuda_first_tiles_equal_the_per_cell_passes(rows, cols, count):
+    # the tile grid alone (no device arrays): _Grid.__init__ is skipped
+    from gridgraph.core.costdistance import _cuda
+    grid = _cuda._Grid.__new__(_cuda._Grid)
+    grid.rows, grid.cols = rows, cols
+    grid.tiles_x = -(-cols // _cuda.TILE)
+    grid.tiles_y = -(-rows // _cuda.TILE)
+    grid.n_tiles = grid.tiles_x * grid.tiles_y
+    rng = np.random.default_rng(rows + count)
+    cells = rng.integers(0, rows * cols, count).astype(np.int64)
+    keys = np.round(rng.random(count) * 5)  # ties between cells of a tile
+    keys[::7] = 0.0
+    expected = tiles_around_per_cell(grid, cells, keys)
+    got = grid.tiles_around(cells, keys)
+    for a, b in zip(expected, got):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+# ------------------------------------------------------- PC rows, fast path
+
+
+def random_patch_graph(n, seed, integer):
+    rng = np.random.default_rng(seed)
+    # a spanning path plus random chords: connected, about 3 links a patch
+    a = np.concatenate([np.arange(1, n), rng.integers(1, n + 1, 2 * n)])
+    b = np.concatenate([np.arange(2, n + 1), rng.integers(1, n + 1, 2 * n)])
+    keep = a != b
+    a, b = np.minimum(a, b)[keep], np.maximum(a, b)[keep]
+    pairs = np.unique(np.stack([a, b], 1), axis=0)
+    cost = (rng.integers(1, 6, len(pairs)).astype(np.float64) if integer
+            else rng.uniform(0.5, 30.0, len(pairs)))
+    return pairs[:, 0], pairs[:, 1], cost, rng.uniform(1, 50, n)
+
+
+@pytest.mark.parametrize("integer", [False, True])
+@pytest.mark.parametrize("theta", [0.01, 2.0])
+def test_pc_rows_sorted_search_gives_the_bits_of_the_tree_search(integer,
+                                                                 theta):
+    from gridgraph.core.habitat import _graph, _importance
+    n = 300
+    from_id, to_id, cost, area = random_patch_graph(n, 4, integer)
+    offsets, neighbours, weight = _graph.adjacency(n, from_id, to_id, cost)
+    limit = _graph.MAX_EXPONENT / theta
+    fast = _importance.rows(offsets, neighbours, weight, area, True, theta,
+                            limit, True)
+    tree = _importance.rows(offsets, neighbours, weight, area, True, theta,
+                            limit, False)
+    assert np.array_equal(fast, tree)
+    assert np.all(fast > 0)
+    # integer costs tie (the fallback runs), real-valued ones do not
+    distance = np.empty(n)
+    slots = np.empty(n, dtype=np.int64)
+    heap_key = np.empty(n)
+    heap_node = np.empty(n, dtype=np.int64)
+    ties = [_importance._sorted_sum(s, offsets, neighbours, weight, area,
+                                    theta, limit, distance, slots, heap_key,
+                                    heap_node)[1] for s in range(n)]
+    assert any(ties) == integer

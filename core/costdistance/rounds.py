@@ -50,6 +50,10 @@ from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
 # round keep more workers busy, at the price of tiles solved again when a
 # lower distance reaches them later.
 ROUND_DELTA_TILES = 2
+# A tile does not start while a neighbour with a lower or equal key is in
+# flight (its answer would likely lower the tile's band): fewer solves
+# repeated, at some cost in tiles started at once.
+WAIT_FOR_LOWER_NEIGHBOURS = True
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
 DISTANCE_SPAN = (0.1, 0.7)
@@ -406,12 +410,15 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
     mean_cost = float(finite.mean()) if finite.size else 0.0
     slack = ROUND_DELTA_TILES * grid.tile_size * mean_cost
     flight_key = np.full(n_tiles, np.inf)  # key of each tile in flight
+    neighbours = tile_neighbours(grid) if WAIT_FOR_LOWER_NEIGHBOURS \
+        else None
     pool = tiling.TaskPool(problem.executor, keep=True,
                            name="solve_round_tile")
     try:
         while True:
             while len(pool) < problem.workers:
-                t = _next_tile(dirty_key, flight_key, slack, len(pool) == 0)
+                t = _next_tile(dirty_key, flight_key, slack, len(pool) == 0,
+                               neighbours)
                 if t < 0:
                     break
                 flight_key[t], dirty_key[t] = dirty_key[t], np.inf
@@ -450,17 +457,49 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
     return solved
 
 
-def _next_tile(keys, flight_key, slack, idle):
+def _next_tile(keys, flight_key, slack, idle, neighbours=None):
     """The waiting tile (finite key, not in flight) with the least (key,
-    tile number), or -1: none waits, or (``idle`` False) its key is more
-    than ``slack`` above the least key waiting or in flight."""
+    tile number) that may start, or -1.
+
+    With ``idle`` (nothing in flight) that is the least waiting tile.  Else
+    a tile may start when its key is within ``slack`` of the least key
+    waiting or in flight and, given ``neighbours`` (each tile's eight
+    neighbours, itself where there is none), no neighbour in flight has a
+    key at or below its own: that neighbour's answer would likely lower
+    the tile's band and make it solve again."""
     waiting = np.flatnonzero((keys < np.inf) & (flight_key == np.inf))
     if waiting.size == 0:
         return -1
-    best = waiting[np.argmin(keys[waiting])]  # the first of equal keys
-    if idle or keys[best] <= min(keys[best], flight_key.min()) + slack:
-        return int(best)
+    if idle:
+        return int(waiting[np.argmin(keys[waiting])])  # first of equal keys
+    order = waiting[np.argsort(keys[waiting], kind="stable")]
+    limit = min(keys[order[0]], flight_key.min()) + slack
+    for t in order:
+        if keys[t] > limit:
+            return -1
+        if neighbours is None or not (
+                flight_key[neighbours[t]] <= keys[t]).any():
+            return int(t)
     return -1
+
+
+def tile_neighbours(grid):
+    """Each tile's eight neighbours (row-major numbers; the tile itself in
+    the place of a neighbour outside the grid)."""
+    tile_rows, tile_cols = grid.tile_rows, grid.tile_cols
+    r, c = np.divmod(np.arange(grid.count), tile_cols)
+    neighbours = np.empty((grid.count, 8), np.int64)
+    k = 0
+    for dr in (-1, 0, 1):
+        for dc in (-1, 0, 1):
+            if (dr, dc) == (0, 0):
+                continue
+            nr, nc = r + dr, c + dc
+            inside = (0 <= nr) & (nr < tile_rows) & (0 <= nc) & (nc < tile_cols)
+            neighbours[:, k] = np.where(inside, nr * tile_cols + nc,
+                                        r * tile_cols + c)
+            k += 1
+    return neighbours
 
 
 # --------------------------------------------------------------------------

@@ -91,9 +91,10 @@ class HabitatNetworkResult:
         tiled path with ``out_dir``.
     accumulated : 2-D float64 raster or None
         Least cost from the nearest patch (0 on patches, NaN unreached).
-    allocation : 2-D int64 raster or None
+    allocation : 2-D int32 raster (int64 past 2**31 - 1 patches) or None
         The patch each cell is cheapest to reach from (0 unreached): the
-        resistance Voronoi regions.
+        resistance Voronoi regions (the dtype of
+        ``costdistance.allocation_dtype``).
     corridors : 2-D float64 raster or None
         On each cell of a minimum spanning tree link's path, that link's
         cost (the least of them where paths meet); NaN elsewhere.

