@@ -568,7 +568,7 @@ MST_CPU_PHASES = {
     "gridgraph.core.mst._cpu": [
         "_grid_lightest_edges", "_hook_cells", "_contract_cells", "_grid_cut_edges",
         "_list_rounds", "_list_lightest", "_list_hook", "_list_contract", "_sort_tree_edges",
-        "_edge_ends", "parent_direction", "exact_total", "spanning_forest", "_compress_cells",
+        "_edge_ends", "parent_direction", "exact_total", "spanning_forest",
         "unsorted_forest", "_rounds_lightest", "_rounds_hook", "_rounds_contract",
         "_forest_direction"],
     "gridgraph.core.mst._forest_cpu": [
@@ -591,11 +591,7 @@ def bench_mst_cpu(size, repeat, results):
     for connectivity in (4, 8):  # compile every kernel before the clocks wrap them
         minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=False)
         minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=True)
-    from gridgraph.core.mst import _cpu
-    for connectivity, compress in ((4, False), (4, True)):
-        _cpu.COMPRESS_BEFORE_CONTRACT = compress
-        if compress:  # compile the pass before the clocks wrap it
-            minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=False)
+    for connectivity in (4,):
         clock = _PhaseClock()
         for module_name, names in MST_CPU_PHASES.items():
             module = importlib.import_module(module_name)
@@ -618,14 +614,12 @@ def bench_mst_cpu(size, repeat, results):
         best = sorted(runs, key=lambda r: r["s"])[len(runs) // 2]
         results.append(dict(
             operation=f"mst CPU backend {connectivity}-conn max, edges=False, fractal {size}², "
-                      f"{numba.get_num_threads()} threads (public API)"
-                      + (", roots compressed before the contraction" if compress else ""),
+                      f"{numba.get_num_threads()} threads (public API)",
             cpu_s=best["s"], cpu_runs=[r["s"] for r in runs], phases=best["phases"],
             trees=int(cpu.trees), total_weight=float(cpu.total_weight),
             identical_to_cuda=same))
         log(json.dumps(results[-1], default=float))
         del gpu, cpu
-    _cpu.COMPRESS_BEFORE_CONTRACT = False
     del values
 
 

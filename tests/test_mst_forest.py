@@ -133,17 +133,15 @@ def test_exact_total_in_parallel_chunks_equals_one_pass(monkeypatch, dtype):
     assert np.signbit(_cpu.exact_total(-np.zeros(100, dtype)))
 
 
-@pytest.mark.parametrize("compress", [False, True])
 @pytest.mark.parametrize("connectivity", [4, 8])
 def test_unsorted_forest_ids_give_the_sorted_forest_and_its_walk(
-        monkeypatch, connectivity, compress):
+        monkeypatch, connectivity):
     """``unsorted_forest`` (Borůvka's order, parallel hooking and relabelling
     in chunks) holds the same tree edges as ``spanning_forest``, and the
     walk from their ids (``walk_forest_ids``: no edge list) is the walk from
     the edge list, bit for bit, with band borders and chunks everywhere."""
     monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
     monkeypatch.setattr(_forest_cpu, "_PARALLEL_MIN_CELLS", 8)
-    monkeypatch.setattr(_cpu, "COMPRESS_BEFORE_CONTRACT", compress)
     rng = np.random.default_rng(connectivity)
     values = np.round(fractal_surface((61, 47), seed=connectivity) / 100)
     valid = rng.random(values.shape) > 0.15

@@ -41,11 +41,6 @@ _BAND_CELLS = 1 << 22
 # threads costs more than they save, and far more on a busy machine.
 _PARALLEL_MIN_CELLS = 1 << 16
 
-# Point every cell at its root in a pass of its own before the contraction
-# (which then reads roots in one step) instead of compressing as it goes;
-# the same forest either way.
-COMPRESS_BEFORE_CONTRACT = False
-
 # Widest digit of the LSD radix sort of the tree edges: 2**11 counters per
 # chunk stay in the L1 cache.
 _MAX_DIGIT_BITS = 11
@@ -229,20 +224,6 @@ def _hook_cells(first_row, stop_row, valid, best_edge, parent, root_offsets,
                 hooked += 1
         root_offsets[r + 1] = roots
         tree_offsets[r + 1] = hooked
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _compress_cells(first_row, stop_row, valid, parent):
-    """Point every valid cell of the rows straight at its root (concurrent
-    compression is safe, see :func:`_find_root`), so that the contraction
-    reads each root in one step."""
-    cols = valid.shape[1]
-    for band_row in prange(first_row, stop_row):
-        r = np.int64(band_row)
-        for c in range(cols):
-            v = r * cols + c
-            if parent[v] >= 0:
-                _find_root(parent, v + 0)
 
 
 @njit(inline="always")
@@ -947,9 +928,6 @@ def _unsorted_forest(array, valid, connectivity, weight_index, weight_dtype,
               component, root_offsets, tree_offsets)
     np.cumsum(root_offsets, out=root_offsets)
     np.cumsum(tree_offsets, out=tree_offsets)
-    if COMPRESS_BEFORE_CONTRACT:
-        _by_bands(_compress_cells, progress.span(0.27, 0.27), valid,
-                  component)
     # at most one tree edge per valid cell; the output is a prefix of these
     n_valid = int(root_offsets[-1] + tree_offsets[-1])
     chosen_edge = np.empty(n_valid, dtype=np.int64)
