@@ -19,9 +19,11 @@ as Markdown; --write appends it (with the machine and date) to docs/benchmarks.m
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,6 +34,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+# bench/dask.py must not shadow the dask package (xarray-spatial imports it)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from rasters import fractal_surface  # noqa: E402
@@ -55,29 +59,65 @@ def timed(function, repeat):
 
 def report(rows):
     """Print rows on stderr as they come (a run cut short keeps them)."""
-    for name, peer, size, t_ours, t_peer, check in rows:
+    for name, peer, size, t_ours, t_peer, check, usage in rows:
         print(f"{name} | {peer} | {size} | {t_ours:.3f} | {t_peer:.3f} | "
-              f"{t_peer / t_ours:.2f}x | {check}", file=sys.stderr,
-              flush=True)
+              f"{t_peer / t_ours:.2f}x | {check} | {usage_text(usage)}",
+              file=sys.stderr, flush=True)
     return rows
+
+
+def usage_text(usage):
+    """Our call's user and system CPU seconds; the system share of wall."""
+    if not usage:
+        return ""
+    return (f"user {usage['user']:.3f} s, sys {usage['system']:.3f} s "
+            f"({100 * usage['system'] / usage['wall']:.0f}% of wall)")
+
+
+def row(name, peer, size, t_ours, t_peer, check):
+    return (name, peer, size, t_ours, t_peer, check,
+            dict(LAST_USAGE, wall=t_ours))
+
+
+def cpu_times():
+    """(user, system) CPU seconds of this process so far, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
+# user and system seconds of our calls in the last ab() (medians)
+LAST_USAGE = {}
 
 
 def ab(ours, peer, repeat):
     """Interleaved A/B timing: one warm-up each, then ``repeat`` rounds
     alternating which goes first; returns (median ours, median peer, last
-    results of both)."""
+    results of both).  Our calls' user and system CPU time (getrusage,
+    all threads) go to LAST_USAGE."""
     a = ours()
     b = peer()
-    t_ours, t_peer = [], []
+    t_ours, t_peer, user, system = [], [], [], []
     for k in range(repeat):
         for which in ((0, 1) if k % 2 == 0 else (1, 0)):
             start = time.perf_counter()
             if which == 0:
+                # drop the previous result first: its pages go back before
+                # ours are faulted in, as in a fresh call
+                a = None
+                user_0, system_0 = cpu_times()
+                start = time.perf_counter()
                 a = ours()
                 t_ours.append(time.perf_counter() - start)
+                user_1, system_1 = cpu_times()
+                user.append(user_1 - user_0)
+                system.append(system_1 - system_0)
             else:
+                b = None
+                start = time.perf_counter()
                 b = peer()
                 t_peer.append(time.perf_counter() - start)
+    LAST_USAGE.update(user=statistics.median(user),
+                      system=statistics.median(system))
     return statistics.median(t_ours), statistics.median(t_peer), a, b
 
 
@@ -98,7 +138,7 @@ def peer_available(module):
     try:
         __import__(module)
         return True
-    except ImportError:
+    except Exception:  # noqa: BLE001 - a peer that fails to import is absent
         return False
 
 
@@ -161,22 +201,26 @@ def bench_components(size, repeat, threads):
                 ok = np.array_equal(a, b) if check == "identical" \
                     else same_labelling(a, b)
                 assert ok, f"components differ from {peer_name}"
-                rows.append((f"components {connectivity}-conn, {mask_name}",
-                             peer_name, size, t_ours, t_peer,
-                             "labels identical" if check == "identical"
-                             else "same partition"))
+                rows.append(row(f"components {connectivity}-conn, {mask_name}",
+                                peer_name, size, t_ours, t_peer,
+                                "labels identical" if check == "identical"
+                                else "same partition"))
         # equal mode per cell against nonzero mode, same raster
-        def equal():
-            return connected_components(mask_u8, connectivity=8, mode="equal",
-                                        backend="cpu").labels
+        def equal(connectivity):
+            return connected_components(mask_u8, connectivity=connectivity,
+                                        mode="equal", backend="cpu").labels
 
-        def nonzero():
-            return connected_components(mask_u8, connectivity=8,
+        def nonzero(connectivity):
+            return connected_components(mask_u8, connectivity=connectivity,
                                         mode="nonzero", backend="cpu").labels
-        t_equal, t_nonzero, _, _ = ab(equal, nonzero, repeat)
-        rows.append((f"components 8-conn equal mode, {mask_name}",
-                     "our nonzero mode (same raster)", size, t_equal,
-                     t_nonzero, "per cell: equal labels every cell"))
+        for connectivity in (4, 8):
+            t_equal, t_nonzero, _, _ = ab(
+                functools.partial(equal, connectivity),
+                functools.partial(nonzero, connectivity), repeat)
+            rows.append(row(
+                f"components {connectivity}-conn equal mode, {mask_name}",
+                "our nonzero mode (same raster)", size, t_equal, t_nonzero,
+                "per cell: equal labels every cell"))
     return rows
 
 
@@ -204,6 +248,26 @@ def whitebox_cost_distance(cost, source, folder):
     return run
 
 
+def xrspatial_cost_distance(cost, source):
+    """A callable running xarray-spatial's cost_distance from ``source``
+    over ``cost`` (unit cells; its edge cost is the mean friction of the
+    two ends times the step length, as ours)."""
+    import xarray as xr
+    from xrspatial import cost_distance as xrs_cost_distance
+    rows, cols = cost.shape
+    coords = {"y": np.arange(rows, dtype=np.float64)[::-1],
+              "x": np.arange(cols, dtype=np.float64)}
+    seeds = np.zeros(cost.shape, np.float64)
+    seeds[source] = 1
+    raster = xr.DataArray(seeds, coords=coords, dims=("y", "x"))
+    friction = xr.DataArray(cost, coords=coords, dims=("y", "x"))
+
+    def run():
+        return np.asarray(xrs_cost_distance(raster, friction,
+                                            connectivity=8).values)
+    return run
+
+
 def bench_cost_distance(size, repeat, folder):
     from skimage.graph import MCP_Geometric
     cost = fractal_surface((size, size), seed=1).astype(np.float64)
@@ -222,16 +286,24 @@ def bench_cost_distance(size, repeat, folder):
                       source, folder)
         if run is not None:
             peers.append(("whitebox-workflows cost_distance", run))
+    if peer_available("xrspatial"):
+        peers.append(("xarray-spatial cost_distance (float32)",
+                      xrspatial_cost_distance(cost, source)))
     rows = []
     for peer_name, peer in peers:
         timing = guarded(peer_name, ab, ours, peer, repeat)
         if timing is None:
             continue
         t_ours, t_peer, a, b = timing
+        b = np.asarray(b, dtype=np.float64)
         error = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
-        assert error <= 1e-6, f"cost distance differs from {peer_name}: {error}"
-        rows.append(("cost distance 8-conn, 1 source, all outputs", peer_name,
-                     size, t_ours, t_peer, f"max rel. diff {error:.1e}"))
+        # xarray-spatial computes and returns float32
+        tolerance = 1e-4 if "float32" in peer_name else 1e-6
+        assert error <= tolerance, \
+            f"cost distance differs from {peer_name}: {error}"
+        rows.append(row("cost distance 8-conn, 1 source, all outputs",
+                        peer_name, size, t_ours, t_peer,
+                        f"max rel. diff {error:.1e}"))
     return rows
 
 
@@ -280,9 +352,9 @@ def bench_mst(size, repeat):
         t_ours, t_peer, tree, total = timing
         assert abs(tree.total_weight - total) <= 1e-9 * total, \
             f"total weights differ from {peer_name}"
-        rows.append(("MST max 4-conn, edges=False (directions, total)",
-                     peer_name, size, t_ours, t_peer,
-                     f"same total weight {total:.6g}"))
+        rows.append(row("MST max 4-conn, edges=False (directions, total)",
+                        peer_name, size, t_ours, t_peer,
+                        f"same total weight {total:.6g}"))
     return rows
 
 
@@ -311,32 +383,38 @@ def bench_segments(size, repeat):
         ours, scipy_segments, repeat)
     assert count == n and same_labelling(labels, component + 1), \
         "segments differ from scipy's"
-    return [("threshold segments absdiff <= 2, 4-conn",
-             "scipy csgraph labelling of the thresholded graph", size, t_ours,
-             t_peer, "same partition")]
+    return [row("threshold segments absdiff <= 2, 4-conn",
+                "scipy csgraph labelling of the thresholded graph", size,
+                t_ours, t_peer, "same partition")]
 
 
 def thread_scaling(size, thread_counts, repeat):
-    """Our cost distance (heap and blocks) and components at each thread
-    count, beside OpenCV with as many threads."""
+    """Our cost distance (heap and blocks) and components (4 and 8) at each
+    thread count, beside OpenCV with as many threads.  Parity: every cost
+    distance run gives the first one's rasters bit for bit, every labelling
+    scipy's labels."""
     import numba
+    from scipy import ndimage
     from gridgraph.core.components import _cpu as components_cpu
     from gridgraph.core.costdistance import _cpu as cost_cpu
     cost = fractal_surface((size, size), seed=1).astype(np.float64)
     source = (size // 2, size // 2)
-    mask = masks(size)["random 0.6"].astype(np.uint8)
+    mask = masks(size)["random 0.6"]
+    mask_u8 = mask.astype(np.uint8)
+    expected_labels = {
+        c: ndimage.label(mask, ndimage.generate_binary_structure(2, c // 4))[0]
+        for c in (4, 8)}
+    reference = None
     rows = []
     saved = components_cpu._cpu_count
     try:
         for threads in thread_counts:
-            numba.set_num_threads(threads)
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             components_cpu._cpu_count = lambda: threads
             row = {"threads": threads}
             for name, blocks in (("cost distance heap", False),
                                  ("cost distance blocks", True)):
-                cost_cpu_blocks = blocks
-
-                def run(blocks=cost_cpu_blocks):
+                def run(blocks=blocks):
                     saved_min = cost_cpu.BLOCKS_MIN_THREADS
                     cost_cpu.BLOCKS_MIN_THREADS = 1 if blocks else 1 << 30
                     try:
@@ -344,17 +422,31 @@ def thread_scaling(size, thread_counts, repeat):
                                              backend="cpu")
                     finally:
                         cost_cpu.BLOCKS_MIN_THREADS = saved_min
-                row[name], _ = timed(run, repeat)
-            row["components 8-conn"], _ = timed(
-                lambda: connected_components(mask, connectivity=8,
-                                             mode="nonzero", backend="cpu"),
-                repeat)
+                row[name], result = timed(run, repeat)
+                got = (result.accumulated, result.direction, result.allocation)
+                if reference is None:
+                    reference = got
+                assert all(np.array_equal(x, y, equal_nan=True)
+                           for x, y in zip(got, reference)), \
+                    f"{name} at {threads} threads differs"
+            for connectivity in (4, 8):
+                row[f"components {connectivity}-conn"], result = timed(
+                    lambda: connected_components(
+                        mask_u8, connectivity=connectivity, mode="nonzero",
+                        backend="cpu"), repeat)
+                assert np.array_equal(result.labels,
+                                      expected_labels[connectivity]), \
+                    f"components at {threads} threads differ from scipy"
             if peer_available("cv2"):
                 import cv2
                 cv2.setNumThreads(threads)
-                row["OpenCV Spaghetti 8-conn"], _ = timed(
-                    lambda: cv2.connectedComponentsWithAlgorithm(
-                        mask, 8, cv2.CV_32S, cv2.CCL_SPAGHETTI), repeat)
+                for connectivity in (4, 8):
+                    row[f"OpenCV Spaghetti {connectivity}-conn"], labels = \
+                        timed(lambda: cv2.connectedComponentsWithAlgorithm(
+                            mask_u8, connectivity, cv2.CV_32S,
+                            cv2.CCL_SPAGHETTI)[1], repeat)
+                    assert same_labelling(labels,
+                                          expected_labels[connectivity])
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
@@ -434,7 +526,7 @@ def bench_qgis_process(size, repeat, folder):
     error = float(np.nanmax(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
     assert error <= 1e-9, f"r.cost differs: {error}"
     rows.append(("qgis_process costdistance", "grass7:r.cost", size, t_ours, t_grass,
-                 f"max rel. diff {error:.1e}"))
+                 f"max rel. diff {error:.1e}", {}))
 
     classes = np.floor(fractal_surface((size, size), seed=2) / 50.0).astype(np.int16)
     classes_path = os.path.join(folder, f"classes{size}.tif")
@@ -456,7 +548,7 @@ def bench_qgis_process(size, repeat, folder):
     a, b = read(ours_path), read(grass_path)
     assert same_partition(a, b), "components differ from r.clump"
     rows.append(("qgis_process connectedcomponents, equal, 4-conn", "grass7:r.clump", size,
-                 t_ours, t_grass, "same partition"))
+                 t_ours, t_grass, "same partition", {}))
     return rows
 
 
@@ -542,11 +634,11 @@ def main():
             print(f"done {size}", file=sys.stderr, flush=True)
     scaling = thread_scaling(max(args.sizes), args.threads, args.repeat) \
         if args.threads else []
-    table = ["| operation | peer | size | GridGraph (s) | peer (s) | peer / GridGraph | check |",
-             "|---|---|---|---|---|---|---|"]
-    for name, peer, size, t_ours, t_peer, check in rows:
+    table = ["| operation | peer | size | GridGraph (s) | peer (s) | peer / GridGraph | check | GridGraph CPU time |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, peer, size, t_ours, t_peer, check, usage in rows:
         table.append(f"| {name} | {peer} | {size}² | {t_ours:.3f} | {t_peer:.3f} | "
-                     f"{t_peer / t_ours:.2f}× | {check} |")
+                     f"{t_peer / t_ours:.2f}× | {check} | {usage_text(usage)} |")
     if scaling:
         keys = [k for k in scaling[0] if k != "threads"]
         table += ["", "| threads | " + " | ".join(f"{k} (s)" for k in keys)
@@ -565,8 +657,10 @@ def main():
     print(text)
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"rows": rows, "scaling": scaling, "header": header},
-                      out, indent=1)
+            # rows as bench/plot.py reads them; our CPU times beside
+            json.dump({"rows": [r[:6] for r in rows],
+                       "usage": [r[6] for r in rows], "scaling": scaling,
+                       "header": header}, out, indent=1)
     if args.write:
         with open(os.path.join(ROOT, "docs", "benchmarks.md"), "a") as out:
             out.write("\n" + text)

@@ -27,9 +27,11 @@ before and after (the box may be shared).
 import argparse
 import datetime
 import hashlib
+import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 
@@ -42,6 +44,7 @@ sys.path[:] = [HERE] + [p for p in sys.path
                         if os.path.abspath(p or os.curdir) != HERE]
 sys.modules.pop("dask", None)  # this file, if imported as "dask"
 import scale  # noqa: E402
+import virtual_cluster  # noqa: E402
 
 sys.path.remove(HERE)
 
@@ -71,14 +74,16 @@ def make_inputs(workdir, shape):
     return dem, mask
 
 
-def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu"):
+def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
+        progress=None):
     from gridgraph.core import (connected_components, cost_distance,
                                 minimum_spanning_tree)
     if operation == "components":
         values = np.load(mask, mmap_mode="r")
         result = connected_components(values, mode="nonzero",
                                       tile_size=tile_size, executor=executor,
-                                      out_dir=out_dir, backend=backend)
+                                      out_dir=out_dir, backend=backend,
+                                      progress=progress)
         return {"labels": result.labels}, f"{result.count} components"
     values = np.load(dem, mmap_mode="r")
     if operation in ("mst", "mst_edges"):
@@ -86,7 +91,7 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu"):
         result = minimum_spanning_tree(values, connectivity=8, weight="max",
                                        edges=with_edges, tile_size=tile_size,
                                        executor=executor, out_dir=out_dir,
-                                       backend=backend)
+                                       backend=backend, progress=progress)
         outputs = {"parent_direction": result.parent_direction}
         if with_edges:
             outputs.update(edges=result.edges,
@@ -96,11 +101,90 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu"):
     centre = [(values.shape[0] // 2, values.shape[1] // 2)]
     result = cost_distance(values, centre, connectivity=8,
                            tile_size=tile_size, executor=executor,
-                           out_dir=out_dir, backend=backend)
+                           out_dir=out_dir, backend=backend,
+                           progress=progress)
     return ({"accumulated": result.accumulated,
              "direction": result.direction,
              "allocation": result.allocation},
             f"{result.tile_solves} tile solves")
+
+
+def simulate(args, shape, dem, mask):
+    """The schedule of k one-thread workers on a virtual clock: modelled
+    seconds, the tasks' own seconds, tile solves; outputs compared."""
+    VirtualExecutor = virtual_cluster.VirtualExecutor
+    virtual_waits = virtual_cluster.virtual_waits
+    reference = {}
+    print("| operation | workers | modelled s | task s | driver s | tasks "
+          "| speed-up | efficiency | identical | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    base = {}
+    for operation in args.operations:
+        for workers in [args.workers[0]] + list(args.workers):
+            warm_up = workers is args.workers[0] and operation not in base \
+                and not base.get((operation, "warm"))
+            base[(operation, "warm")] = True
+            out_dir = os.path.join(args.workdir, f"out-{operation}")
+            shutil.rmtree(out_dir, ignore_errors=True)
+            os.makedirs(out_dir)
+            executor = VirtualExecutor(workers)
+            marks = []
+
+            def progress(fraction):
+                executor._driver_pauses()
+                marks.append((fraction, executor.clock))
+                executor._driver_resumes()
+                return True
+
+            with virtual_waits(executor):
+                outputs, note = run(operation, dem, mask, executor,
+                                    args.tile_size, out_dir, args.backend,
+                                    progress)
+            if warm_up:  # compiles the kernels: not timed
+                del outputs
+                shutil.rmtree(out_dir, ignore_errors=True)
+                continue
+            digests = {name: digest(array) for name, array in outputs.items()}
+            same = reference.setdefault(operation, digests) == digests
+            first = base.setdefault(operation, (workers, executor.clock))
+            speedup = first[1] / executor.clock
+            print(f"| {operation} | {workers} | {executor.clock:.2f} | "
+                  f"{executor.task_seconds:.2f} | "
+                  f"{executor.driver_seconds:.2f} | {executor.tasks} | "
+                  f"{speedup:.2f} | {speedup * first[0] / workers:.0%} | "
+                  f"{'yes' if same else 'NO'} | {note} |", flush=True)
+            if args.spans:
+                print("    per tenth of progress:", " ".join(
+                    f"{t:.2f}" for t in tenths(marks, executor.clock)))
+            del outputs
+            shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def run_header(args, shape):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (f"{platform.node()} ({platform.machine()}, {os.cpu_count()} "
+            f"CPUs), {now:%Y-%m-%d %H:%M} UTC; raster {shape[0]} x {shape[1]} "
+            f"({shape[0] * shape[1] / 1e6:.0f}M cells), tiles of "
+            f"{args.tile_size}, backend {args.backend}")
+
+
+def write_json(args, shape, rows):
+    with open(args.json, "w") as handle:
+        json.dump({"bench": "dask", "header": run_header(args, shape),
+                   "shape": shape, "tile_size": args.tile_size,
+                   "backend": args.backend, "rows": rows}, handle, indent=1)
+
+
+def tenths(marks, total):
+    """Seconds spent in each tenth of the progress, from (fraction, time)
+    marks (the rounds' progress spans: see each driver's *_SPAN)."""
+    edges = [0.0] * 11
+    for fraction, clock in marks:
+        edges[min(10, int(fraction * 10 + 1e-9))] = clock
+    edges[10] = total
+    for k in range(1, 11):
+        edges[k] = max(edges[k], edges[k - 1])
+    return [round(b - a, 3) for a, b in zip(edges, edges[1:])]
 
 
 def digest(array):
@@ -130,11 +214,48 @@ def main():
                         "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--json", help="write the rows to this file (for "
-                        "bench/plot.py)")
+                        "bench/plot.py), after each run")
+    parser.add_argument("--inputs-only", action="store_true",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--worker-numba-threads", type=int, default=1)
+    parser.add_argument("--simulate", action="store_true",
+                        help="no cluster: run in this process and model k "
+                        "one-thread workers on a virtual clock "
+                        "(bench/virtual_cluster.py)")
+    parser.add_argument("--spans", action="store_true",
+                        help="with --simulate: modelled seconds per tenth "
+                        "of the progress")
+    parser.add_argument("--round-delta", type=float, default=None,
+                        help="cost distance: the rounds' slack in tile "
+                        "crossings (rounds.ROUND_DELTA_TILES)")
+    parser.add_argument("--wait-for-neighbours", action="store_true",
+                        help="cost distance: no tile starts beside a lower "
+                        "one in flight (rounds.WAIT_FOR_LOWER_NEIGHBOURS)")
     args = parser.parse_args()
-    from distributed import Client, LocalCluster
+    from gridgraph.core.costdistance import rounds
+    if args.round_delta is not None:
+        rounds.ROUND_DELTA_TILES = args.round_delta
+    if args.wait_for_neighbours:
+        rounds.WAIT_FOR_LOWER_NEIGHBOURS = True
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)
-    dem, mask = make_inputs(args.workdir, shape)
+    if args.inputs_only or args.simulate:
+        dem, mask = make_inputs(args.workdir, shape)
+        if args.inputs_only:
+            return
+    else:
+        # made in a process of its own (on every core): numba's threads
+        # are then never started here, and this process (and the workers
+        # it spawns) can run with --worker-numba-threads
+        subprocess.run([sys.executable, os.path.abspath(__file__),
+                        "--inputs-only", "--workdir", args.workdir, "--shape",
+                        str(shape[0]), str(shape[1])], check=True)
+        dem, mask = make_inputs(args.workdir, shape)
+        # one-thread workers: numba's kernels inside a task use one thread
+        # too (by default each worker process starts a pool of every core)
+        os.environ["NUMBA_NUM_THREADS"] = str(args.worker_numba_threads)
+    if args.simulate:
+        return simulate(args, shape, dem, mask)
+    from distributed import Client, LocalCluster
     crops = []
     for path in (dem, mask):
         crop = path.replace(".npy", "-crop.npy")
@@ -162,32 +283,34 @@ def main():
                 shutil.rmtree(out_dir)
                 os.makedirs(out_dir)
                 start = time.perf_counter()
+                marks = []
+
+                def progress(fraction):
+                    marks.append((fraction, time.perf_counter() - start))
+                    return True
+
                 outputs, note = run(operation, dem, mask, client,
-                                    args.tile_size, out_dir, args.backend)
+                                    args.tile_size, out_dir, args.backend,
+                                    progress)
                 seconds = time.perf_counter() - start
                 digests = {name: digest(array)
                            for name, array in outputs.items()}
                 same = reference.setdefault(operation, digests) == digests
                 rows.append(dict(operation=operation, workers=workers,
                                  seconds=seconds, same=same, note=note,
-                                 load=(load_before, os.getloadavg()[0])))
+                                 load=(load_before, os.getloadavg()[0]),
+                                 tenths=tenths(marks, seconds)))
                 print(rows[-1], flush=True)
+                if args.json:  # so far: a run cut short keeps its rows
+                    write_json(args, shape, rows)
                 del outputs
                 shutil.rmtree(out_dir, ignore_errors=True)
-    header = (f"{platform.node()} ({platform.machine()}, {os.cpu_count()} "
-              f"CPUs), {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d"
-              f" %H:%M} UTC; raster {shape[0]} x {shape[1]} "
-              f"({cells / 1e6:.0f}M cells), tiles of {args.tile_size}, "
-              f"backend {args.backend}")
+    header = run_header(args, shape)
     print()
     print(header)
     print()
     if args.json:
-        import json
-        with open(args.json, "w") as handle:
-            json.dump({"bench": "dask", "header": header, "shape": shape,
-                       "tile_size": args.tile_size, "backend": args.backend,
-                       "rows": rows}, handle, indent=1)
+        write_json(args, shape, rows)
     print("| operation | workers | s | Mcells/s | speed-up | efficiency | "
           "identical | load avg before/after | note |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -202,6 +325,12 @@ def main():
               f"{'yes' if row['same'] else 'NO'} | "
               f"{row['load'][0]:.1f} / {row['load'][1]:.1f} | "
               f"{row['note']} |")
+    print()
+    print("seconds per tenth of the progress (phases: see the drivers' "
+          "*_SPAN constants):")
+    for row in rows:
+        print(f"- {row['operation']} x{row['workers']}: "
+              + " ".join(f"{t:.1f}" for t in row["tenths"]))
     for path in crops + ([] if args.keep else [dem, mask]):
         os.remove(path)
 

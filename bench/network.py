@@ -15,7 +15,14 @@ same runs: end to end minus the steps.  dIIC/dPC are timed separately on
 the first --importance-patches patches' graph (they recompute an index per
 patch).  --write appends the table to docs/benchmarks.md's habitat section.
 
+--phases adds one more end-to-end run with a wall-time timer on each step
+(the habitat steps and the engines' host and CUDA phases); --parity-size N
+first checks --backend against the CPU backend on every output of an N²
+landscape.
+
     .venv/bin/python bench/network.py --size 8192 --patches 10000 --repeat 3
+    python3 bench/network.py --size 16384 --patches 10000 --repeat 1 \
+        --backend cuda --importance-patches 200 --parity-size 2048 --phases
 """
 
 import argparse

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from . import distributed
-from ._common import Progress, as_raster_array
+from ._common import Progress, as_raster_array, check_number, is_number
 from .errors import InvalidInputError
 
 MIN_TILE_SIZE = 8
@@ -121,6 +121,36 @@ def check_executor(executor):
         "executor (e.g. ThreadPoolExecutor), a dask.distributed.Client or a "
         f"Dask scheduler address such as 'tcp://host:8786', got "
         f"{type(executor).__name__}")
+
+
+def check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
+                                    tiled=False):
+    """Check the block-hierarchy options: ``tile_size`` a power of two >= 8
+    (None or 0: automatic), ``memory_limit_mb`` positive (None or 0: a safe
+    share of RAM), ``executor`` None or a concurrent.futures executor (a
+    Dask client or scheduler address is not available yet).  Operations
+    without a tiled path yet (``tiled=False``) reject tile_size and
+    executor instead of ignoring them."""
+    if tile_size is not None and not (is_number(tile_size)
+                                      and np.isfinite(float(tile_size))):
+        raise InvalidInputError(
+            f"tile_size must be an integer power of two >= 8 (or 0 / None "
+            f"for automatic), got {tile_size!r}")
+    if not tiled:
+        if tile_size not in (None, 0):
+            raise InvalidInputError(
+                "tiled processing (tile_size) is not available yet for this "
+                "operation: leave tile_size unset (0) to process the raster "
+                "in memory")
+        if executor is not None:
+            raise InvalidInputError(
+                "executors are not available yet for this operation: leave "
+                "it empty to run in this process")
+    check_tile_size(tile_size)
+    check_executor(executor)
+    # 2**30 MB (1 PB) is past any machine's memory: a larger number is a slip
+    check_number("memory_limit_mb", memory_limit_mb, minimum=0,
+                 maximum=2**30)
 
 
 # --------------------------------------------------------------------------
@@ -304,6 +334,20 @@ def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
 
 # --------------------------------------------------------------------------
 # sources
+
+
+def load_raster(values, band=1):
+    """Return ``(array, nodata)`` for a 2-D array, memmap or GDAL raster path.
+
+    Arrays are returned as they are (no copy); a path is read through
+    :mod:`gridgraph.core.io`, and its band's nodata value is returned so the
+    caller can combine it with an explicit ``nodata``.
+    """
+    if isinstance(values, (str, os.PathLike)):
+        from . import io  # GDAL is only needed for paths
+        raster = io.read_band(os.fspath(values), band)
+        return raster.array, raster.nodata
+    return as_raster_array(values), None
 
 
 class ArraySource:
@@ -1013,8 +1057,11 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
     limit = 2 * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
     in_flight = {}  # the future the driver waits on -> (index, state)
-    # not distributed.wait: it needs a default client
-    completed = as_completed(loop=client.loop)
+    # not distributed.wait: it needs a default client; results are fetched
+    # in the background as tasks finish (one round trip each otherwise,
+    # made one after the other by this thread)
+    completed = as_completed(loop=client.loop, with_results=True,
+                             raise_errors=False)
     next_task = 0
     done = 0
     try:
@@ -1036,15 +1083,9 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
                 next_task += 1
             finished = [next(completed)]
             finished += completed.next_batch(block=False)
-            for future in finished:
+            for future, value in finished:
                 index, state = in_flight.pop(future)
-                try:
-                    value = future.result()
-                except Exception as error:
-                    explained = distributed.explain_failure(error, name)
-                    if explained is not None:
-                        raise explained from None
-                    raise
+                value = _dask_result(future, value, name)
                 consume(index, (value, state) if keep else value)
                 done += 1
             progress(done / max(total, 1))
@@ -1054,6 +1095,20 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
                         if state is not None]
         if outstanding:
             client.cancel(outstanding, force=True)
+        raise
+
+
+def _dask_result(future, value, name):
+    """The value ``as_completed(with_results=True, raise_errors=False)``
+    gave with ``future``; a failed task's error raised, explained."""
+    if future.status == "finished":
+        return value
+    try:
+        return future.result()  # raises the task's error (or cancel)
+    except Exception as error:
+        explained = distributed.explain_failure(error, name)
+        if explained is not None:
+            raise explained from None
         raise
 
 
@@ -1082,7 +1137,9 @@ class TaskPool:
             import uuid
 
             from distributed import as_completed
-            self._completed = as_completed(loop=executor.loop)
+            self._completed = as_completed(loop=executor.loop,
+                                           with_results=True,
+                                           raise_errors=False)
             self._run = uuid.uuid4().hex[:12]
 
     def __len__(self):
@@ -1116,20 +1173,14 @@ class TaskPool:
         if self._done:
             return self._done.pop(0)
         if self._dask:
-            future = next(self._completed)
-        else:
-            future = next(iter(wait(list(self.outstanding),
-                                    return_when=FIRST_COMPLETED).done))
-        tag, state = self.outstanding.pop(future)
-        try:
-            value = future.result()
-        except Exception as error:
-            explained = distributed.explain_failure(error, self.name) \
-                if self._dask else None
-            if explained is not None:
-                raise explained from None
-            raise
-        return tag, ((value, state) if self._dask and self.keep else value)
+            future, value = next(self._completed)
+            tag, state = self.outstanding.pop(future)
+            value = _dask_result(future, value, self.name)
+            return tag, ((value, state) if self.keep else value)
+        future = next(iter(wait(list(self.outstanding),
+                                return_when=FIRST_COMPLETED).done))
+        tag, _ = self.outstanding.pop(future)
+        return tag, future.result()
 
     def cancel(self):
         futures = list(self.outstanding)

@@ -415,7 +415,7 @@ def test_mst_edge_list_by_sample_sort(cluster, tmp_path, monkeypatch, where):
     identical to the in-memory list (NaN weights last)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gridgraph.core.mst import edge_list
+    from gridgraph.core.mst.tiled import edge_list
     monkeypatch.setattr(edge_list, "RANGE_EDGES", 100)
     calls = []
     original = edge_list.sample_sort

@@ -187,6 +187,10 @@ def test_habitat_mask_equals_numpy(dtype, nodata, values):
     got = _raster.habitat_mask(block, nodata, values)
     assert got.dtype == np.uint8
     assert np.array_equal(got, expected.astype(np.uint8))
+    out = np.full((12, 14), 7, dtype=np.uint8)  # into rows of a larger one
+    _raster.habitat_mask(block, nodata, values, out=out[2:11])
+    assert np.array_equal(out[2:11], got)
+    assert np.all(out[:2] == 7) and np.all(out[11:] == 7)
 
 
 @pytest.mark.parametrize("bins", [3, 50])

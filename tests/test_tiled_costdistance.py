@@ -404,3 +404,26 @@ def test_rounding_ties_across_tiles(rows, cols, seed, connectivity):
                                rng.integers(0, cols, 3)])
     assert_same(cost, sources, tile_sizes=(8,), connectivity=connectivity,
                 source_ids=np.array([4, 5, 6]))
+
+
+def test_next_tile_waits_for_a_lower_neighbour_in_flight():
+    # 4 x 4 tiles; tile 0 is in flight with key 1; waiting: its neighbour 1
+    # (key 2) and tile 3 (key 5, not a neighbour of tile 0)
+    from gridgraph.core.costdistance import rounds
+    from gridgraph.core.tiling import TileGrid
+    neighbours = rounds.tile_neighbours(TileGrid((32, 32), 8))
+    assert sorted(set(neighbours[0].tolist())) == [0, 1, 4, 5]
+    assert sorted(neighbours[5].tolist()) == [0, 1, 2, 4, 6, 8, 9, 10]
+    keys = np.full(16, np.inf)
+    flight = np.full(16, np.inf)
+    flight[0] = 1.0
+    keys[1], keys[3] = 2.0, 5.0
+    assert rounds._next_tile(keys, flight, 10.0, False, neighbours) == 3
+    assert rounds._next_tile(keys, flight, 10.0, False, None) == 1
+    assert rounds._next_tile(keys, flight, 2.0, False, neighbours) == -1
+    # nothing in flight: the least key starts whatever its neighbours
+    flight[0] = np.inf
+    assert rounds._next_tile(keys, flight, 0.0, True, neighbours) == 1
+    # a neighbour in flight with a higher key does not hold a tile back
+    flight[0] = 3.0
+    assert rounds._next_tile(keys, flight, 10.0, False, neighbours) == 1

@@ -181,8 +181,9 @@ def test_plateau_ties_and_nodata_heavy():
 
 def test_small_merge_buffers(monkeypatch):
     # runs refilled many times and output flushed in several chunks
-    monkeypatch.setattr(tiled, "MERGE_CHUNK", 8192 * 2)
-    monkeypatch.setattr(tiled, "MERGE_RUN_BUFFER", 100)
+    from gridgraph.core.mst.tiled import merge_runs
+    monkeypatch.setattr(merge_runs, "MERGE_CHUNK", 8192 * 2)
+    monkeypatch.setattr(merge_runs, "MERGE_RUN_BUFFER", 100)
     values = fractal_surface((200, 190), seed=9)
     check(values, tile_sizes=(32,), connectivity=8, weight="mean")
 
@@ -247,7 +248,7 @@ def test_scratch_on_disk_removed_after_success_failure_and_cancel(
             raise OSError("simulated disk failure")
         return original(*args)
 
-    monkeypatch.setattr(tiled, "tile_finish", failing)
+    monkeypatch.setattr(tiled.driver, "tile_finish", failing)
     with pytest.raises(OSError):
         minimum_spanning_tree(values, tile_size=16, memory_limit_mb=0.2,
                               out_dir=out, backend="cpu")
@@ -405,7 +406,7 @@ def test_cuda_tiles_in_threads_one_gpu_solve_at_a_time(monkeypatch):
             with guard:
                 running["now"] -= 1
 
-    monkeypatch.setattr(tiled, "leaf_tile", leaf)
+    monkeypatch.setattr(tiled.driver, "leaf_tile", leaf)
     values = fractal_surface((96, 80), seed=13)
     expected = minimum_spanning_tree(values, connectivity=8, backend="cpu")
     for keep_edges in (True, False):

@@ -4,10 +4,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common import (as_progress, check_common_arguments,
-                       check_connectivity,
-                       check_unsupported_scale_options, load_raster,
-                       resolve_backend, valid_mask)
+from .._common import (as_progress, check_common_arguments, check_connectivity,
+                       nodata_in_dtype, resolve_backend, valid_mask)
+from ..tiling import check_unsupported_scale_options, load_raster
 
 MODES = ("equal", "nonzero")
 
@@ -126,8 +125,12 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
                                           progress)
     else:
         from . import _cpu
-        labels, count = _cpu.label(array, valid_mask(array, nodata),
-                                   connectivity, mode, progress)
+        # no mask to build when only NaN cells are invalid (the kernels
+        # skip NaN themselves)
+        valid = None if nodata_in_dtype(array.dtype, nodata) is None else \
+            valid_mask(array, nodata)
+        labels, count = _cpu.label(array, valid, connectivity, mode,
+                                   progress)
     progress(1.0)
     return ComponentsResult(labels=labels, count=int(count))
 

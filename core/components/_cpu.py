@@ -27,6 +27,7 @@ from numba import njit
 
 from .._common import index_dtype
 from .._unionfind import find_root as _find
+from . import _cpu_blocks
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
 # honoured well within a second (256 rows of a 4096-column raster).
@@ -50,7 +51,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     Parameters
     ----------
     array : 2-D ndarray (integer or float; a memmap is fine), not modified
-    valid : 2-D bool ndarray, same shape: cells that are vertices
+    valid : 2-D bool ndarray, same shape, or None
+        Cells that are vertices; None: every cell but NaN ones.
     connectivity : {4, 8}
     mode : {"equal", "nonzero"}
         ``equal``: neighbouring valid cells with equal values are connected
@@ -72,10 +74,17 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     """
     values = _kernel_ready(array)
     rows, cols = values.shape
-    valid = np.ascontiguousarray(valid, dtype=np.bool_)
-    if valid.shape != values.shape:
-        raise ValueError(f"valid mask shape {valid.shape} differs from the "
-                         f"raster shape {values.shape}")
+    if valid is not None:
+        valid = np.ascontiguousarray(valid, dtype=np.bool_)
+        if valid.shape != values.shape:
+            raise ValueError(f"valid mask shape {valid.shape} differs from "
+                             f"the raster shape {values.shape}")
+    if mode == "nonzero":
+        return _label_blocks(values, valid, connectivity == 8, progress,
+                             strips)
+    if valid is None:
+        valid = ~np.isnan(values) if values.dtype.kind == "f" else \
+            np.ones(values.shape, dtype=np.bool_)
     dtype = index_dtype(values.size)
     labels = np.empty((rows, cols), dtype=dtype)
     if values.size == 0:
@@ -131,6 +140,87 @@ def label(array, valid, connectivity, mode, progress, strips=None):
                                  rows_per_call)))
             progress(_RESOLVE_END + (1.0 - _RESOLVE_END)
                      * min(offset + block, rows) / rows)
+    return labels, int(count)
+
+
+def _label_blocks(values, valid, eight, progress, strips):
+    """``nonzero`` mode: label blocks of cells (``_cpu_blocks``), in
+    concurrent strips of block rows, then write the cells' labels."""
+    rows, cols = values.shape
+    dtype = index_dtype(values.size)
+    # every cell is written by the second pass: no zero-fill
+    labels = np.empty((rows, cols), dtype=dtype)
+    if values.size == 0:
+        progress(1.0)
+        return labels, 0
+    check_valid = valid is not None
+    if valid is None:
+        valid = np.ones((1, 1), dtype=np.bool_)  # never read
+    if eight:
+        first_pass, merge_seams, second_pass = (
+            _cpu_blocks.first_pass_8, _cpu_blocks.merge_seams_8,
+            _cpu_blocks.second_pass_8)
+    else:
+        first_pass, merge_seams, second_pass = (
+            _cpu_blocks.first_pass_4, _cpu_blocks.merge_seams_4,
+            _cpu_blocks.second_pass_4)
+    block_rows = (rows + 1) // 2
+    block_cols = (cols + 1) // 2 if eight else cols
+    blocks = np.empty((block_rows, block_cols), dtype=dtype)
+
+    strip_count = _strip_count(rows, cols) if strips is None else \
+        max(1, min(int(strips), block_rows))
+    bounds = np.linspace(0, block_rows, strip_count + 1).round() \
+        .astype(np.int64)
+    strip_starts, strip_stops = bounds[:-1], bounds[1:]
+    first_labels = strip_starts * block_cols + 1
+    next_labels = first_labels.copy()
+    # at most one label per block; np.empty commits only the pages of the
+    # label ranges in use
+    parent = np.empty(blocks.size + 1, dtype=dtype)
+    key = np.empty(blocks.size + 1, dtype=dtype)
+    parent[0] = key[0] = 0
+    # per strip: was each block of the previous / this block row linked to
+    # its left neighbour (first_pass_8 skips unions with it)
+    linked_left = np.empty((strip_count, 2, block_cols), dtype=np.bool_)
+    block_rows_per_call = max(1, _CELLS_PER_CALL // (2 * cols))
+    workers = min(strip_count, _cpu_count())
+
+    with ThreadPoolExecutor(workers) if workers > 1 else _Serial() as pool:
+        longest = int((strip_stops - strip_starts).max())
+
+        def first_pass_block(strip, offset):
+            top = strip_starts[strip]
+            start = top + offset
+            stop = min(start + block_rows_per_call, strip_stops[strip])
+            if start < stop:
+                next_labels[strip] = first_pass(
+                    values, valid, check_valid, blocks, parent, key,
+                    linked_left[strip], top, start, stop, next_labels[strip])
+
+        for offset in range(0, longest, block_rows_per_call):
+            _wait(pool.map(first_pass_block, range(strip_count),
+                           [offset] * strip_count))
+            progress(_FIRST_PASS_END
+                     * min(offset + block_rows_per_call, longest) / longest)
+
+        merge_seams(values, valid, check_valid, blocks, parent, key,
+                    strip_starts[1:])
+        count = _cpu_blocks.resolve(parent, key, first_labels, next_labels,
+                                    cols)
+        progress(_RESOLVE_END)
+
+        def second_pass_block(start):
+            second_pass(values, valid, check_valid, blocks, parent, labels,
+                        start, min(start + block_rows_per_call, block_rows))
+
+        step = block_rows_per_call * workers
+        for offset in range(0, block_rows, step):
+            _wait(pool.map(second_pass_block,
+                           range(offset, min(offset + step, block_rows),
+                                 block_rows_per_call)))
+            progress(_RESOLVE_END + (1.0 - _RESOLVE_END)
+                     * min(offset + step, block_rows) / block_rows)
     return labels, int(count)
 
 

@@ -136,14 +136,7 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     step_lengths = np.ascontiguousarray(step_lengths, dtype=np.float64)
     margin = 2 if connectivity == 16 else 1
 
-    state = np.empty((rows, cols), dtype=_state_dtype(index))
-    # field assignment converts any dtype, byte order or stride without a
-    # float64 copy of the whole raster
-    state["cost"] = array
-    accumulated_field = state["accumulated"]
-    accumulated_field[...] = np.inf
-    accumulated_field[~valid] = -np.inf
-    state = state.reshape(-1)
+    state = _initial_state(array, valid, index)
 
     source_index = (source_cells[:, 0].astype(np.int64) * cols
                     + source_cells[:, 1].astype(np.int64))
@@ -185,18 +178,83 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
             distance, hops, cost, rows, cols, 0, rows, 0, cols,
             neighbour_drow, neighbour_dcol, *passed_cells, step_lengths,
             predecessor)
+    del distance, hops, cost
+    # The outputs take the search state's memory (already in RAM) instead of
+    # fresh pages: the accumulated costs its first 8 bytes a cell, the
+    # allocation the next 8 (the state holds 24 or 32 bytes a cell).
+    accumulated, allocation, spare = _outputs_in_state(state)
+    _accumulated_in_place(state, predecessor, accumulated)
     del state
     ids = np.asarray(ids, dtype=np.int64)
     if len(np.unique(ids)) == 1:
-        allocation = np.where(predecessor == PREDECESSOR_UNREACHED, 0, ids[0])
+        _single_allocation(predecessor, ids[0], allocation)
     else:
-        allocation = root_allocation(predecessor, rows, cols, neighbour_drow,
-                                     neighbour_dcol, source_index, ids)
-    accumulated = np.where(predecessor == PREDECESSOR_UNREACHED, np.nan,
-                           distance)
+        root_allocation(predecessor, rows, cols, neighbour_drow,
+                        neighbour_dcol, source_index, ids, allocation,
+                        spare.view(np.bool_))
     shape = (rows, cols)
     return (accumulated.reshape(shape), predecessor.reshape(shape),
             allocation.reshape(shape))
+
+
+def _initial_state(array, valid, index):
+    """The search state of every cell, flat: cost as float64, accumulated
+    +inf (-inf on barriers).  Written in one parallel pass, so the fresh
+    pages are faulted in by all threads at once."""
+    rows, cols = array.shape
+    state = np.empty(rows * cols, dtype=_state_dtype(index))
+    if array.dtype.isnative and array.dtype.kind in "iuf" \
+            and array.dtype != np.float16:
+        _fill_state(state, array, np.ascontiguousarray(valid, np.bool_))
+        return state
+    # other dtypes and byte orders: field assignment converts them without
+    # a float64 copy of the whole raster
+    grid = state.reshape(rows, cols)
+    grid["cost"] = array
+    grid["accumulated"] = np.where(valid, np.inf, -np.inf)
+    return state
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _fill_state(state, array, valid):
+    rows, cols = array.shape
+    for row in prange(rows):
+        for col in range(cols):
+            record = state[row * cols + col]
+            record.cost = np.float64(array[row, col])
+            record.accumulated = np.inf if valid[row, col] else -np.inf
+
+
+def _outputs_in_state(state):
+    """Flat float64, int64 and uint8 views of the state's memory, at bytes
+    [0, 8n), [8n, 16n) and [16n, 17n) of its n cells."""
+    n = state.shape[0]
+    memory = state.view(np.uint8)
+    return (memory[:8 * n].view(np.float64),
+            memory[8 * n:16 * n].view(np.int64), memory[16 * n:17 * n])
+
+
+@njit(cache=True, nogil=True)
+def _accumulated_in_place(state, predecessor, accumulated):
+    """``accumulated[k]`` = the state's accumulated cost of cell k, NaN where
+    unreached, where ``accumulated`` overlays the state itself.
+
+    Writing cell k's 8 bytes overwrites the record of cell
+    8k / itemsize < k (k > 0), read already when the cells go in increasing
+    order; so one thread, in order (a sequential pass, memory-bound).
+    """
+    for cell in range(state.shape[0]):
+        value = state[cell].accumulated
+        if predecessor[cell] == PREDECESSOR_UNREACHED:
+            value = np.nan
+        accumulated[cell] = value
+
+
+@njit(cache=True, nogil=True)
+def _single_allocation(predecessor, source_id, allocation):
+    for cell in range(predecessor.shape[0]):
+        allocation[cell] = 0 if predecessor[cell] == PREDECESSOR_UNREACHED \
+            else source_id
 
 
 def _heap_search(state, rows, cols, valid, source_index, connectivity,
@@ -376,15 +434,21 @@ def canonical_predecessors(distance, hops, cost, rows, cols, row_start,
     return ties
 
 
-def root_allocation(predecessor, rows, cols, drow, dcol, source_index, ids):
+def root_allocation(predecessor, rows, cols, drow, dcol, source_index, ids,
+                    allocation=None, known=None):
     """Id of the source at the root of each cell's predecessor tree.
 
     A source listed twice keeps the id of its first listing; 0 where
-    unreached.
+    unreached.  ``allocation`` (int64) and ``known`` (bool), flat arrays of
+    the cells, may be given to be written (the result is ``allocation``).
     """
     n = rows * cols
-    allocation = np.zeros(n, dtype=np.int64)
-    known = np.zeros(n, dtype=np.bool_)
+    if allocation is None:
+        allocation = np.empty(n, dtype=np.int64)
+    if known is None:
+        known = np.empty(n, dtype=np.bool_)
+    allocation[:] = 0
+    known[:] = False
     # the first listing written last wins
     allocation[source_index[::-1]] = ids[::-1]
     known[source_index] = True

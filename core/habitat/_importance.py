@@ -96,6 +96,61 @@ def _levels(source, offsets, neighbours, level, queue):
     return tail
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _place(heap_key, heap_node, slot_of, slot, key, node):
+    heap_key[slot] = key
+    heap_node[slot] = node
+    slot_of[node] = slot
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _indexed_pop(heap_key, heap_node, slot_of, size):
+    """Remove the root of the indexed 4-ary heap (read it first), marking
+    it settled (slot -2); returns the new size."""
+    slot_of[heap_node[0]] = -2
+    size -= 1
+    if size == 0:
+        return size
+    key = heap_key[size]
+    node = heap_node[size]
+    slot = 0
+    while True:
+        child = 4 * slot + 1
+        if child >= size:
+            break
+        best = child
+        best_key = heap_key[child]
+        for c in range(child + 1, min(child + 4, size)):
+            if heap_key[c] < best_key:
+                best = c
+                best_key = heap_key[c]
+        if best_key >= key:
+            break
+        _place(heap_key, heap_node, slot_of, slot, best_key, heap_node[best])
+        slot = best
+    _place(heap_key, heap_node, slot_of, slot, key, node)
+    return size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _indexed_lower(heap_key, heap_node, slot_of, size, key, node):
+    """Queue ``node`` with ``key``, or lower its key when queued; returns
+    the new size."""
+    slot = slot_of[node]
+    if slot < 0:
+        slot = size
+        size += 1
+    while slot > 0:
+        parent = (slot - 1) >> 2
+        if heap_key[parent] <= key:
+            break
+        _place(heap_key, heap_node, slot_of, slot, heap_key[parent],
+               heap_node[parent])
+        slot = parent
+    _place(heap_key, heap_node, slot_of, slot, key, node)
+    return size
+
+
 @njit(cache=True, nogil=True)
 def _sorted_sum(source, offsets, neighbours, weight, area, theta, limit,
                 distance, slot_of, heap_key, heap_node):
@@ -109,45 +164,17 @@ def _sorted_sum(source, offsets, neighbours, weight, area, theta, limit,
     here than in :func:`_tree`, and the order of a float sum shows in its
     last bits).  About 1.7 times faster than :func:`_tree` (no stale
     entries; a 10 000-patch graph on one thread)."""
-    n = area.size
-    for v in range(n):
+    for v in range(area.size):
         distance[v] = np.inf
         slot_of[v] = -1          # -1 never queued, -2 settled
     distance[source] = 0.0
-    heap_key[0] = 0.0
-    heap_node[0] = source
-    slot_of[source] = 0
-    size = 1
+    size = _indexed_lower(heap_key, heap_node, slot_of, 0, 0.0, source)
     total = 0.0
     previous = -1.0
     while size > 0:
         key = heap_key[0]
         v = heap_node[0]
-        slot_of[v] = -2
-        size -= 1
-        if size > 0:  # the last entry sifts down from the root
-            last_key = heap_key[size]
-            last_node = heap_node[size]
-            slot = 0
-            while True:
-                child = 4 * slot + 1
-                if child >= size:
-                    break
-                best = child
-                best_key = heap_key[child]
-                for c in range(child + 1, min(child + 4, size)):
-                    if heap_key[c] < best_key:
-                        best_key = heap_key[c]
-                        best = c
-                if best_key >= last_key:
-                    break
-                heap_key[slot] = best_key
-                heap_node[slot] = heap_node[best]
-                slot_of[heap_node[best]] = slot
-                slot = best
-            heap_key[slot] = last_key
-            heap_node[slot] = last_node
-            slot_of[last_node] = slot
+        size = _indexed_pop(heap_key, heap_node, slot_of, size)
         if key == previous:
             return total, True
         previous = key
@@ -159,21 +186,8 @@ def _sorted_sum(source, offsets, neighbours, weight, area, theta, limit,
             candidate = key + weight[e]
             if candidate < distance[w] and candidate <= limit:
                 distance[w] = candidate
-                slot = slot_of[w]
-                if slot < 0:
-                    slot = size
-                    size += 1
-                while slot > 0:  # sift up
-                    parent = (slot - 1) >> 2
-                    if heap_key[parent] <= candidate:
-                        break
-                    heap_key[slot] = heap_key[parent]
-                    heap_node[slot] = heap_node[parent]
-                    slot_of[heap_node[parent]] = slot
-                    slot = parent
-                heap_key[slot] = candidate
-                heap_node[slot] = w
-                slot_of[w] = slot
+                size = _indexed_lower(heap_key, heap_node, slot_of, size,
+                                      candidate, w)
     return total, False
 
 

@@ -74,21 +74,23 @@ def _mask_kernel(block, has_nodata, nodata, values, use_values, out):
                 out[r, c] = 1 if v != 0 else 0
 
 
-def habitat_mask(block, nodata, habitat_values):
+def habitat_mask(block, nodata, habitat_values, out=None):
     """uint8 mask of the habitat cells of ``block``: valid (not NaN, not
     ``nodata``) and non-zero, or whose value is in the sorted float64
-    ``habitat_values`` (compared as float64, as np.isin does)."""
+    ``habitat_values`` (compared as float64, as np.isin does).  Written
+    into ``out`` when given (a uint8 array shaped like ``block``)."""
     block = np.asarray(block)
+    if out is None:
+        out = np.empty(block.shape, dtype=np.uint8)
     if not _numba_dtype(block.dtype):
         from .._common import valid_mask
         valid = valid_mask(block, nodata)
-        if habitat_values is None:
-            return (valid & (block != 0)).view(np.uint8)
-        return (valid & np.isin(block, habitat_values)).view(np.uint8)
+        out[...] = valid & (block != 0 if habitat_values is None
+                            else np.isin(block, habitat_values))
+        return out
     has_nodata, nodata_value = _nodata_test(block.dtype, nodata)
     values = np.zeros(0) if habitat_values is None else np.ascontiguousarray(
         habitat_values, dtype=np.float64)
-    out = np.empty(block.shape, dtype=np.uint8)
     _mask_kernel(block, has_nodata, nodata_value, values,
                  habitat_values is not None, out)
     return out

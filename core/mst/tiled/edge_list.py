@@ -27,8 +27,8 @@ import os
 import numpy as np
 from numba import njit
 
-from .. import tiling
-from ._cpu import _lighter
+from ... import tiling
+from .._cpu import _lighter
 
 # Edges per range task: its slices, the sort's index and the (low, high)
 # pairs take ~44 bytes an edge, ~180 MB.

@@ -1,0 +1,467 @@
+"""Block-based numba kernels for ``nonzero`` mode connected components.
+
+The first pass labels blocks of cells, not cells: in 8-connectivity a 2 x 2
+block (all four cells touch each other), in 4-connectivity a vertical 1 x 2
+pair (its two cells touch).  The foreground cells of such a block belong to
+one component, so one provisional label per block suffices (Grana, Borghesani
+& Cucchiara, *Optimized Block-Based Connected Components Labeling With
+Decision Trees*, IEEE TIP 2010); a quarter (a half) of the label decisions
+and unions of a per-cell scan, and the block labels fit a quarter (a half) of
+the memory of a label raster.  Whether two neighbouring blocks are linked is
+read off the few cells along their shared side; known links (cells already
+joined when the neighbours were labelled) skip the union, as in Wu, Otoo &
+Suzuki's decision tree.
+
+Labels must come out numbered in raster scan order of each component's first
+*cell* (scipy's numbering), and a block row covers two cell rows: the block
+scan order is not the cell scan order.  Each provisional label therefore
+carries a *key*, the flat index of the first foreground cell of the blocks it
+stands for; unions keep the minimum label as the root (so the root is the
+component's first block, and strip label ranges stay disjoint) and the
+minimum key at the root, and a block that takes its left neighbour's label
+lowers that label's key when its own first cell comes earlier.  Roots
+created in one block row have keys in that block row, so sorting the roots by
+key only reorders roots within a block row.
+
+Strips of block rows are labelled concurrently (the caller runs the
+kernels on threads; they release the GIL); each strip draws labels from the
+range starting at its first block's index + 1, and the seams between strips
+are merged afterwards with the same keyed union.
+"""
+
+import numpy as np
+from numba import njit
+
+from .._unionfind import find_root as _find
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _foreground(values, valid, check_valid, row, col):
+    """A valid, non-zero, non-NaN cell (``v == v`` is false for NaN only).
+    Bitwise operators, not ``and``: no branch on the data."""
+    value = values[row, col]
+    if check_valid:
+        return (value != 0) & (value == value) & valid[row, col]
+    return (value != 0) & (value == value)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _foreground_if(values, valid, check_valid, row, col, inside):
+    """:func:`_foreground`, False where ``inside`` is False (off the
+    raster or the strip)."""
+    if inside:
+        return _foreground(values, valid, check_valid, row, col)
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _union_keyed(parent, key, first, second):
+    """Merge two sets: the smaller root label stays root and keeps the
+    smaller of the two keys; returns the root."""
+    first_root = _find(parent, first)
+    second_root = _find(parent, second)
+    if first_root == second_root:
+        return first_root
+    if second_root < first_root:
+        first_root, second_root = second_root, first_root
+    parent[second_root] = first_root
+    if key[second_root] < key[first_root]:
+        key[first_root] = key[second_root]
+    return first_root
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _block_8(o, p, s, t, h, i, j, k, n, r, q_linked_p, r_linked_q,
+             s_linked_p, s_linked_q, above_left, above, above_right, left,
+             parent, key, r0, r1, c0, cols, row_first, next_label):
+    """The label of block X from its cells and its neighbours' (see
+    :func:`first_pass_8`); returns (label, next label, X-Q, X-R, X-S
+    links).  The links are bitwise expressions and the first linked
+    neighbour's label a select, so a random mask costs one unpredictable
+    branch per block (union or not), not one per test.  Unions are skipped
+    where the labels are already joined by a direct link: ``q_linked_p``
+    (Q was linked to P when Q was labelled), ``r_linked_q``, ``s_linked_p``
+    and ``s_linked_q``."""
+    top_cell = o | p
+    link_q = top_cell & (i | j)
+    link_p = o & h
+    link_r = p & k
+    link_s = (o | s) & (n | r)
+    linked_above = link_q | link_p | link_r
+    current = above if link_q else (above_left if link_p else (
+        above_right if link_r else (left if link_s else 0)))
+    union_p = link_p & link_q & ~q_linked_p
+    union_r = link_r & ((link_q & ~r_linked_q) | (~link_q & link_p))
+    union_s = link_s & linked_above & ~(
+        (s_linked_p & (link_p | (link_q & q_linked_p)))
+        | (s_linked_q & (link_q | (link_p & q_linked_p))))
+    if union_p | union_r | union_s:
+        if union_p and current != above_left:
+            current = _union_keyed(parent, key, current, above_left)
+        if union_r and current != above_right:
+            current = _union_keyed(parent, key, current, above_right)
+        if union_s and current != left:
+            current = _union_keyed(parent, key, current, left)
+    elif current == 0:
+        if o | p | s | t:
+            first = r0 * cols + c0 if o else (r0 * cols + c0 + 1 if p else (
+                r1 * cols + c0 if s else r1 * cols + c0 + 1))
+            # the block's first cell in scan order
+            parent[next_label] = next_label
+            key[next_label] = first
+            current = next_label
+            next_label += 1
+    elif link_s & ~linked_above & top_cell:
+        # X took S's label only; a label made in this block row is a root
+        # (made new or by a union, or copied from the left), and X's top
+        # cell may precede its first cell
+        if left >= row_first:
+            first = r0 * cols + (c0 if o else c0 + 1)
+            if first < key[left]:
+                key[left] = first
+    return current, next_label, link_q, link_r, link_s
+
+
+@njit(cache=True, nogil=True)
+def first_pass_8(values, valid, check_valid, blocks, parent, key,
+                 linked_left, top, block_row_start, block_row_stop,
+                 next_label):
+    """Provisional labels of 2 x 2 blocks, block rows
+    ``block_row_start:block_row_stop`` of the strip whose first block row is
+    ``top``; returns the next unused label.  ``linked_left`` (2 x block
+    columns, the strip's own) holds, for the previous and this block row by
+    parity, whether each block was linked to its left neighbour.
+
+    Cells of the block X and its neighbours (``ra`` is the cell row above
+    X's top row; P, Q, R the blocks above-left, above, above-right, S the
+    block left)::
+
+        h | i j | k        row ra   (bottom row of P | Q | R)
+        n | o p            row r0   (S's right column | X)
+        r | s t            row r1
+    """
+    rows, cols = values.shape
+    block_cols = blocks.shape[1]
+    # blocks whose two columns and the cell above-right lie in the raster
+    inner_cols = (cols - 1) // 2
+    for block_row in range(block_row_start, block_row_stop):
+        r0 = 2 * block_row
+        r1 = r0 + 1
+        has_r1 = r1 < rows
+        has_above = block_row > top
+        ra = r0 - 1 if has_above else r0  # never read without has_above
+        r1_read = r1 if has_r1 else r0
+        row_first = next_label
+        previous_flags = (block_row - 1) & 1
+        flags = block_row & 1
+        # sliding state: S and its right column, P and h, Q and i
+        left = 0
+        n = r = h = False
+        s_linked_p = s_linked_q = False
+        above_left = 0
+        i = _foreground_if(values, valid, check_valid, ra, 0, has_above)
+        above = blocks[block_row - 1, 0] if has_above else 0
+        start = 0
+        if has_above and has_r1:
+            # the interior: no edge tests
+            for block_col in range(inner_cols):
+                c0 = 2 * block_col
+                o = _foreground(values, valid, check_valid, r0, c0)
+                p = _foreground(values, valid, check_valid, r0, c0 + 1)
+                s = _foreground(values, valid, check_valid, r1, c0)
+                t = _foreground(values, valid, check_valid, r1, c0 + 1)
+                j = _foreground(values, valid, check_valid, ra, c0 + 1)
+                k = _foreground(values, valid, check_valid, ra, c0 + 2)
+                above_right = blocks[block_row - 1, block_col + 1]
+                current, next_label, link_q, link_r, link_s = _block_8(
+                    o, p, s, t, h, i, j, k, n, r,
+                    linked_left[previous_flags, block_col],
+                    linked_left[previous_flags, block_col + 1],
+                    s_linked_p, s_linked_q, above_left, above, above_right,
+                    left, parent, key, r0, r1, c0, cols, row_first,
+                    next_label)
+                blocks[block_row, block_col] = current
+                linked_left[flags, block_col] = link_s
+                left = current
+                s_linked_p = link_q  # X becomes S: its Q is the next P
+                s_linked_q = link_r
+                n = p
+                r = t
+                h = j
+                i = k
+                above_left = above
+                above = above_right
+            start = inner_cols
+        for block_col in range(start, block_cols):
+            c0 = 2 * block_col
+            has_c1 = c0 + 1 < cols
+            has_k = has_above & (c0 + 2 < cols)
+            o = _foreground(values, valid, check_valid, r0, c0)
+            p = _foreground_if(values, valid, check_valid, r0, c0 + 1, has_c1)
+            s = _foreground_if(values, valid, check_valid, r1_read, c0,
+                               has_r1)
+            t = _foreground_if(values, valid, check_valid, r1_read, c0 + 1,
+                               has_r1 & has_c1)
+            j = _foreground_if(values, valid, check_valid, ra, c0 + 1,
+                               has_above & has_c1)
+            k = _foreground_if(values, valid, check_valid, ra, c0 + 2, has_k)
+            above_right = blocks[block_row - 1, block_col + 1] if has_k else 0
+            q_linked_p = linked_left[previous_flags, block_col] \
+                if has_above else False
+            r_linked_q = linked_left[previous_flags, block_col + 1] \
+                if has_k else False
+            current, next_label, link_q, link_r, link_s = _block_8(
+                o, p, s, t, h, i, j, k, n, r, q_linked_p, r_linked_q,
+                s_linked_p, s_linked_q, above_left, above, above_right, left,
+                parent, key, r0, r1, c0, cols, row_first, next_label)
+            blocks[block_row, block_col] = current
+            linked_left[flags, block_col] = link_s
+            left = current
+            s_linked_p = link_q
+            s_linked_q = link_r
+            n = p
+            r = t
+            h = j
+            i = k
+            above_left = above
+            above = above_right
+    return next_label
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _block_4(o, s, h, i, n, r, above, left, parent, key, r0, r1, col, cols,
+             row_first, next_label):
+    """As :func:`_block_8` for vertical 1 x 2 blocks (see
+    :func:`first_pass_4`); returns (label, next label)."""
+    link_q = o & i
+    link_s = (o & n) | (s & r)
+    current = above if link_q else (left if link_s else 0)
+    # n-h-i: S and Q are already joined through the block above S
+    if link_q & link_s & ~(n & h):
+        if current != left:
+            current = _union_keyed(parent, key, current, left)
+    elif current == 0:
+        if o | s:
+            parent[next_label] = next_label
+            key[next_label] = r0 * cols + col if o else r1 * cols + col
+            current = next_label
+            next_label += 1
+    elif link_s & ~link_q & o:
+        if left >= row_first:
+            first = r0 * cols + col
+            if first < key[left]:
+                key[left] = first
+    return current, next_label
+
+
+@njit(cache=True, nogil=True)
+def first_pass_4(values, valid, check_valid, blocks, parent, key,
+                 linked_left, top, block_row_start, block_row_stop,
+                 next_label):
+    """As :func:`first_pass_8` for 4-connectivity, with vertical 1 x 2
+    blocks (``linked_left`` is not used)::
+
+        h | i        row ra   (bottom cells of the blocks above-left, above)
+        n | o        row r0   (S | X)
+        r | s        row r1
+    """
+    rows, cols = values.shape
+    for block_row in range(block_row_start, block_row_stop):
+        r0 = 2 * block_row
+        r1 = r0 + 1
+        has_r1 = r1 < rows
+        has_above = block_row > top
+        ra = r0 - 1
+        row_first = next_label
+        left = 0
+        n = r = h = False
+        if has_above and has_r1:
+            for col in range(cols):
+                o = _foreground(values, valid, check_valid, r0, col)
+                s = _foreground(values, valid, check_valid, r1, col)
+                i = _foreground(values, valid, check_valid, ra, col)
+                current, next_label = _block_4(
+                    o, s, h, i, n, r, blocks[block_row - 1, col], left,
+                    parent, key, r0, r1, col, cols, row_first, next_label)
+                blocks[block_row, col] = current
+                left = current
+                n = o
+                r = s
+                h = i
+        else:
+            for col in range(cols):
+                o = _foreground(values, valid, check_valid, r0, col)
+                s = _foreground_if(values, valid, check_valid,
+                                   r1 if has_r1 else r0, col, has_r1)
+                i = _foreground_if(values, valid, check_valid,
+                                   ra if has_above else r0, col, has_above)
+                above = blocks[block_row - 1, col] if has_above else 0
+                current, next_label = _block_4(
+                    o, s, h, i, n, r, above, left, parent, key, r0, r1, col,
+                    cols, row_first, next_label)
+                blocks[block_row, col] = current
+                left = current
+                n = o
+                r = s
+                h = i
+    return next_label
+
+
+@njit(cache=True, nogil=True)
+def merge_seams_8(values, valid, check_valid, blocks, parent, key,
+                  seam_block_rows):
+    """Union the blocks linked across each strip's first block row and the
+    block row above it."""
+    cols = values.shape[1]
+    block_cols = blocks.shape[1]
+    for block_row in seam_block_rows:
+        r0 = 2 * block_row
+        ra = r0 - 1
+        for block_col in range(block_cols):
+            current = blocks[block_row, block_col]
+            if current == 0:
+                continue
+            c0 = 2 * block_col
+            c1 = c0 + 1
+            o = _foreground(values, valid, check_valid, r0, c0)
+            p = c1 < cols and _foreground(values, valid, check_valid, r0, c1)
+            if not (o or p):
+                continue
+            for above_col in range(max(c0 - 1, 0), min(c1 + 2, cols)):
+                if not _foreground(values, valid, check_valid, ra, above_col):
+                    continue
+                if (o and above_col <= c1) or (p and above_col >= c0):
+                    current = _union_keyed(parent, key, current,
+                                           blocks[block_row - 1,
+                                                  above_col // 2])
+
+
+@njit(cache=True, nogil=True)
+def merge_seams_4(values, valid, check_valid, blocks, parent, key,
+                  seam_block_rows):
+    """As :func:`merge_seams_8` for vertical 1 x 2 blocks."""
+    cols = values.shape[1]
+    for block_row in seam_block_rows:
+        r0 = 2 * block_row
+        for col in range(cols):
+            current = blocks[block_row, col]
+            if current != 0 and \
+                    _foreground(values, valid, check_valid, r0, col) and \
+                    _foreground(values, valid, check_valid, r0 - 1, col):
+                _union_keyed(parent, key, current, blocks[block_row - 1, col])
+
+
+@njit(cache=True, nogil=True)
+def _sort_nearly_sorted(keys, items, start, stop):
+    """Sort ``keys[start:stop]`` (distinct) and ``items`` along: insertion
+    sort, which is linear on nearly sorted keys; past a budget of moves
+    (an adversarial raster) it hands over to a merge sort."""
+    moves = 0
+    for index in range(start + 1, stop):
+        current_key = keys[index]
+        current_item = items[index]
+        position = index
+        while position > start and keys[position - 1] > current_key:
+            keys[position] = keys[position - 1]
+            items[position] = items[position - 1]
+            position -= 1
+        keys[position] = current_key
+        items[position] = current_item
+        moves += index - position
+        if moves > 8 * (stop - start) + 64:
+            order = np.argsort(keys[start:stop], kind="mergesort")
+            keys[start:stop] = keys[start:stop][order]
+            items[start:stop] = items[start:stop][order]
+            return
+
+
+@njit(cache=True, nogil=True)
+def resolve(parent, key, first_labels, next_labels, cols):
+    """Turn ``parent`` into the final label of every provisional label:
+    roots numbered 1.. in increasing key (scan order of first cells);
+    returns the count.  Strip ``s`` used labels
+    ``first_labels[s]:next_labels[s]``; ``key`` is overwritten."""
+    count = 0
+    for strip in range(first_labels.size):
+        for label in range(first_labels[strip], next_labels[strip]):
+            if parent[label] == label:
+                count += 1
+            else:
+                # parent < label, already pointing at its root
+                parent[label] = parent[parent[label]]
+    roots = np.empty(count, dtype=parent.dtype)
+    root_keys = np.empty(count, dtype=key.dtype)
+    found = 0
+    for strip in range(first_labels.size):
+        for label in range(first_labels[strip], next_labels[strip]):
+            if parent[label] == label:
+                roots[found] = label
+                root_keys[found] = key[label]
+                found += 1
+    # Roots come in block-row order, and only within a block row (two cell
+    # rows) can keys be out of order: take the roots whose first cell is in
+    # the top row, then those in the bottom row, each group nearly sorted
+    # already (a root's key moves only when a block to its right lowers it)
+    span = 2 * cols
+    sorted_roots = np.empty(count, dtype=parent.dtype)
+    sorted_keys = np.empty(count, dtype=key.dtype)
+    start = 0
+    while start < count:
+        bottom_row = (root_keys[start] // span) * span + cols
+        stop = start
+        while stop < count and root_keys[stop] < bottom_row + cols:
+            stop += 1
+        position = start
+        for bottom in range(2):
+            for index in range(start, stop):
+                if (root_keys[index] >= bottom_row) == (bottom == 1):
+                    sorted_roots[position] = roots[index]
+                    sorted_keys[position] = root_keys[index]
+                    position += 1
+        _sort_nearly_sorted(sorted_keys, sorted_roots, start, stop)
+        start = stop
+    for position in range(count):
+        key[sorted_roots[position]] = position + 1
+    for strip in range(first_labels.size):
+        for label in range(first_labels[strip], next_labels[strip]):
+            parent[label] = key[parent[label]]
+    parent[0] = 0
+    return count
+
+
+@njit(cache=True, nogil=True)
+def second_pass_8(values, valid, check_valid, blocks, final, labels,
+                  block_row_start, block_row_stop):
+    """Final labels of the cells of block rows
+    ``block_row_start:block_row_stop``: the block's label on its
+    foreground cells, 0 elsewhere."""
+    rows, cols = values.shape
+    zero = labels.dtype.type(0)
+    for block_row in range(block_row_start, block_row_stop):
+        r0 = 2 * block_row
+        r1 = r0 + 1
+        for col in range(cols):
+            label = final[blocks[block_row, col >> 1]]
+            labels[r0, col] = label if _foreground(
+                values, valid, check_valid, r0, col) else zero
+            if r1 < rows:
+                labels[r1, col] = label if _foreground(
+                    values, valid, check_valid, r1, col) else zero
+
+
+@njit(cache=True, nogil=True)
+def second_pass_4(values, valid, check_valid, blocks, final, labels,
+                  block_row_start, block_row_stop):
+    """As :func:`second_pass_8` for vertical 1 x 2 blocks."""
+    rows, cols = values.shape
+    zero = labels.dtype.type(0)
+    for block_row in range(block_row_start, block_row_stop):
+        r0 = 2 * block_row
+        r1 = r0 + 1
+        for col in range(cols):
+            label = final[blocks[block_row, col]]
+            labels[r0, col] = label if _foreground(
+                values, valid, check_valid, r0, col) else zero
+            if r1 < rows:
+                labels[r1, col] = label if _foreground(
+                    values, valid, check_valid, r1, col) else zero
