@@ -228,16 +228,15 @@ def main():
     parser.add_argument("--round-delta", type=float, default=None,
                         help="cost distance: the rounds' slack in tile "
                         "crossings (rounds.ROUND_DELTA_TILES)")
-    parser.add_argument("--eager-neighbours", action="store_true",
-                        help="cost distance: start tiles beside a lower "
-                        "one in flight (rounds.WAIT_FOR_LOWER_NEIGHBOURS "
-                        "off)")
+    parser.add_argument("--wait-for-neighbours", action="store_true",
+                        help="cost distance: no tile starts beside a lower "
+                        "one in flight (rounds.WAIT_FOR_LOWER_NEIGHBOURS)")
     args = parser.parse_args()
     from gridgraph.core.costdistance import rounds
     if args.round_delta is not None:
         rounds.ROUND_DELTA_TILES = args.round_delta
-    if args.eager_neighbours:
-        rounds.WAIT_FOR_LOWER_NEIGHBOURS = False
+    if args.wait_for_neighbours:
+        rounds.WAIT_FOR_LOWER_NEIGHBOURS = True
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)
     if args.inputs_only or args.simulate:
         dem, mask = make_inputs(args.workdir, shape)

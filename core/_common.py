@@ -152,20 +152,6 @@ def check_common_arguments(values, nodata, band, progress, out_dir):
             f"out_dir must be a folder path or None, got {out_dir!r}")
 
 
-def load_raster(values, band=1):
-    """Return ``(array, nodata)`` for a 2-D array, memmap or GDAL raster path.
-
-    Arrays are returned as they are (no copy); a path is read through
-    :mod:`gridgraph.core.io`, and its band's nodata value is returned so the
-    caller can combine it with an explicit ``nodata``.
-    """
-    if isinstance(values, (str, os.PathLike)):
-        from . import io  # GDAL is only needed for paths
-        raster = io.read_band(os.fspath(values), band)
-        return raster.array, raster.nodata
-    return as_raster_array(values), None
-
-
 def as_raster_array(values):
     """``values`` as a 2-D integer or float array (booleans viewed as uint8)."""
     try:
@@ -251,34 +237,3 @@ def as_progress(progress):
     if progress is not None and not callable(progress):
         raise InvalidInputError("progress must be a callable taking a fraction")
     return Progress(progress)
-
-
-def check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
-                                    tiled=False):
-    """Check the block-hierarchy options: ``tile_size`` a power of two >= 8
-    (None or 0: automatic), ``memory_limit_mb`` positive (None or 0: a safe
-    share of RAM), ``executor`` None or a concurrent.futures executor (a
-    Dask client or scheduler address is not available yet).  Operations
-    without a tiled path yet (``tiled=False``) reject tile_size and
-    executor instead of ignoring them."""
-    from . import tiling
-    if tile_size is not None and not (is_number(tile_size)
-                                      and np.isfinite(float(tile_size))):
-        raise InvalidInputError(
-            f"tile_size must be an integer power of two >= 8 (or 0 / None "
-            f"for automatic), got {tile_size!r}")
-    if not tiled:
-        if tile_size not in (None, 0):
-            raise InvalidInputError(
-                "tiled processing (tile_size) is not available yet for this "
-                "operation: leave tile_size unset (0) to process the raster "
-                "in memory")
-        if executor is not None:
-            raise InvalidInputError(
-                "executors are not available yet for this operation: leave "
-                "it empty to run in this process")
-    tiling.check_tile_size(tile_size)
-    tiling.check_executor(executor)
-    # 2**30 MB (1 PB) is past any machine's memory: a larger number is a slip
-    check_number("memory_limit_mb", memory_limit_mb, minimum=0,
-                 maximum=2**30)

@@ -28,6 +28,7 @@ With a Dask executor:
   tasks take as arguments (:func:`run_tasks` with ``keep=True``).
 """
 
+import functools
 import hashlib
 import os
 import uuid
@@ -181,10 +182,12 @@ def memory_per_thread(client):
 # preflight
 
 
+@functools.lru_cache(maxsize=None)
 def code_fingerprint():
     """The plugin's version and a digest of the engine's source: workers
     must run the same code as the driver (results are compared bit for
-    bit)."""
+    bit).  Taken once per process: the code a process runs is the code it
+    loaded."""
     core = os.path.dirname(os.path.abspath(__file__))
     version = "unknown"
     try:
@@ -242,14 +245,30 @@ def worker_check(sources, out_dir, token, warm_up):
             answer["problems"].append(
                 f"cannot use the output folder {out_dir!r} as the driver sees "
                 f"it ({error})")
-    if warm_up is not None:
+    if warm_up is not None and _warm_up_key(warm_up) not in _WARMED_UP:
         try:
             warm_up()
+            _WARMED_UP.add(_warm_up_key(warm_up))
         except Exception as error:
             answer["problems"].append(
                 f"cannot run the tile kernels ({type(error).__name__}: "
                 f"{error})")
     return answer
+
+
+# The warm-ups this worker process has passed (its kernels are compiled):
+# later runs' preflights skip them.
+_WARMED_UP = set()
+
+
+def _warm_up_key(warm_up):
+    """A warm-up function (or a functools.partial of one) as a hashable
+    key: its module, name and arguments."""
+    function = getattr(warm_up, "func", warm_up)
+    return (function.__module__, function.__qualname__,
+            tuple(map(repr, getattr(warm_up, "args", ()))),
+            tuple(sorted((k, repr(v)) for k, v in getattr(
+                warm_up, "keywords", {}).items())))
 
 
 def preflight(client, sources, out_dir=None, warm_up=None):

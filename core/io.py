@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import scratch
-from .errors import InvalidInputError, RasterReadError
+from ._common import as_progress, valid_mask
+from .errors import CancelledError, InvalidInputError, RasterReadError
 
 try:
     from osgeo import gdal, ogr, osr
@@ -141,7 +142,6 @@ def unpack(raw, nodata, scaling):
     in float32).  Nodata cells (compared on the raw values) become NaN,
     so the unpacked band has no nodata value of its own.
     """
-    from ._common import valid_mask
     scale, offset = scaling
     values = raw.astype(np.float64)
     values *= scale
@@ -418,8 +418,6 @@ def polygonize_label_file(path, polygons_path, connectivity=4,
     :func:`read_label_polygons`.  ``progress(fraction)`` returning False
     stops it with CancelledError.  Returns ``polygons_path``.
     """
-    from ._common import as_progress
-    from .errors import CancelledError
     _require_gdal()
     progress = as_progress(progress)
     dataset = _open_raster(path)

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from . import distributed
-from ._common import Progress, as_raster_array
+from ._common import Progress, as_raster_array, check_number, is_number
 from .errors import InvalidInputError
 
 MIN_TILE_SIZE = 8
@@ -121,6 +121,36 @@ def check_executor(executor):
         "executor (e.g. ThreadPoolExecutor), a dask.distributed.Client or a "
         f"Dask scheduler address such as 'tcp://host:8786', got "
         f"{type(executor).__name__}")
+
+
+def check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
+                                    tiled=False):
+    """Check the block-hierarchy options: ``tile_size`` a power of two >= 8
+    (None or 0: automatic), ``memory_limit_mb`` positive (None or 0: a safe
+    share of RAM), ``executor`` None or a concurrent.futures executor (a
+    Dask client or scheduler address is not available yet).  Operations
+    without a tiled path yet (``tiled=False``) reject tile_size and
+    executor instead of ignoring them."""
+    if tile_size is not None and not (is_number(tile_size)
+                                      and np.isfinite(float(tile_size))):
+        raise InvalidInputError(
+            f"tile_size must be an integer power of two >= 8 (or 0 / None "
+            f"for automatic), got {tile_size!r}")
+    if not tiled:
+        if tile_size not in (None, 0):
+            raise InvalidInputError(
+                "tiled processing (tile_size) is not available yet for this "
+                "operation: leave tile_size unset (0) to process the raster "
+                "in memory")
+        if executor is not None:
+            raise InvalidInputError(
+                "executors are not available yet for this operation: leave "
+                "it empty to run in this process")
+    check_tile_size(tile_size)
+    check_executor(executor)
+    # 2**30 MB (1 PB) is past any machine's memory: a larger number is a slip
+    check_number("memory_limit_mb", memory_limit_mb, minimum=0,
+                 maximum=2**30)
 
 
 # --------------------------------------------------------------------------
@@ -304,6 +334,20 @@ def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
 
 # --------------------------------------------------------------------------
 # sources
+
+
+def load_raster(values, band=1):
+    """Return ``(array, nodata)`` for a 2-D array, memmap or GDAL raster path.
+
+    Arrays are returned as they are (no copy); a path is read through
+    :mod:`gridgraph.core.io`, and its band's nodata value is returned so the
+    caller can combine it with an explicit ``nodata``.
+    """
+    if isinstance(values, (str, os.PathLike)):
+        from . import io  # GDAL is only needed for paths
+        raster = io.read_band(os.fspath(values), band)
+        return raster.array, raster.nodata
+    return as_raster_array(values), None
 
 
 class ArraySource:

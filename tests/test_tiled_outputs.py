@@ -15,9 +15,10 @@ from gridgraph.core import (CancelledError, InvalidInputError,
                             component_summary, connected_components, io,
                             minimum_spanning_tree, segment_by_threshold,
                             tiling)
-from gridgraph.core.tiled_outputs import (component_summary_streamed,
-                                          default_strip_rows,
-                                          segment_by_threshold_streamed)
+from gridgraph.core.components.summary_streamed import \
+    component_summary_streamed
+from gridgraph.core.mst.segments_streamed import (
+    default_strip_rows, segment_by_threshold_streamed)
 from rasters import fractal_surface, spiral_mask
 
 GEOTRANSFORM = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0)
@@ -311,10 +312,10 @@ def test_segments_streamed_with_few_open_files_and_small_chunks(
         monkeypatch):
     # every chunk of the edge list reaches every strip, and strip files are
     # closed and reopened for appending: the result must not change
-    from gridgraph.core import tiled_outputs
-    monkeypatch.setattr(tiled_outputs, "OPEN_STRIP_FILES", 2)
-    monkeypatch.setattr(tiled_outputs, "MIN_EDGE_CHUNK", 7)
-    monkeypatch.setattr(tiled_outputs, "MAX_EDGE_CHUNK", 7)
+    from gridgraph.core.mst import segments_streamed
+    monkeypatch.setattr(segments_streamed, "OPEN_STRIP_FILES", 2)
+    monkeypatch.setattr(segments_streamed, "MIN_EDGE_CHUNK", 7)
+    monkeypatch.setattr(segments_streamed, "MAX_EDGE_CHUNK", 7)
     values = fractal_surface((23, 17), seed=8)
     tree = minimum_spanning_tree(values, 8, "max", backend="cpu")
     threshold = float(np.quantile(tree.weights, 0.8))
@@ -323,3 +324,13 @@ def test_segments_streamed_with_few_open_files_and_small_chunks(
         tree, threshold, strip_rows=2)
     assert streamed_count == count > 5
     np.testing.assert_array_equal(labels, expected)
+
+
+def test_tiled_outputs_module_names_the_moved_functions():
+    # callers that import from core.tiled_outputs get the functions that
+    # now live in their operations' folders
+    from gridgraph.core import tiled_outputs
+    assert tiled_outputs.component_summary_streamed is \
+        component_summary_streamed
+    assert tiled_outputs.segment_by_threshold_streamed is \
+        segment_by_threshold_streamed

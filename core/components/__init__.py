@@ -4,10 +4,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common import (as_progress, check_common_arguments,
-                       check_connectivity,
-                       check_unsupported_scale_options, load_raster,
+from .._common import (as_progress, check_common_arguments, check_connectivity,
                        nodata_in_dtype, resolve_backend, valid_mask)
+from ..tiling import check_unsupported_scale_options, load_raster
 
 MODES = ("equal", "nonzero")
 

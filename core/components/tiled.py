@@ -24,6 +24,7 @@ Memory: a tile's kernel arrays, plus messages of O(tile side) per tile.
 """
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -41,6 +42,47 @@ SUMMARY_SPAN = (0.0, 0.45)
 LABEL_SPAN = (0.5, 1.0)
 # The in-memory run: the values, valid mask, labels and union-find array.
 IN_MEMORY_BYTES_PER_CELL = 24
+
+
+@dataclass
+class TileSummary:
+    """Round 1's message of one tile.
+
+    ``top``, ``bottom``, ``left``, ``right``: per border cell, the index + 1
+    of its label among the tile's border labels (0 where no component);
+    ``*_values``: the cell values there; ``first_cell``: the global first
+    cell of each border label; ``interior_before``: for each border label,
+    the components that do not touch the border and start earlier on the
+    same tile row; ``row_starts``: per tile row, how many such interior
+    components start there."""
+
+    first_cell: np.ndarray
+    interior_before: np.ndarray
+    row_starts: np.ndarray
+    top: np.ndarray
+    bottom: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    top_values: np.ndarray
+    bottom_values: np.ndarray
+    left_values: np.ndarray
+    right_values: np.ndarray
+
+    def line(self, side):
+        """(border label indices, values) along ``side``."""
+        return getattr(self, side), getattr(self, side + "_values")
+
+
+@dataclass
+class TileAnswer:
+    """Round 2's answer to one tile: each border label's component number
+    and whether its piece holds the component's first cell, and the count
+    of components starting before each of the tile's rows (in its tile
+    column's segment of the row, and all rows and segments before)."""
+
+    number: np.ndarray
+    is_root: np.ndarray
+    starts_before: np.ndarray
 
 
 def connected_components_tiled(plan, connectivity, mode, nodata, backend,
@@ -137,33 +179,22 @@ def _local_labels(source, window, connectivity, mode, nodata, backend):
 
 def tile_summary(source, window, shape, connectivity, mode, nodata,
                  backend="cpu"):
-    """Round 1 for one tile: its border message (a dict of small arrays).
-
-    Keys: ``top``, ``bottom``, ``left``, ``right`` (per border cell the
-    index + 1 of its label among the border labels, 0 where no component),
-    ``top_values`` ... (the cell values there), ``first_cell`` (global first
-    cell of each border label), ``interior_before`` (components that do not
-    touch the border and start earlier on the same tile row), and
-    ``row_starts`` (per tile row, how many such interior components start
-    there).
-    """
+    """Round 1 for one tile: its :class:`TileSummary`."""
     values, labels, count = _local_labels(source, window, connectivity, mode,
                                           nodata, backend)
     border_index = tiling.border_label_index(labels, count)
     first_cell, interior_before, row_starts = _starts(
         labels, border_index, np.int64(window.row), np.int64(window.col),
         np.int64(shape[1]))
-    message = {
-        "first_cell": first_cell,
-        "interior_before": interior_before,
-        "row_starts": row_starts,
-    }
-    lines = {"top": (0, slice(None)), "bottom": (-1, slice(None)),
-             "left": (slice(None), 0), "right": (slice(None), -1)}
-    for name, where in lines.items():
-        message[name] = border_index[labels[where]] + 1
-        message[name + "_values"] = np.array(values[where])
-    return message
+    return TileSummary(
+        first_cell=first_cell, interior_before=interior_before,
+        row_starts=row_starts,
+        top=border_index[labels[0]] + 1, bottom=border_index[labels[-1]] + 1,
+        left=border_index[labels[:, 0]] + 1,
+        right=border_index[labels[:, -1]] + 1,
+        top_values=np.array(values[0]), bottom_values=np.array(values[-1]),
+        left_values=np.array(values[:, 0]),
+        right_values=np.array(values[:, -1]))
 
 
 @njit(cache=True, nogil=True)
@@ -202,28 +233,28 @@ def _starts(labels, border_index, row0, col0, raster_cols):
 def merge(grid, summaries, eight, compare_values):
     """Round 2: join border labels across seams and number the components.
 
-    ``summaries`` maps (tile_row, tile_col) to :func:`tile_summary`'s
-    message.  Returns ``(answers, count)``, answers mapping each tile to
-    the dict :func:`tile_labels` needs.
+    ``summaries`` maps (tile_row, tile_col) to its :class:`TileSummary`.
+    Returns ``(answers, count)``, answers mapping each tile to its
+    :class:`TileAnswer`.
     """
     tiles = sorted(summaries)
     offsets = {}
     total = 0
     for tile in tiles:
         offsets[tile] = total
-        total += summaries[tile]["first_cell"].size
+        total += summaries[tile].first_cell.size
     first_cell = np.empty(total, dtype=np.int64)
     for tile in tiles:
-        n = summaries[tile]["first_cell"].size
-        first_cell[offsets[tile]:offsets[tile] + n] = summaries[tile]["first_cell"]
+        n = summaries[tile].first_cell.size
+        first_cell[offsets[tile]:offsets[tile] + n] = summaries[tile].first_cell
     parent = np.arange(total, dtype=np.int64)
 
     def join(tile_a, line_a, tile_b, line_b):
-        a, b = summaries[tile_a], summaries[tile_b]
-        _join_lines(parent, first_cell,
-                    a[line_a], a[line_a + "_values"], offsets[tile_a],
-                    b[line_b], b[line_b + "_values"], offsets[tile_b],
-                    eight, compare_values)
+        labels_a, values_a = summaries[tile_a].line(line_a)
+        labels_b, values_b = summaries[tile_b].line(line_b)
+        _join_lines(parent, first_cell, labels_a, values_a, offsets[tile_a],
+                    labels_b, values_b, offsets[tile_b], eight,
+                    compare_values)
 
     for (tr, tc) in tiles:
         if tc + 1 < grid.tile_cols:
@@ -247,7 +278,7 @@ def merge(grid, summaries, eight, compare_values):
     size = grid.tile_size
     starts = np.zeros((rows, grid.tile_cols), dtype=np.int64)
     for (tr, tc) in tiles:
-        row_starts = summaries[(tr, tc)]["row_starts"]
+        row_starts = summaries[(tr, tc)].row_starts
         starts[tr * size:tr * size + row_starts.size, tc] = row_starts
     root_cells = first_cell[is_root]
     root_rows = root_cells // cols
@@ -260,7 +291,7 @@ def merge(grid, summaries, eight, compare_values):
     # A root's number: 1 + starts before its row segment + interior starts
     # before it in the segment + roots before it in the segment.
     interior_before = np.concatenate(
-        [summaries[t]["interior_before"] for t in tiles]) if tiles else \
+        [summaries[t].interior_before for t in tiles]) if tiles else \
         np.empty(0, np.int64)
     root_ids = np.flatnonzero(is_root)
     order = np.argsort(first_cell[root_ids], kind="stable")
@@ -274,13 +305,11 @@ def merge(grid, summaries, eight, compare_values):
 
     answers = {}
     for (tr, tc) in tiles:
-        start, n = offsets[(tr, tc)], summaries[(tr, tc)]["first_cell"].size
+        start, n = offsets[(tr, tc)], summaries[(tr, tc)].first_cell.size
         window = grid.window(tr, tc)
-        answers[(tr, tc)] = {
-            "number": number[start:start + n],
-            "is_root": is_root[start:start + n],
-            "starts_before": before[window.row:window.row + window.rows, tc],
-        }
+        answers[(tr, tc)] = TileAnswer(
+            number=number[start:start + n], is_root=is_root[start:start + n],
+            starts_before=before[window.row:window.row + window.rows, tc])
     return answers, count
 
 
@@ -327,10 +356,10 @@ def _join_corner(parent, first_cell, upper, upper_col, upper_offset, lower,
     """Union across a tile corner (8-connectivity): the bottom cell of the
     upper tile's column ``upper_col`` (0 or -1) and the top cell of the
     lower tile's column ``lower_col``."""
-    a = upper["bottom"][upper_col]
-    b = lower["top"][lower_col]
-    if a and b and (not compare_values or upper["bottom_values"][upper_col]
-                    == lower["top_values"][lower_col]):
+    a = upper.bottom[upper_col]
+    b = lower.top[lower_col]
+    if a and b and (not compare_values or upper.bottom_values[upper_col]
+                    == lower.top_values[lower_col]):
         _union(parent, first_cell, upper_offset + a - 1, lower_offset + b - 1)
 
 
@@ -359,8 +388,8 @@ def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
                                      nodata, backend)
     border_index = tiling.border_label_index(labels, count)
     final = np.empty(labels.shape, dtype=label_dtype)
-    _renumber(labels, border_index, answer["number"], answer["is_root"],
-              answer["starts_before"], final)
+    _renumber(labels, border_index, answer.number, answer.is_root,
+              answer.starts_before, final)
     return final
 
 

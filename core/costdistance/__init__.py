@@ -4,11 +4,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common import (as_progress, check_common_arguments,
-                       check_connectivity, check_nodata, check_number,
-                       check_unsupported_scale_options, load_raster,
-                       resolve_backend, valid_mask)
+from .._common import (as_progress, check_common_arguments, check_connectivity,
+                       check_nodata, check_number, resolve_backend, valid_mask)
+from ..tiling import check_unsupported_scale_options, load_raster
 from ..errors import InvalidInputError
+from .sources import (check_blocked_sources, check_costs,
+                      check_no_source_cells, describe_cells, source_ids_of,
+                      source_raster_mask)
 
 # Neighbour offsets (drow, dcol) in the order the kernels use, and the GRASS
 # r.cost ``outdir`` value of a cell whose predecessor lies at that offset:
@@ -190,48 +192,37 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
 
         def valid_at(cells):
             return valid[cells[:, 0], cells[:, 1]]
-    if not n_valid:
-        raise InvalidInputError(
-            "the cost raster has no valid cell (every cell is nodata or NaN): "
-            "check the band and its nodata value")
-    if n_negative:
-        row, col = first_negative
-        raise InvalidInputError(
-            f"the cost raster has {n_negative} negative cell(s), "
-            f"first at row {row}, column {col} (value {array[row, col]}): "
-            "costs must be >= 0; set them to nodata to make barriers, or "
-            "shift/rescale the raster")
+    check_costs(n_valid, n_negative, None if not n_negative else (
+        *first_negative, array[tuple(first_negative)]))
     source_cells, ids = _source_cells(sources, source_ids, array.shape,
                                       source_nodata)
-    blocked = ~valid_at(source_cells)
-    if blocked.all():
-        raise InvalidInputError(
-            "every source lies on a barrier (nodata or NaN cost) cell: "
-            + _describe_cells(source_cells[blocked])
-            + "; move the sources onto cells with a valid cost")
-    if blocked.any():
-        raise InvalidInputError(
-            f"{int(blocked.sum())} source(s) lie on barrier (nodata or NaN "
-            "cost) cells: " + _describe_cells(source_cells[blocked])
-            + "; move them onto cells with a valid cost or remove them")
+    check_blocked_sources(source_cells,
+                          source_cells[~valid_at(source_cells)])
     step_lengths = _step_lengths(connectivity, cell_size)
-    if backend == "cuda" and not (np.issubdtype(array.dtype, np.floating)
-                                  and array.dtype.itemsize >= 8):
-        # costs of 32 bits or fewer cannot overflow a float64 sum (see
-        # _largest_finite_cost): all on the device, only the asked-for
+    if backend == "cuda":
+        # all on the device (float64 costs too: their largest cost, the
+        # scaling and the overflow check's first test), only the asked-for
         # outputs come back
+        largest = scan.largest_finite_cost()
+        exponent = _overflow_exponent(largest, step_lengths)
+        limit = np.inf if max_cost is None else max_cost
+        check = None
+        if largest and (max_cost is None or exponent):
+            def check(farthest, host_outputs):
+                if farthest + largest * float(np.max(step_lengths)) \
+                        < FLOAT64_MAX:
+                    return  # one more step from the farthest cell fits
+                accumulated, predecessor = host_outputs()
+                _check_no_overflow(array, valid_mask(array, nodata),
+                                   accumulated, predecessor,
+                                   max_cost is None, largest, step_lengths)
         accumulated, direction, allocation = scan.solve(
             source_cells, ids, connectivity, step_lengths,
-            np.inf if max_cost is None else max_cost, outputs, progress)
+            np.ldexp(limit, -exponent) if exponent else limit, outputs,
+            progress, exponent, check)
         progress(1.0)
         return CostDistanceResult(accumulated, direction, allocation)
-    if backend == "cuda":
-        # float64 costs: the overflow checks below need the host mask
-        from . import _cuda as kernels
-        scan.cost = scan.valid = None  # the solve uploads its own copy
-        valid = valid_mask(array, nodata)
-    else:
-        from . import _cpu as kernels
+    from . import _cpu as kernels
     largest = _largest_finite_cost(array, valid)
     exponent = _overflow_exponent(largest, step_lengths)
     limit = np.inf if max_cost is None else max_cost
@@ -340,21 +331,10 @@ def _source_cells(sources, source_ids, shape, source_nodata=None):
             raise InvalidInputError(
                 "source_ids only applies to (row, col) sources; a source "
                 "raster's ids are its cell values")
-        raster = sources
-        mask = raster != 0
-        if np.issubdtype(raster.dtype, np.floating):
-            mask &= ~np.isnan(raster)
-        if source_nodata is not None:
-            mask &= valid_mask(raster, source_nodata)
+        mask = source_raster_mask(sources, source_nodata)
         cells = np.argwhere(mask).astype(np.int64)
-        if len(cells) == 0:
-            raise InvalidInputError(
-                "the source raster has no source cell (no valid non-zero "
-                "cell): give sources as non-zero cells of the raster")
-        values = raster[mask]
-        ids = values.astype(np.int64) if values.dtype != bool else \
-            np.ones(len(values), np.int64)
-        return cells, ids
+        check_no_source_cells(len(cells))
+        return cells, source_ids_of(sources[mask])
     if sources.size == 0:
         raise InvalidInputError(
             "no source cells were given: pass at least one (row, col) source "
@@ -398,11 +378,7 @@ def _source_cells(sources, source_ids, shape, source_nodata=None):
     return cells, ids
 
 
-def _describe_cells(cells, limit=5):
-    text = ", ".join(f"(row {r}, col {c})" for r, c in cells[:limit])
-    if len(cells) > limit:
-        text += f" and {len(cells) - limit} more"
-    return text
+_describe_cells = describe_cells
 
 
 def _step_lengths(connectivity, cell_size):

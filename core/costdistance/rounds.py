@@ -34,6 +34,7 @@ to the scratch folder.  Only band messages and halos (O(tile side)) travel.
 import functools
 import math
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from .._common import Progress, valid_mask
 from ..errors import InvalidInputError
 from . import FLOAT64_MAX, allocation_dtype
 from . import tiled
+from .sources import check_blocked_sources, check_costs, check_no_source_cells
 from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
                     TILE_BYTES_PER_CELL, HOPS_UNREACHED, band_cells)
 
@@ -50,10 +52,13 @@ from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
 # round keep more workers busy, at the price of tiles solved again when a
 # lower distance reaches them later.
 ROUND_DELTA_TILES = 2
-# A tile does not start while a neighbour with a lower or equal key is in
-# flight (its answer would likely lower the tile's band): fewer solves
-# repeated, at some cost in tiles started at once.
-WAIT_FOR_LOWER_NEIGHBOURS = True
+# With this on, a tile does not start while a neighbour with a lower or
+# equal key is in flight (its answer would likely lower the tile's band):
+# fewer solves repeated, fewer tiles started at once.  Off by default: on
+# the H100 host's CPUs (neuse40, tiles of 1024, 8 one-thread workers) it
+# cut the solves from 445 to 386 but the run took 51.5 s against 47.0 s
+# (docs/benchmarks.md, "Dask executor").
+WAIT_FOR_LOWER_NEIGHBOURS = False
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
 DISTANCE_SPAN = (0.1, 0.7)
@@ -189,8 +194,7 @@ def warm_up(dtype=np.float64, connectivity=8):
 def _run(plan, source_raster, source_list, source_nodata, connectivity,
          step_lengths, max_cost, nodata, out_dir, executor, progress, backend,
          outputs):
-    from . import (KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS, CostDistanceResult,
-                   _describe_cells)
+    from . import KNIGHT_PASSED_CELLS, NEIGHBOUR_OFFSETS, CostDistanceResult
     source = plan.source
     grid = plan.grid
     if nodata is None:
@@ -209,10 +213,9 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
 
     surveys = survey_round(problem, source_raster, source_nodata,
                            progress.span(*SURVEY_SPAN))
-    cells, ids = _sources(problem, surveys, source_raster, source_list,
-                          _describe_cells)
+    cells, ids = _sources(problem, surveys, source_raster, source_list)
     _check_sums_fit(problem, surveys)
-    bands = Bands(grid, margin, {t: s["band_cost"]
+    bands = Bands(grid, margin, {t: s.band_cost
                                  for t, s in surveys.items()})
     del surveys
     tile_sources = _tile_sources(grid, cells, ids)
@@ -251,13 +254,23 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
     return result
 
 
+@dataclass
 class Problem:
     """What every round needs: the cost source and grid, the moves, the
-    executor."""
+    executor (and the count of tile solves so far)."""
 
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
-        self.solves = 0
+    source: object
+    grid: object
+    nodata: object
+    margin: int  # band width: 1, or 2 for knight's moves
+    offsets: np.ndarray  # the moves (drow, dcol)
+    passed: np.ndarray  # the two cells each knight's move passes between
+    step_lengths: np.ndarray
+    max_cost: float
+    backend: str
+    executor: object
+    workers: int  # tile tasks that may run at once
+    solves: int = 0
 
     def window(self, t):
         return self.grid.window(*divmod(int(t), self.grid.tile_cols))
@@ -294,11 +307,11 @@ def _check_sums_fit(problem, surveys):
     is taken up front: no accumulated cost exceeds the largest cost times
     the longest step times the number of valid cells (nor, with a maximum
     cost, that maximum plus one step).  Only costs near 1e300 reach it."""
-    largest = max(s["largest"] for s in surveys.values())
+    largest = max(s.largest for s in surveys.values())
     if not largest:
         return
     step = largest * float(np.max(problem.step_lengths))
-    n_valid = sum(s["valid"] for s in surveys.values())
+    n_valid = sum(s.valid for s in surveys.values())
     bound = min(step * n_valid, problem.max_cost + step)
     if bound < FLOAT64_MAX / 4:
         return
@@ -310,35 +323,24 @@ def _check_sums_fit(problem, surveys):
         "back, set a maximum cost, or run it in memory")
 
 
-def _sources(problem, surveys, source_raster, source_list, describe_cells):
-    """Check the surveys and the sources; return the sources' cells and
-    ids in scan order (as the in-memory path lists them)."""
-    if sum(s["valid"] for s in surveys.values()) == 0:
-        raise InvalidInputError(
-            "the cost raster has no valid cell (every cell is nodata or NaN): "
-            "check the band and its nodata value")
-    negatives = [s["first_negative"] for s in surveys.values()
-                 if s["negative"]]
-    if negatives:
-        count = sum(s["negative"] for s in surveys.values())
-        row, col, value = min(negatives, key=lambda f: (f[0], f[1]))
-        raise InvalidInputError(
-            f"the cost raster has {count} negative cell(s), "
-            f"first at row {row}, column {col} (value {value}): "
-            "costs must be >= 0; set them to nodata to make barriers, or "
-            "shift/rescale the raster")
+def _sources(problem, surveys, source_raster, source_list):
+    """Check the surveys and the sources (:mod:`.sources`, as in memory);
+    return the sources' cells and ids in scan order (as the in-memory path
+    lists them)."""
+    negatives = [s.first_negative for s in surveys.values() if s.negative]
+    check_costs(sum(s.valid for s in surveys.values()),
+                sum(s.negative for s in surveys.values()),
+                min(negatives, key=lambda f: (f[0], f[1]))
+                if negatives else None)
     if source_raster is not None:
         order = sorted(surveys)
-        cells = np.concatenate([surveys[t]["source_cells"] for t in order])
-        ids = np.concatenate([surveys[t]["source_ids"] for t in order])
+        cells = np.concatenate([surveys[t].source_cells for t in order])
+        ids = np.concatenate([surveys[t].source_ids for t in order])
         # scan order, as np.argwhere lists them in memory
         scan = np.lexsort((cells[:, 1], cells[:, 0]))
         cells, ids = cells[scan], ids[scan]
-        if len(cells) == 0:
-            raise InvalidInputError(
-                "the source raster has no source cell (no valid non-zero "
-                "cell): give sources as non-zero cells of the raster")
-        blocked_cells = np.concatenate([surveys[t]["blocked"] for t in order])
+        check_no_source_cells(len(cells))
+        blocked_cells = np.concatenate([surveys[t].blocked for t in order])
         blocked_cells = blocked_cells[np.lexsort((blocked_cells[:, 1],
                                                   blocked_cells[:, 0]))]
     else:
@@ -347,16 +349,7 @@ def _sources(problem, surveys, source_raster, source_list, describe_cells):
         for k, (r, c) in enumerate(cells):
             blocked[k] = not _cell_valid(problem.source, problem.nodata, r, c)
         blocked_cells = cells[blocked]
-    if len(blocked_cells) == len(cells):
-        raise InvalidInputError(
-            "every source lies on a barrier (nodata or NaN cost) cell: "
-            + describe_cells(blocked_cells)
-            + "; move the sources onto cells with a valid cost")
-    if len(blocked_cells):
-        raise InvalidInputError(
-            f"{len(blocked_cells)} source(s) lie on barrier (nodata or NaN "
-            "cost) cells: " + describe_cells(blocked_cells)
-            + "; move them onto cells with a valid cost or remove them")
+    check_blocked_sources(cells, blocked_cells)
     return cells, ids
 
 
@@ -537,7 +530,7 @@ def hops_rounds(problem, bands, states, tile_sources, solved, progress):
                             problem.window(t), problem.nodata, states.get(t),
                             problem.margin, local, bands.halo(t),
                             problem.offsets, problem.passed,
-                            problem.step_lengths)
+                            problem.step_lengths, problem.backend)
             if len(pool) == 0:
                 break
             t, (new_hops, state) = pool.next_done()

@@ -50,6 +50,7 @@ from numba import njit
 from .. import tiling
 from .._common import valid_mask
 from ._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
+from .sources import source_ids_of, source_raster_mask
 
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
@@ -131,16 +132,29 @@ def band_cells(rows, cols, margin):
 # round 0: survey
 
 
+@dataclass
+class Survey:
+    """Round 0's message of one tile: ``valid`` (count of valid cells),
+    ``negative`` (count) and ``first_negative`` ((row, col, value) of the
+    first in scan order, or None), ``band_cost`` (float64, NaN on
+    barriers), ``largest`` (the largest finite float64 cost, else 0) and,
+    for a source raster, ``source_cells`` (global (row, col)),
+    ``source_ids`` and ``blocked`` (the source cells on barriers)."""
+
+    valid: int
+    negative: int
+    first_negative: tuple
+    band_cost: np.ndarray
+    largest: float
+    source_cells: np.ndarray = None
+    source_ids: np.ndarray = None
+    blocked: np.ndarray = None
+
+
 def survey_tile(cost_source, window, nodata, margin, source_raster,
                 source_nodata):
-    """Per tile: cost checks, band costs and (for a source raster) sources.
-
-    Returns a dict: ``valid`` (count of valid cells), ``negative`` (count)
-    and ``first_negative`` ((row, col, value) of the first in scan order, or
-    None), ``band_cost`` (float64, NaN on barriers) and, when
-    ``source_raster`` is given, ``source_cells`` (global (row, col)) and
-    ``source_ids``.
-    """
+    """Per tile: cost checks, band costs and (for a source raster) sources,
+    as a :class:`Survey`."""
     cost = cost_source.read(window)
     valid = valid_mask(cost, nodata)
     negative = valid & (cost < 0)
@@ -153,27 +167,21 @@ def survey_tile(cost_source, window, nodata, margin, source_raster,
     band_r, band_c = band_cells(window.rows, window.cols, margin)
     band_cost = np.where(valid[band_r, band_c],
                          cost[band_r, band_c].astype(np.float64), np.nan)
-    message = {"valid": int(np.count_nonzero(valid)), "negative": n_negative,
-               "first_negative": first_negative, "band_cost": band_cost,
-               "largest": _largest_finite(cost, valid)}
+    survey = Survey(valid=int(np.count_nonzero(valid)), negative=n_negative,
+                    first_negative=first_negative, band_cost=band_cost,
+                    largest=_largest_finite(cost, valid))
     if source_raster is not None:
         raster = source_raster.read(window)
-        mask = raster != 0
-        if np.issubdtype(raster.dtype, np.floating):
-            mask &= ~np.isnan(raster)
-        if source_nodata is not None:
-            mask &= valid_mask(raster, source_nodata)
+        mask = source_raster_mask(raster, source_nodata)
         cells = np.argwhere(mask).astype(np.int64)
-        values = raster[mask]
-        ids = values.astype(np.int64) if values.dtype != bool else \
-            np.ones(len(values), np.int64)
+        ids = source_ids_of(raster[mask])
         cells[:, 0] += window.row
         cells[:, 1] += window.col
-        message["source_cells"] = cells
-        message["source_ids"] = ids
-        message["blocked"] = cells[~valid[cells[:, 0] - window.row,
-                                          cells[:, 1] - window.col]]
-    return message
+        survey.source_cells = cells
+        survey.source_ids = ids
+        survey.blocked = cells[~valid[cells[:, 0] - window.row,
+                                      cells[:, 1] - window.col]]
+    return survey
 
 
 def _largest_finite(cost, valid):
@@ -643,11 +651,12 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
 
 
 def hops_tile(cost_source, window, nodata, state, margin, source_local,
-              halo, offsets, passed, step_lengths):
+              halo, offsets, passed, step_lengths, backend="cpu"):
     """Phase 2 for one tile, with the distances final: lower its hops from
     ``source_local`` (its sources, on its first visit) and from the hops of
     its :class:`Halo`.  Pure: returns ``(band_hops, state)``, the new hops
-    of its band cells and its new state."""
+    of its band cells and its new state.  ``backend`` "cuda" runs the
+    search on the GPU (``_cuda.relax_frame_hops``; same final hops)."""
     rows, cols = window.rows, window.cols
     frame_cols = cols + 2 * margin
     n = (rows + 2 * margin) * frame_cols
@@ -655,10 +664,17 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
         cost_source, window, nodata, state, margin, halo,
         np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(n, np.bool_))
     band_r, band_c = band_cells(rows, cols, margin)
-    _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
-                band_r, band_c, source_local,
-                np.ascontiguousarray(offsets[:, 0]),
-                np.ascontiguousarray(offsets[:, 1]), passed, step_lengths)
+    if backend == "cuda":
+        from . import _cuda
+        _cuda.relax_frame_hops(frame_distance, frame_hops, frame_cost,
+                               rows + 2 * margin, frame_cols, margin,
+                               source_local, len(offsets), step_lengths)
+    else:
+        _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols,
+                    margin, band_r, band_c, source_local,
+                    np.ascontiguousarray(offsets[:, 0]),
+                    np.ascontiguousarray(offsets[:, 1]), passed,
+                    step_lengths)
     hops = np.ascontiguousarray(frame_hops.reshape(
         rows + 2 * margin, frame_cols)[margin:margin + rows,
                                        margin:margin + cols]).reshape(-1)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import tiling
-from .._common import (as_progress, check_connectivity,
-                       check_unsupported_scale_options, load_raster)
+from .._common import (as_progress, check_connectivity)
+from ..tiling import check_unsupported_scale_options, load_raster
 from ..components import connected_components
 from ..costdistance import _step_lengths, cost_distance
 from ..costdistance import tiled as costdistance_tiled

@@ -4,10 +4,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common import (as_progress, check_common_arguments,
-                       check_connectivity, check_number,
-                       check_unsupported_scale_options, load_raster,
-                       resolve_backend, valid_mask)
+from .._common import (as_progress, check_common_arguments, check_connectivity,
+                       check_number, resolve_backend, valid_mask)
+from ..tiling import check_unsupported_scale_options, load_raster
 from ..errors import InvalidInputError
 
 WEIGHTS = ("max", "min", "mean", "absdiff")

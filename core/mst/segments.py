@@ -5,7 +5,8 @@ import numbers
 import numpy as np
 
 from .._common import (as_progress, check_connectivity, check_number,
-                       load_raster, valid_mask)
+                       valid_mask)
+from ..tiling import load_raster
 from ..errors import InvalidInputError
 
 
