@@ -667,6 +667,170 @@ def bench_cost_distance_device(size, repeat, bandwidth, results):
         del out, dist
     if hasattr(_cuda, "set_variant"):
         _cuda.set_variant(None)
+    resources = {}
+    for name in ("_relax_distance_tiles", "_relax_hops_tiles"):
+        kernel = getattr(_cuda, name, None)
+        if kernel is None:
+            continue
+        try:
+            def by_signature(value):
+                return {str(k): v for k, v in value.items()} if isinstance(value, dict) \
+                    else value
+            resources[name] = dict(
+                registers=by_signature(kernel.get_regs_per_thread()),
+                shared_bytes=by_signature(kernel.get_shared_mem_per_block()))
+        except Exception as exc:  # numba-cuda versions differ here
+            resources[name] = repr(exc)
+    log("kernel resources", json.dumps(resources, default=str))
+    results.append(dict(operation="cost distance kernel resources", resources=resources))
+
+
+class _Sampler:
+    """A sampling profiler of every Python thread (a poor man's py-spy):
+    every ``interval`` seconds, the innermost frame of each busy thread that
+    lies in gridgraph's core counts ``interval`` seconds for its function."""
+
+    def __init__(self, interval=0.01):
+        import threading
+        self.interval = interval
+        self.counts = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        import threading
+        me = threading.get_ident()
+        while not self.stop.wait(self.interval):
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                name = None
+                while frame is not None:
+                    path = frame.f_code.co_filename
+                    if "/core/" in path and "gridgraph" in path or "/.dev-wt/" in path \
+                            and "/core/" in path:
+                        name = (f"{os.path.basename(os.path.dirname(path))}/"
+                                f"{os.path.basename(path)}:{frame.f_code.co_name}")
+                        break
+                    frame = frame.f_back
+                if name is None:
+                    continue
+                self.counts[name] = self.counts.get(name, 0.0) + self.interval
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def top(self, n=14):
+        return dict(sorted(self.counts.items(), key=lambda kv: -kv[1])[:n])
+
+
+class _PhaseProgress:
+    """A progress callback noting when the fraction first passes each bound."""
+
+    def __init__(self, bounds):
+        self.start = time.perf_counter()
+        self.bounds = list(bounds)
+        self.passed = {}
+
+    def __call__(self, fraction):
+        now = time.perf_counter() - self.start
+        for bound in self.bounds:
+            if fraction >= bound and bound not in self.passed:
+                self.passed[bound] = now
+        return True
+
+
+def bench_tiled(workdir, operations, results):
+    """The tiled path on the GPU machine at the 40-ft Neuse size (17630 x 12555, 221M cells,
+    bench/scale.py's synthetic DEM, MEMORY_LIMIT_MB=4096, outputs to .npy files), CUDA
+    backend, in this process: wall time, the time at each phase bound of the driver's
+    progress, and where the threads spent it (sampled every 10 ms)."""
+    import tempfile
+
+    sys.path.insert(0, HERE)
+    import scale
+
+    from gridgraph.core import connected_components, cost_distance, minimum_spanning_tree
+    from gridgraph.core.costdistance import rounds
+    os.makedirs(workdir, exist_ok=True)
+    shape = (17630, 12555)
+    raster = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
+    if not os.path.exists(raster):
+        start = time.perf_counter()
+        scale.synthetic_dem(raster, shape)
+        log(f"DEM written in {time.perf_counter() - start:.1f} s")
+    dem = np.load(raster, mmap_mode="r")
+    small = np.ascontiguousarray(dem[:300, :300])
+    runs = {
+        "costdistance": (lambda progress, out: cost_distance(
+            dem, [(shape[0] // 2, shape[1] // 2)], 8, backend="cuda", memory_limit_mb=4096,
+            out_dir=out, progress=progress),
+            [rounds.SURVEY_SPAN[1], rounds.DISTANCE_SPAN[1], rounds.HOPS_SPAN[1],
+             rounds.LABEL_SPAN[1], 1.0]),
+        "components": (lambda progress, out: connected_components(
+            dem, 8, "equal", backend="cuda", memory_limit_mb=4096, out_dir=out,
+            progress=progress), [0.45, 0.5, 1.0]),
+        "mst": (lambda progress, out: minimum_spanning_tree(
+            dem, 8, "max", backend="cuda", memory_limit_mb=4096, out_dir=out,
+            progress=progress, edges=False), [0.5, 0.6, 0.7, 0.85, 1.0]),
+    }
+    # warm-up: every kernel compiled on a small tiled run
+    for operation in operations:
+        with tempfile.TemporaryDirectory(dir=workdir) as out:
+            function, _ = runs[operation]
+            small_runs = dict(
+                costdistance=lambda: cost_distance(small, [(150, 150)], 8, backend="cuda",
+                                                   tile_size=128, out_dir=out),
+                components=lambda: connected_components(small, 8, "equal", backend="cuda",
+                                                        tile_size=128, out_dir=out),
+                mst=lambda: minimum_spanning_tree(small, 8, "max", backend="cuda",
+                                                  tile_size=128, out_dir=out, edges=False))
+            small_runs[operation]()
+    if "costdistance" in operations:
+        # parity: tiled on the GPU against in memory on the CPU, odd shapes whose tiles of
+        # 1024 leave partial ones, a smooth cost and integer plateaus (zero costs, ties)
+        crop = np.ascontiguousarray(dem[1000:3501, 2000:5003], dtype=np.float32)
+        sources = [(10, 10), (1200, 1500), (2400, 2990)]
+        for name, cost in (("fractal", crop), ("plateaus", np.floor(crop / 150))):
+            for connectivity in (8, 16):
+                with tempfile.TemporaryDirectory(dir=workdir) as out:
+                    gpu_tiled = cost_distance(cost, sources, connectivity, backend="cuda",
+                                              tile_size=1024, out_dir=out)
+                    cpu = cost_distance(cost, sources, connectivity, backend="cpu")
+                    same = all(np.array_equal(np.asarray(getattr(gpu_tiled, k)),
+                                              getattr(cpu, k), equal_nan=True)
+                               and np.asarray(getattr(gpu_tiled, k)).dtype
+                               == getattr(cpu, k).dtype
+                               for k in ("accumulated", "direction", "allocation"))
+                    results.append(dict(
+                        operation=f"tiled cost distance on the GPU (tiles of 1024) vs in memory "
+                                  f"on the CPU, {name} 2501x3003, {connectivity}-conn, 3 "
+                                  "sources (parity)", identical_to_cpu=bool(same)))
+                    log(json.dumps(results[-1]))
+                    del gpu_tiled, cpu
+    for operation in operations:
+        function, bounds = runs[operation]
+        with tempfile.TemporaryDirectory(dir=workdir) as out:
+            progress = _PhaseProgress(bounds)
+            with _Sampler() as sampler:
+                start = time.perf_counter()
+                result = function(progress, out)
+                elapsed = time.perf_counter() - start
+            entry = dict(operation=f"tiled {operation}, cuda, 17630 x 12555 (221M cells), "
+                                   "limit 4096 MB", end_to_end_s=elapsed,
+                         phase_bounds_s={str(b): round(t, 2)
+                                         for b, t in progress.passed.items()},
+                         thread_seconds=sampler.top())
+            if operation == "costdistance":
+                entry["tile_solves"] = getattr(result, "tile_solves", None)
+            results.append(entry)
+            log(json.dumps(entry, default=float))
+            del result
 
 
 def identical_cost_outputs(gpu_out, cpu_out):
@@ -833,6 +997,10 @@ def main():
     parser.add_argument("--deltas", nargs="*", type=float, default=[],
                         help="also time cost distance with these bucket widths (tiles crossed)")
     parser.add_argument("--no-first-call", action="store_true")
+    parser.add_argument("--workdir", default="/var/tmp/gridgraph-gpu",
+                        help="folder of the tiled section's raster and outputs")
+    parser.add_argument("--tiled-operations", nargs="*",
+                        default=["components", "costdistance", "mst"])
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args()
@@ -872,6 +1040,7 @@ def main():
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
                               results),
         mst_cpu=lambda: bench_mst_cpu(args.size, args.repeat, results),
+        tiled=lambda: bench_tiled(args.workdir, args.tiled_operations, results),
         cd_device=lambda: bench_cost_distance_device(args.size, args.repeat, args.bandwidth,
                                                      results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,

@@ -199,23 +199,30 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     check_blocked_sources(source_cells,
                           source_cells[~valid_at(source_cells)])
     step_lengths = _step_lengths(connectivity, cell_size)
-    if backend == "cuda" and not (np.issubdtype(array.dtype, np.floating)
-                                  and array.dtype.itemsize >= 8):
-        # costs of 32 bits or fewer cannot overflow a float64 sum (see
-        # _largest_finite_cost): all on the device, only the asked-for
+    if backend == "cuda":
+        # all on the device (float64 costs too: their largest cost, the
+        # scaling and the overflow check's first test), only the asked-for
         # outputs come back
+        largest = scan.largest_finite_cost()
+        exponent = _overflow_exponent(largest, step_lengths)
+        limit = np.inf if max_cost is None else max_cost
+        check = None
+        if largest and (max_cost is None or exponent):
+            def check(farthest, host_outputs):
+                if farthest + largest * float(np.max(step_lengths)) \
+                        < FLOAT64_MAX:
+                    return  # one more step from the farthest cell fits
+                accumulated, predecessor = host_outputs()
+                _check_no_overflow(array, valid_mask(array, nodata),
+                                   accumulated, predecessor,
+                                   max_cost is None, largest, step_lengths)
         accumulated, direction, allocation = scan.solve(
             source_cells, ids, connectivity, step_lengths,
-            np.inf if max_cost is None else max_cost, outputs, progress)
+            np.ldexp(limit, -exponent) if exponent else limit, outputs,
+            progress, exponent, check)
         progress(1.0)
         return CostDistanceResult(accumulated, direction, allocation)
-    if backend == "cuda":
-        # float64 costs: the overflow checks below need the host mask
-        from . import _cuda as kernels
-        scan.cost = scan.valid = None  # the solve uploads its own copy
-        valid = valid_mask(array, nodata)
-    else:
-        from . import _cpu as kernels
+    from . import _cpu as kernels
     largest = _largest_finite_cost(array, valid)
     exponent = _overflow_exponent(largest, step_lengths)
     limit = np.inf if max_cost is None else max_cost

@@ -69,6 +69,9 @@ POPS_PER_CHUNK = 1 << 17
 # spends about twice the heap search's time on blocks (2048² fractal,
 # 2026-11-24), so two threads only break even.
 BLOCKS_MIN_CELLS = 1 << 16
+
+# From this many cells on the search state is written by all threads.
+PARALLEL_FILL_CELLS = 1 << 20
 BLOCKS_MIN_THREADS = 4
 
 
@@ -205,7 +208,12 @@ def _initial_state(array, valid, index):
     state = np.empty(rows * cols, dtype=_state_dtype(index))
     if array.dtype.isnative and array.dtype.kind in "iuf" \
             and array.dtype != np.float16:
-        _fill_state(state, array, np.ascontiguousarray(valid, np.bool_))
+        # threads only where they pay: a parallel region waits for its
+        # slowest thread, which on a busy machine costs more than a small
+        # raster's whole pass
+        fill = _fill_state_parallel if state.size >= PARALLEL_FILL_CELLS \
+            else _fill_state
+        fill(state, array, np.ascontiguousarray(valid, np.bool_))
         return state
     # other dtypes and byte orders: field assignment converts them without
     # a float64 copy of the whole raster
@@ -215,14 +223,18 @@ def _initial_state(array, valid, index):
     return state
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _fill_state(state, array, valid):
+def _fill_state_rows(state, array, valid):
     rows, cols = array.shape
-    for row in prange(rows):
+    for row in prange(rows):  # a plain range where not compiled parallel
         for col in range(cols):
             record = state[row * cols + col]
             record.cost = np.float64(array[row, col])
             record.accumulated = np.inf if valid[row, col] else -np.inf
+
+
+_fill_state = njit(cache=True, nogil=True)(_fill_state_rows)
+_fill_state_parallel = njit(cache=True, nogil=True, parallel=True)(
+    _fill_state_rows)
 
 
 def _outputs_in_state(state):

@@ -71,16 +71,14 @@ from numba import cuda
 from .._common import as_progress, index_dtype
 from ..errors import InvalidInputError
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer, add_rn,
-                            block_reserve, blocks_for, check_device_memory,
-                            device_scalar, mul_rn)
+                            blocks_for, check_device_memory, device_scalar,
+                            mul_rn)
+# the tile kernels and their geometry (re-exported: tests and the tiled
+# driver read TILE here)
+from ._cuda_tiles import (BUCKETS, DELTA, DONE, LISTED, ROUNDS, TILE,
+                          TILE_THREADS, _advance, _collect_tiles,
+                          _relax_distance_tiles, _relax_hops_tiles)
 
-TILE = 4 if SIMULATOR else 32
-THREADS_Y = 2 if SIMULATOR else 8
-ROWS_PER_THREAD = TILE // THREADS_Y
-TILE_THREADS = TILE * THREADS_Y
-HALO = 2  # enough for knight's moves; one-cell moves use the inner ring
-SPAN = TILE + 2 * HALO
-SPAN_CELLS = SPAN * SPAN
 # Rounds queued between two reads of the schedule's state (each read is a
 # host round trip; rounds queued after the end find no tile and do nothing).
 ROUNDS_PER_CHECK = 2 if SIMULATOR else 24
@@ -94,18 +92,25 @@ CONSECUTIVE_ROWS = True
 # one run, 16384² / 4096² fractal: 0.597 / 0.083 s device with 6.5 sweeps
 # a visit, against 0.641 / 0.100 s with one pass and 11.9 sweeps).
 PASSES_PER_SWEEP = 2
+# The distance kernel's move offsets as compiled-in constants with its
+# loops unrolled (True), or read from shared arrays; same distances.
+CONSTANT_STEPS = True
+# bench/gpu.py times each of these in one run (set_variant).
+BENCH_VARIANTS = ("shared offsets", "constant offsets")
+
+
+def set_variant(variant):
+    """For bench/gpu.py: pick the distance kernel's variant by name (None:
+    the default)."""
+    global CONSTANT_STEPS
+    CONSTANT_STEPS = variant != "shared offsets"
+
+
 # Blocks of a relaxation launch: they take the listed tiles in turn.
 RELAX_BLOCKS = 4 if SIMULATOR else 2048
-# The schedule on the device: float64 [threshold, deferred, delta] and
-# int64 counters [listed tiles, rounds, buckets, done].
-THRESHOLD, DEFERRED, DELTA = 0, 1, 2
-LISTED, ROUNDS, BUCKETS, DONE = 0, 1, 2, 3
 # Bucket width of the tile schedule, in tiles crossed at the mean cost (4
 # was the fastest of 0.5-8 on a 16384² fractal on an H200).
 DELTA_TILES = 4.0
-# Wake slots of a tile: its 3 x 3 neighbourhood in row-major order; the
-# centre slot collects the least changed distance of the tile itself.
-CENTRE_SLOT = 4
 # Predecessor codes besides neighbour indices (as in the CPU kernel).
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
@@ -149,181 +154,6 @@ def _mark_barriers(cost, valid, n, dist):
             cost[i] = np.nan
         elif dist[i] != dist[i]:
             dist[i] = np.inf
-
-
-@cuda.jit(device=True, cache=True)
-def _note_change(wake, ly, lx, halo, value):
-    """Lower the wake slots a changed cell at (ly, lx) of the tile concerns:
-    the tiles across every border within ``halo`` of it, and the centre."""
-    up = ly < halo
-    down = ly >= TILE - halo
-    left = lx < halo
-    right = lx >= TILE - halo
-    cuda.atomic.min(wake, CENTRE_SLOT, value)
-    if up:
-        cuda.atomic.min(wake, 1, value)
-        if left:
-            cuda.atomic.min(wake, 0, value)
-        if right:
-            cuda.atomic.min(wake, 2, value)
-    if down:
-        cuda.atomic.min(wake, 7, value)
-        if left:
-            cuda.atomic.min(wake, 6, value)
-        if right:
-            cuda.atomic.min(wake, 8, value)
-    if left:
-        cuda.atomic.min(wake, 3, value)
-    if right:
-        cuda.atomic.min(wake, 5, value)
-
-
-@cuda.jit(device=True, cache=True)
-def _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
-                tile_key):
-    """Wake the neighbour tiles whose slot holds a changed distance, with
-    that distance as their key (call after a barrier)."""
-    # strided: a block may have fewer than 9 threads (the simulator's has 8)
-    for slot in range(cuda.threadIdx.x, 9, TILE_THREADS):
-        if slot != CENTRE_SLOT and wake[slot] < np.inf:
-            nr = tile_row + slot // 3 - 1
-            nc = tile_col + slot % 3 - 1
-            if nr >= 0 and nr < tiles_y and nc >= 0 and nc < tiles_x:
-                neighbour = nr * tiles_x + nc
-                cuda.atomic.min(tile_key, neighbour, wake[slot])
-                wake_next[neighbour] = 1
-
-
-@cuda.jit(device=True, cache=True)
-def _tile_row(ly0, k, consecutive):
-    """Row of a tile a thread of row group ly0 relaxes k-th: rows ly0 * R
-    to ly0 * R + R - 1 (``consecutive``: a value travels R rows down, or
-    up, in one sweep), else every THREADS_Y-th row from ly0."""
-    if consecutive:
-        return ly0 * ROWS_PER_THREAD + k
-    return ly0 + k * THREADS_Y
-
-
-@cuda.jit(cache=True)
-def _relax_distance_tiles(cost, dist, hops, reset_hops, unset, rows, cols,
-                          tiles_x, tiles_y, worklist, listed, connectivity,
-                          halo, offsets, passed, half_step, max_cost,
-                          wake_next, tile_key, changed_key, work,
-                          consecutive, passes):
-    """Phase 1, one round: relax the distances of each of the ``listed[0]``
-    tiles of ``worklist`` to its fixed point (a fixed grid of blocks takes
-    the tiles in turn, so the host need not know how many there are).
-
-    ``passed[i]`` holds the (drow, dcol) of the two cells a knight's move i
-    passes between; the move is refused when either is a barrier (NaN).
-
-    A changed cell within ``halo`` of a border wakes the tile across it
-    and lowers that tile's key (the least new value it will see) to the
-    cell's value; ``changed_key[tile]`` gets the least changed value of the
-    tile itself.  With ``reset_hops`` a changed cell's hops become
-    ``unset`` (phase 2 computes them again).  ``work`` counts tile visits
-    and inner sweeps.
-    """
-    dist_s = cuda.shared.array(SPAN_CELLS, np.float64)
-    cost_s = cuda.shared.array(SPAN_CELLS, np.float64)
-    step_s = cuda.shared.array(16, np.float64)
-    delta_s = cuda.shared.array(16, np.int32)
-    passed_a_s = cuda.shared.array(16, np.int32)
-    passed_b_s = cuda.shared.array(16, np.int32)
-    wake = cuda.shared.array(9, np.float64)
-    t = cuda.threadIdx.x
-    changed = cuda.local.array(ROWS_PER_THREAD, np.int8)
-    for i in range(t, connectivity, TILE_THREADS):
-        step_s[i] = half_step[i]
-        delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
-        passed_a_s[i] = passed[i, 0, 0] * SPAN + passed[i, 0, 1]
-        passed_b_s[i] = passed[i, 1, 0] * SPAN + passed[i, 1, 1]
-    n_listed = listed[0]
-    w = np.int64(cuda.blockIdx.x)
-    while w < n_listed:
-        tile = np.int64(worklist[w])
-        tile_row = tile // tiles_x
-        tile_col = tile - tile_row * tiles_x
-        r0 = tile_row * TILE
-        c0 = tile_col * TILE
-        for slot in range(t, 9, TILE_THREADS):
-            wake[slot] = np.inf
-        for idx in range(t, SPAN_CELLS, TILE_THREADS):
-            sr = idx // SPAN
-            r = r0 + sr - HALO
-            c = c0 + (idx - sr * SPAN) - HALO
-            if r >= 0 and r < rows and c >= 0 and c < cols:
-                g = r * cols + c
-                cost_s[idx] = cost[g]
-                dist_s[idx] = dist[g]
-            else:
-                cost_s[idx] = np.nan
-                dist_s[idx] = np.inf
-        cuda.syncthreads()
-
-        lx = t % TILE
-        ly0 = t // TILE
-        for k in range(ROWS_PER_THREAD):
-            changed[k] = 0
-        sweeps = 0
-        while True:
-            sweeps += 1
-            any_change = 0
-            for j in range(ROWS_PER_THREAD * passes):
-                k = j % ROWS_PER_THREAD
-                if consecutive and ((sweeps + j // ROWS_PER_THREAD) & 1) == 0:
-                    k = ROWS_PER_THREAD - 1 - k  # upward on alternate passes
-                si = (_tile_row(ly0, k, consecutive) + HALO) * SPAN + lx \
-                    + HALO
-                cb = cost_s[si]
-                if cb == cb:  # a valid cell of the raster
-                    best = dist_s[si]
-                    improved = False
-                    for i in range(connectivity):
-                        sj = si + delta_s[i]
-                        ca = cost_s[sj]
-                        da = dist_s[sj]
-                        # steps cost >= 0, so only a neighbour below the
-                        # current value can offer a lower one
-                        if ca == ca and da < best:
-                            # a knight's move may not pass beside a barrier;
-                            # its passed cells (one cell from either end) are
-                            # in the shared tile
-                            if i >= 8:
-                                pa = cost_s[si + passed_a_s[i]]
-                                pb = cost_s[si + passed_b_s[i]]
-                                if pa != pa or pb != pb:
-                                    continue
-                            candidate = add_rn(da, mul_rn(ca + cb, step_s[i]))
-                            if candidate < best:
-                                best = candidate
-                                improved = True
-                    if improved and best <= max_cost:
-                        dist_s[si] = best
-                        changed[k] = 1
-                        any_change = 1
-            if cuda.syncthreads_or(any_change) == 0:
-                break
-
-        for k in range(ROWS_PER_THREAD):
-            if changed[k]:
-                ly = _tile_row(ly0, k, consecutive)
-                g = (r0 + ly) * cols + c0 + lx
-                value = dist_s[(ly + HALO) * SPAN + lx + HALO]
-                dist[g] = value
-                if reset_hops:
-                    hops[g] = unset
-                _note_change(wake, ly, lx, halo, value)
-        cuda.syncthreads()
-        _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
-                    tile_key)
-        if t == 0:
-            if wake[CENTRE_SLOT] < np.inf:
-                cuda.atomic.min(changed_key, tile, wake[CENTRE_SLOT])
-            cuda.atomic.add(work, 0, 1)
-            cuda.atomic.add(work, 1, sweeps)
-        cuda.syncthreads()  # the shared arrays are reused for the next tile
-        w += cuda.gridDim.x
 
 
 @cuda.jit(device=True, inline=True)
@@ -384,137 +214,6 @@ def _find_ties(mask, hops, n, found):
         bits = np.int32(mask[cell])
         if bits & (bits - 1) != 0 and hops[cell] != 0:
             found[0] = 1
-
-
-@cuda.jit(cache=True)
-def _relax_hops_tiles(mask, dist, hops, unset, rows, cols, tiles_x, tiles_y,
-                      worklist, listed, connectivity, halo, offsets,
-                      wake_next, tile_key, work):
-    """Phase 2, one round: with the distances final, relax the hops of each
-    of the ``listed[0]`` tiles of ``worklist`` over its tight neighbours
-    (``mask``) to the fixed point ``h[c] = min(h[c], h[n] + 1)``.
-    Wake-ups as in phase 1, keyed by the changed cell's distance."""
-    hops_s = cuda.shared.array(SPAN_CELLS, np.int64)
-    delta_s = cuda.shared.array(16, np.int32)
-    wake = cuda.shared.array(9, np.float64)
-    t = cuda.threadIdx.x
-    own_mask = cuda.local.array(ROWS_PER_THREAD, np.int32)
-    changed = cuda.local.array(ROWS_PER_THREAD, np.int8)
-    for i in range(t, connectivity, TILE_THREADS):
-        delta_s[i] = offsets[i, 0] * SPAN + offsets[i, 1]
-    n_listed = listed[0]
-    w = np.int64(cuda.blockIdx.x)
-    while w < n_listed:
-        tile = np.int64(worklist[w])
-        tile_row = tile // tiles_x
-        tile_col = tile - tile_row * tiles_x
-        r0 = tile_row * TILE
-        c0 = tile_col * TILE
-        for slot in range(t, 9, TILE_THREADS):
-            wake[slot] = np.inf
-        for idx in range(t, SPAN_CELLS, TILE_THREADS):
-            sr = idx // SPAN
-            r = r0 + sr - HALO
-            c = c0 + (idx - sr * SPAN) - HALO
-            if r >= 0 and r < rows and c >= 0 and c < cols:
-                hops_s[idx] = hops[r * cols + c]
-            else:
-                hops_s[idx] = unset
-
-        lx = t % TILE
-        ly0 = t // TILE
-        for k in range(ROWS_PER_THREAD):
-            r = r0 + ly0 + k * THREADS_Y
-            c = c0 + lx
-            own_mask[k] = 0
-            if r < rows and c < cols:
-                own_mask[k] = mask[r * cols + c]
-            changed[k] = 0
-        cuda.syncthreads()
-
-        sweeps = 0
-        while True:
-            sweeps += 1
-            any_change = 0
-            for k in range(ROWS_PER_THREAD):
-                bits = own_mask[k]
-                if bits != 0:
-                    si = (ly0 + k * THREADS_Y + HALO) * SPAN + lx + HALO
-                    best = hops_s[si]
-                    improved = False
-                    for i in range(connectivity):
-                        if (bits >> i) & 1:
-                            there = hops_s[si + delta_s[i]]
-                            if there < best - 1:
-                                best = there + 1
-                                improved = True
-                    if improved:
-                        hops_s[si] = best
-                        changed[k] = 1
-                        any_change = 1
-            if cuda.syncthreads_or(any_change) == 0:
-                break
-
-        for k in range(ROWS_PER_THREAD):
-            if changed[k]:
-                ly = ly0 + k * THREADS_Y
-                g = (r0 + ly) * cols + c0 + lx
-                hops[g] = hops_s[(ly + HALO) * SPAN + lx + HALO]
-                _note_change(wake, ly, lx, halo, dist[g])
-        cuda.syncthreads()
-        _send_wakes(wake, tile_row, tile_col, tiles_x, tiles_y, wake_next,
-                    tile_key)
-        if t == 0:
-            cuda.atomic.add(work, 0, 1)
-            cuda.atomic.add(work, 1, sweeps)
-        cuda.syncthreads()  # the shared arrays are reused for the next tile
-        w += cuda.gridDim.x
-
-
-@cuda.jit(cache=True)
-def _collect_tiles(wake, tile_key, n_tiles, schedule, worklist, counters):
-    """Worklist of the woken tiles whose key is at most the threshold (any
-    order; their flags and keys are cleared), their number in
-    ``counters[LISTED]``; ``schedule[DEFERRED]`` becomes the least key of
-    the woken tiles left for later."""
-    scratch = cuda.shared.array(2, np.int64)
-    least = cuda.shared.array(1, np.float64)
-    if cuda.threadIdx.x == 0:
-        least[0] = np.inf
-    cuda.syncthreads()
-    threshold = schedule[THRESHOLD]
-    tile = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
-    active = 0
-    if tile < n_tiles and wake[tile] != 0:
-        key = tile_key[tile]
-        if key <= threshold:
-            wake[tile] = 0
-            tile_key[tile] = np.inf
-            active = 1
-        else:
-            cuda.atomic.min(least, 0, key)
-    slot = block_reserve(active, counters[LISTED:LISTED + 1], scratch)
-    if active:
-        worklist[slot] = tile
-    if cuda.threadIdx.x == 0 and least[0] < np.inf:
-        cuda.atomic.min(schedule, DEFERRED, least[0])
-
-
-@cuda.jit(cache=True)
-def _advance(schedule, counters):
-    """After a round (one thread): with no tile listed, move the threshold
-    to the least deferred key + delta (a new bucket), or note that the
-    schedule is done; then empty the list for the next round."""
-    if counters[LISTED] == 0:
-        if schedule[DEFERRED] == np.inf:
-            counters[DONE] = 1
-        else:
-            schedule[THRESHOLD] = schedule[DEFERRED] + schedule[DELTA]
-            schedule[DEFERRED] = np.inf
-            counters[BUCKETS] += 1
-    else:
-        counters[ROUNDS] += 1
-    counters[LISTED] = 0
 
 
 @cuda.jit(cache=True)
@@ -759,9 +458,11 @@ def _near_far(launch, wake, tile_key, n_tiles, delta, progress):
 
 
 def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
-                     wake, tile_key, delta, progress, stats):
-    """Phase 1 to the fixed point; returns the least changed distance per
-    tile (device array, +inf where nothing changed)."""
+                     wake, tile_key, delta, progress, stats,
+                     track_changed=False):
+    """Phase 1 to the fixed point; returns (the least changed distance per
+    tile: a device array, +inf where nothing changed, all +inf unless
+    ``track_changed``; the rounds)."""
     changed_key = cuda.to_device(np.full(grid.n_tiles, np.inf))
     work = cuda.to_device(np.zeros(2, dtype=np.int64))
 
@@ -770,8 +471,8 @@ def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
             cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
             grid.tiles_x, grid.tiles_y, worklist, listed, grid.connectivity,
             grid.halo, grid.offsets, grid.passed, grid.half_step, max_cost,
-            wake, tile_key, changed_key, work, CONSECUTIVE_ROWS,
-            PASSES_PER_SWEEP)
+            wake, tile_key, changed_key, track_changed, work,
+            CONSECUTIVE_ROWS, PASSES_PER_SWEEP, CONSTANT_STEPS)
 
     rounds, buckets = _near_far(launch, wake, tile_key, grid.n_tiles, delta,
                                 progress)
@@ -1034,7 +735,8 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
                           grid.tiles_around(seeds, seed_keys))
         changed_key, _ = _relax_distances(
             grid, d_cost, d_dist, d_hops, phase == "both", unset,
-            float(max_cost), wake, tile_key, delta, distance_progress, stats)
+            float(max_cost), wake, tile_key, delta, distance_progress, stats,
+            track_changed=phase == "both")
     if phase in ("both", "hops"):
         wake_host, key_host = grid.tiles_around(seeds, seed_keys)
         if phase == "both":
@@ -1048,3 +750,43 @@ def solve_seeded(cost, valid, distance, hops, seeds, connectivity,
                     delta * HOPS_DELTA_SCALE, hops_progress, stats)
     return (d_dist.copy_to_host().reshape(shape),
             d_hops.copy_to_host().reshape(shape))
+
+
+def relax_frame_hops(frame_distance, frame_hops, frame_cost, frame_rows,
+                     frame_cols, margin, source_local, connectivity,
+                     step_lengths):
+    """The tiled path's hops solve of one tile on the GPU (the CPU's is
+    ``tiled._solve_hops``): the least hops of the tile's cells over tight
+    moves, from its sources (``source_local``, flat in the tile, get 0)
+    and the hops of the ``margin``-wide halo around it.  The flat frame
+    arrays hold the tile and its halo (distance -inf on barriers and
+    outside the raster); ``frame_hops`` is updated in place (its halo
+    part may drop too: by paths through the tile, which the tiled driver
+    never reads back).
+
+    The halo cells seed the search; solve_seeded's phase "hops" relaxes
+    the whole frame to the least fixed point over the frame's tight moves.
+    Paths that leave the tile into the halo and come back may lower a
+    tile cell below what the CPU's search (halo read only) gives on one
+    visit, but both values are lengths of tight paths and the tiled
+    rounds stop only at the global least fixed point, so the final hops
+    are the same.
+    """
+    shape = (frame_rows, frame_cols)
+    cols = frame_cols - 2 * margin
+    source_local = np.asarray(source_local, dtype=np.int64)
+    framed = (source_local // max(cols, 1) + margin) * frame_cols \
+        + source_local % max(cols, 1) + margin
+    frame_hops[framed] = 0
+    distance = frame_distance.reshape(shape)
+    valid = distance > -np.inf
+    ring = np.ones(shape, dtype=bool)
+    ring[margin:frame_rows - margin, margin:frame_cols - margin] = False
+    seeds = np.concatenate([framed, np.flatnonzero(
+        ring & valid & (distance < np.inf))])
+    if seeds.size == 0:
+        return
+    _, hops = solve_seeded(frame_cost.reshape(shape), valid, distance,
+                           frame_hops.reshape(shape), seeds, connectivity,
+                           step_lengths, np.inf, phase="hops")
+    frame_hops[:] = hops.reshape(-1)

@@ -12,7 +12,7 @@ from numba import cuda
 
 from .._common import valid_mask
 from .._cuda_common import (FLAT_THREADS, PhaseTimer, blocks_for,
-                            check_device_memory, copy_to_host,
+                            check_device_memory, copy_to_host, mul_rn,
                             valid_cells_device)
 from . import _cuda
 
@@ -41,6 +41,47 @@ def _scan_costs(cost, valid, n, facts):
         if local[1]:
             cuda.atomic.add(facts, 1, local[1])
             cuda.atomic.min(facts, 2, local[2])
+
+
+@cuda.jit(cache=True)
+def _largest(values, valid, n, check_valid, finite, out):
+    """out[0] = max(out[0], the largest value among the cells i with
+    ``valid[i]`` (every cell unless ``check_valid``)); NaN is skipped, and
+    infinities too when ``finite``."""
+    local = cuda.shared.array(1, np.float64)
+    if cuda.threadIdx.x == 0:
+        local[0] = -np.inf
+    cuda.syncthreads()
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n and (not check_valid or valid[i]):
+        x = np.float64(values[i])
+        if x == x and (not finite or (x < np.inf and x > -np.inf)):
+            cuda.atomic.max(local, 0, x)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0 and local[0] > -np.inf:
+        cuda.atomic.max(out, 0, local[0])
+
+
+@cuda.jit(cache=True)
+def _scale(values, n, factor):
+    """values *= factor, a power of two: exact, or rounded once as
+    numpy's ldexp rounds (to a subnormal; to inf on overflow)."""
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        values[i] = mul_rn(values[i], factor)
+
+
+def _device_largest(values, valid=None, finite=True):
+    """The largest value of a flat device array (of its ``valid`` cells),
+    NaN skipped, infinities too when ``finite``; -inf when there is
+    none."""
+    n = values.size
+    out = cuda.to_device(np.array([-np.inf]))
+    if n:
+        _largest[blocks_for(n, FLAT_THREADS), FLAT_THREADS](
+            values, values if valid is None else valid, n, valid is not None,
+            finite, out)
+    return float(out.copy_to_host()[0])
 
 
 @cuda.jit(cache=True)
@@ -87,26 +128,56 @@ class CostScan:
                                                                     cols)
         timer.mark("to device, checks")
 
+    def largest_finite_cost(self):
+        """The largest finite valid cost of a float64 raster, 0 when there
+        is none or it is not positive (as ``costdistance.
+        _largest_finite_cost``); 0 for integer and float32 rasters, whose
+        costs cannot add up to the float64 limit."""
+        if not (np.issubdtype(self.array.dtype, np.floating)
+                and self.array.dtype.itemsize >= 8):
+            return 0.0
+        largest = _device_largest(self.cost, self.valid)
+        return largest if largest > 0 else 0.0
+
     def valid_at(self, cells):
         """Whether each (row, col) of ``cells`` is a valid cell (read off
         the host raster: a few cells)."""
         return valid_mask(self.array[cells[:, 0], cells[:, 1]], self.nodata)
 
     def solve(self, source_cells, ids, connectivity, step_lengths, max_cost,
-              outputs, progress):
+              outputs, progress, exponent=0, check=None):
         """(accumulated, direction, allocation) of the sources, each None
-        unless named in ``outputs``."""
+        unless named in ``outputs``.
+
+        ``exponent`` k > 0: the solve runs on cost / 2**k (and
+        ``max_cost`` is taken as already divided), and the accumulated
+        costs are multiplied back (``costdistance._overflow_exponent``
+        says why).  ``check(farthest, host_outputs)``, when given, is
+        called with the largest reached accumulated cost and a function
+        returning the host (accumulated, predecessor) rasters, which it
+        calls only when it needs them (the overflow check)."""
         from . import GRASS_DIRECTION_DEGREES
         rows, cols = self.shape
         n = rows * cols
         cells, cell_ids = _cuda.unique_sources(np.asarray(source_cells), ids,
                                                cols)
+        grid = blocks_for(n, FLAT_THREADS)
+        if exponent and n:
+            _scale[grid, FLAT_THREADS](self.cost, n, 2.0 ** -exponent)
         dist, pred, alloc, _ = _cuda.solve_device(
             self.cost, self.valid, rows, cols, cells, cell_ids, connectivity,
             step_lengths, float(max_cost), progress.span(0.0, 0.9),
             stats=self.stats)
         self.cost = self.valid = None
         timer = PhaseTimer(self.stats)
+        if exponent and n:
+            _scale[grid, FLAT_THREADS](dist, n, 2.0 ** exponent)
+        if check is not None:
+            shape = (rows, cols)
+            # as numpy's nanmax: +inf (an overflow) counts
+            check(_device_largest(dist, finite=False),
+                  lambda: (dist.copy_to_host().reshape(shape),
+                           pred.copy_to_host().reshape(shape)))
         direction = None
         if "direction" in outputs:
             direction = cuda.device_array(n, dtype=np.float32)

@@ -530,7 +530,7 @@ def hops_rounds(problem, bands, states, tile_sources, solved, progress):
                             problem.window(t), problem.nodata, states.get(t),
                             problem.margin, local, bands.halo(t),
                             problem.offsets, problem.passed,
-                            problem.step_lengths)
+                            problem.step_lengths, problem.backend)
             if len(pool) == 0:
                 break
             t, (new_hops, state) = pool.next_done()

@@ -651,11 +651,12 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
 
 
 def hops_tile(cost_source, window, nodata, state, margin, source_local,
-              halo, offsets, passed, step_lengths):
+              halo, offsets, passed, step_lengths, backend="cpu"):
     """Phase 2 for one tile, with the distances final: lower its hops from
     ``source_local`` (its sources, on its first visit) and from the hops of
     its :class:`Halo`.  Pure: returns ``(band_hops, state)``, the new hops
-    of its band cells and its new state."""
+    of its band cells and its new state.  ``backend`` "cuda" runs the
+    search on the GPU (``_cuda.relax_frame_hops``; same final hops)."""
     rows, cols = window.rows, window.cols
     frame_cols = cols + 2 * margin
     n = (rows + 2 * margin) * frame_cols
@@ -663,10 +664,17 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
         cost_source, window, nodata, state, margin, halo,
         np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(n, np.bool_))
     band_r, band_c = band_cells(rows, cols, margin)
-    _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
-                band_r, band_c, source_local,
-                np.ascontiguousarray(offsets[:, 0]),
-                np.ascontiguousarray(offsets[:, 1]), passed, step_lengths)
+    if backend == "cuda":
+        from . import _cuda
+        _cuda.relax_frame_hops(frame_distance, frame_hops, frame_cost,
+                               rows + 2 * margin, frame_cols, margin,
+                               source_local, len(offsets), step_lengths)
+    else:
+        _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols,
+                    margin, band_r, band_c, source_local,
+                    np.ascontiguousarray(offsets[:, 0]),
+                    np.ascontiguousarray(offsets[:, 1]), passed,
+                    step_lengths)
     hops = np.ascontiguousarray(frame_hops.reshape(
         rows + 2 * margin, frame_cols)[margin:margin + rows,
                                        margin:margin + cols]).reshape(-1)

@@ -481,15 +481,26 @@ def test_tile_schedule_does_not_change_the_result():
 
 def test_sweep_order_does_not_change_the_result(monkeypatch):
     # consecutive rows swept down and up, or every THREADS_Y-th row; one
-    # or two passes per barrier
-    cost = np.where(np.isnan(maze_cost((11, 9), seed=6)), np.nan,
-                    np.arange(99).reshape(11, 9) % 4 + 0.5)
+    # or two passes per barrier; move offsets as compiled-in constants or
+    # from shared arrays.  Sized from the tile constants so that
+    # paths cross tile seams both ways (4 x 3 tiles, partial ones last).
+    shape = (3 * _cuda.TILE - 1, 2 * _cuda.TILE + 3)
+    cost = np.where(np.isnan(maze_cost(shape, seed=6)), np.nan,
+                    np.arange(shape[0] * shape[1]).reshape(shape) % 4 + 0.5)
     valid = ~np.isnan(cost)
-    cells, ids = np.array([[0, 0], [10, 8]]), np.array([1, 2])
-    for consecutive, passes in ((True, 1), (False, 1), (True, 2)):
+    cells = np.array([[0, 0], [shape[0] - 1, shape[1] - 1]])
+    valid[tuple(cells.T)] = True
+    cost[tuple(cells.T)] = 1.0
+    ids = np.array([1, 2])
+    for consecutive, passes, constant in (
+            (True, 1, True), (False, 1, True), (True, 2, True),
+            (True, 2, False), (False, 1, False)):
         monkeypatch.setattr(_cuda, "CONSECUTIVE_ROWS", consecutive)
         monkeypatch.setattr(_cuda, "PASSES_PER_SWEEP", passes)
-        check_solve(cost, valid, cells, ids, 16, with_cpu=False)
+        monkeypatch.setattr(_cuda, "CONSTANT_STEPS", constant)
+        for connectivity in (4, 8, 16):
+            check_solve(cost, valid, cells, ids, connectivity,
+                        with_cpu=False)
 
 
 def test_hops_phase_runs_only_where_a_tie_needs_it():
@@ -901,6 +912,25 @@ def test_tiled_gpu_tiles_match_in_memory(problem, connectivity, scale):
                        connectivity)
 
 
+@pytest.mark.parametrize("connectivity", [4, 8, 16])
+def test_tiled_gpu_hops_through_the_halo_and_back(connectivity):
+    """The tiled hops phase on the GPU (``_cuda.relax_frame_hops``) relaxes
+    the tile's frame, halo included: zero-cost plateaus (tight moves both
+    ways, cycles) and barrier walls that leave tile cells joined only
+    through a neighbouring tile; rasters sized from the tile constants so
+    frames cross the GPU's own tiles.  Same rasters as in memory."""
+    side = 2 * _cuda.TILE  # the tiled path's tile: 8 on the simulator
+    shape = (2 * side + 3, 3 * side - 1)
+    rng = np.random.default_rng(connectivity)
+    cost = rng.integers(0, 3, shape).astype(np.float64)  # zeros: plateaus
+    cost[:side - 1, side - 1] = np.nan  # a wall ending in the tile below
+    cost[side + 2:, 2 * side] = np.nan
+    sources = [(0, 0), (shape[0] - 1, shape[1] - 1), (side, side + 1)]
+    for cell in sources:
+        cost[cell] = 1.0
+    check_tiled_on_gpu(cost, sources, [1, 2, 3], connectivity)
+
+
 @pytest.mark.parametrize("ids,dtype", [((5, -7), np.int32),
                                        ((2**31 - 1, 1), np.int32),
                                        ((5, 2**40), np.int64)])
@@ -919,3 +949,43 @@ def test_allocation_dtype_is_int32_when_the_ids_fit(ids, dtype):
         assert run.allocation.dtype == dtype
         np.testing.assert_array_equal(run.allocation, runs[0].allocation)
     assert set(np.unique(runs[0].allocation).tolist()) == {0, *ids}
+
+
+@pytest.mark.parametrize("case", ["1e308 pair", "1e308 row", "1e307 row",
+                                  "1e308 square", "max cost", "1e300 random",
+                                  "inf barriers", "plain float64"])
+def test_float64_costs_on_the_device_as_on_the_cpu(case):
+    """float64 costs go to the device once (CostScan: the largest cost, the
+    power-of-two scaling and the overflow check's first test there): the
+    same rasters as the CPU backend, or the same overflow error."""
+    rng = np.random.default_rng(8)
+    max_cost = None
+    shape = (2 * _cuda.TILE + 1, 3 * _cuda.TILE - 1)
+    cost = {"1e308 pair": np.full((1, 2), 1e308),
+            "1e308 row": np.full((1, 5), 1e308),
+            "1e307 row": np.full((1, 40), 1e307),
+            "1e308 square": np.full((4, 4), 1e308),
+            "max cost": np.full((1, 5), 1e308),
+            "1e300 random": rng.random(shape) * 1e300,
+            "inf barriers": np.where(rng.random(shape) < 0.2, np.inf,
+                                     rng.random(shape) * 1e307),
+            "plain float64": rng.random(shape) + 0.25}[case]
+    if case == "max cost":
+        max_cost = 1.5e308
+    cost[0, 0] = 1.0
+    outcomes = []
+    for backend in ("cpu", "cuda"):
+        try:
+            result = cost_distance(cost, [(0, 0)], 8, max_cost=max_cost,
+                                   backend=backend)
+            outcomes.append((result.accumulated, result.direction,
+                             result.allocation))
+        except InvalidInputError as error:
+            outcomes.append(str(error))
+    if isinstance(outcomes[0], str):
+        assert "largest float64" in outcomes[0]
+        assert outcomes[1] == outcomes[0]
+        return
+    for got, expected in zip(outcomes[1], outcomes[0]):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
