@@ -566,12 +566,23 @@ def bench_qgis_process(size, repeat, folder):
 def interleaved(ours, peer, repeat):
     """Medians of ``repeat`` alternating runs (ours, peer, ours, ...): on a
     shared machine a burst of other work then hits both sides alike."""
-    t_ours, t_peer = [], []
+    import resource
+
+    def children_cpu():  # user + system seconds of finished children
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    t_ours, t_peer, cpu_ours, cpu_peer = [], [], [], []
     for _ in range(repeat):
-        t_ours.append(ours())
-        t_peer.append(peer())
-    print(f"interleaved runs: ours {t_ours}, peer {t_peer}, load average "
-          f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+        for run, times, cpus in ((ours, t_ours, cpu_ours),
+                                 (peer, t_peer, cpu_peer)):
+            before = children_cpu()
+            times.append(run())
+            cpus.append(children_cpu() - before)
+    print(f"interleaved runs (wall s): ours {t_ours}, peer {t_peer}; CPU s "
+          f"(user + system, all threads): ours {cpu_ours}, peer {cpu_peer}; "
+          f"median CPU ratio {statistics.median(cpu_peer) / statistics.median(cpu_ours):.2f}; "
+          f"load average {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     return statistics.median(t_ours), statistics.median(t_peer)
 
 
