@@ -46,6 +46,9 @@ MIN_TILES_PER_WORKER = 4
 MIN_WORKER_TILE_SIZE = 256
 # Share of the available RAM used when no memory limit is given.
 DEFAULT_MEMORY_SHARE = 0.5
+# Share of the memory budget for the working sets of the tiles in flight
+# (an operation may ask for another: the MST's is 0.4).
+TILE_SHARE = 0.25
 # Environment variable naming the folder where scratch folders are created.
 SCRATCH_ENV = "GRIDGRAPH_SCRATCH_DIR"
 
@@ -212,7 +215,7 @@ class TileGrid:
 
 
 def auto_tile_size(shape, limit_bytes, tile_bytes_per_cell, workers=1,
-                   share=0.25):
+                   share=TILE_SHARE):
     """Largest power-of-two tile whose working set fits ``share`` of the
     budget (per concurrent worker), at least 8 and at most 4096."""
     budget = limit_bytes * share / max(1, workers)
@@ -247,7 +250,8 @@ class TiledPlan:
 
 
 def plan_for(values, band, tile_size, memory_limit_mb, executor,
-             in_memory_bytes_per_cell, tile_bytes_per_cell, tile_share=0.25):
+             in_memory_bytes_per_cell, tile_bytes_per_cell,
+             tile_share=TILE_SHARE):
     """Open ``values`` and :func:`plan` it: a :class:`TiledPlan`, or None
     when the raster is processed in memory.
 
@@ -290,7 +294,7 @@ def refuse_in_memory(values):
 
 
 def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
-         tile_bytes_per_cell, executor=None, tile_share=0.25):
+         tile_bytes_per_cell, executor=None, tile_share=TILE_SHARE):
     """Decide between the in-memory and the tiled path.
 
     Returns None for the in-memory path, else the :class:`TileGrid` to use.

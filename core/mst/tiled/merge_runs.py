@@ -12,6 +12,9 @@ from .._cpu import _lighter
 # sinks chunk by chunk).
 MERGE_CHUNK = 8192 * 128
 MERGE_RUN_BUFFER = 1 << 16
+# Shares of the merge's budget: the runs' read buffers and the output chunk.
+RUN_BUFFERS_SHARE = 0.5
+OUTPUT_CHUNK_SHARE = 0.3
 
 
 # --------------------------------------------------------------------------
@@ -143,9 +146,10 @@ def merge_runs(store, keys, total, weight_dtype, shape, out_dir, progress,
     run_buffer, chunk = MERGE_RUN_BUFFER, MERGE_CHUNK
     if budget_bytes is not None:
         run_buffer = int(min(run_buffer, max(
-            256, budget_bytes * 0.5 // (max(k, 1) * entry))))
+            256, budget_bytes * RUN_BUFFERS_SHARE // (max(k, 1) * entry))))
         chunk = int(min(chunk, max(
-            1, budget_bytes * 0.3 // ((entry + 16) * 8192)) * 8192))
+            1, budget_bytes * OUTPUT_CHUNK_SHARE // ((entry + 16) * 8192))
+            * 8192))
     buffer_w = np.empty((max(k, 1), run_buffer), dtype=weight_dtype)
     buffer_e = np.empty((max(k, 1), run_buffer), dtype=np.int64)
     position = np.zeros(max(k, 1), dtype=np.int64)
