@@ -17,7 +17,18 @@ outputs of every worker count are compared bit for bit with the first
 count's.  Prints a Markdown table: seconds (end to end: preflight, tile
 rounds, driver work, outputs), Mcells/s, speed-up and parallel efficiency
 T1 / (k Tk) against the smallest worker count, and the load average seen
-before and after (the box may be shared).
+before and after (the box may be shared); then the seconds spent in each
+tenth of every run's progress (the phases: the drivers' ``*_SPAN``
+constants).  The workers' numba kernels use one thread
+(``--worker-numba-threads``; the inputs are made in a process of their own,
+so this one never starts numba's pool).  ``--json`` writes the rows after
+each run (bench/plot.py reads them).
+
+``--simulate`` runs no cluster: the drivers' own schedule on k virtual
+one-thread workers (bench/virtual_cluster.py: tasks timed by their thread's
+CPU time, no transfer costs), to tune the rounds on a small box;
+``--round-delta`` and ``--wait-for-neighbours`` set the cost distance's
+scheduling (core/costdistance/rounds.py).
 
     .venv/bin/python bench/dask.py --shape 2048 2048 --tile-size 256 --workers 1 2
     python3 bench/dask.py --neuse40 --tile-size 1024 --workers 1 4 8 16 \
