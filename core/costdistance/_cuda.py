@@ -62,10 +62,11 @@ The tile kernels are in ``_cuda_tiles``; this module holds the host side
 (the launch loop of the schedule, the solves) and the per-cell kernels.
 Shared memory per block (TILE 32): phase 1 about 21 KB (costs and
 distances of the 36 x 36 span); with the move offsets compiled in
-(CONSTANT_STEPS) the distance kernel takes 89 registers a thread (H100,
-numba-cuda 0.30.4, 2026-11-24), so registers bound it to 2 blocks of 256
-threads an SM, and it still ran 0.453 s against 0.572 s with shared
-offsets (16384² fractal, device only).
+(CONSTANT_STEPS) the compiler gives the distance kernel 89 registers a
+thread (H100, numba-cuda 0.30.4, 2026-11-24), 2 blocks of 256 threads an
+SM; capped at DISTANCE_REGISTERS = 64 (3 blocks) it ran 0.423 s against
+0.473 s uncapped and 0.607 s with shared offsets, in one run (16384²
+fractal, one source, device only).
 """
 
 import numpy as np
@@ -98,36 +99,15 @@ PASSES_PER_SWEEP = 2
 # The distance kernel's move offsets as compiled-in constants with its
 # loops unrolled (True), or read from shared arrays; same distances.
 CONSTANT_STEPS = True
-# Registers a thread of the distance kernel may use (None: as many as
-# the compiler likes; 89 with constant offsets, H100, numba-cuda 0.30.4,
-# so 2 blocks of 256 threads fit an SM).
-DISTANCE_REGISTERS = None
 # bench/gpu.py times each of these in one run (set_variant).
-BENCH_VARIANTS = ("shared offsets", "constant offsets",
-                  "constant offsets, 64 registers")
+BENCH_VARIANTS = ("shared offsets", "constant offsets")
 
 
 def set_variant(variant):
     """For bench/gpu.py: pick the distance kernel's variant by name (None:
     the default)."""
-    global CONSTANT_STEPS, DISTANCE_REGISTERS
+    global CONSTANT_STEPS
     CONSTANT_STEPS = variant != "shared offsets"
-    DISTANCE_REGISTERS = 64 if variant and "64 registers" in variant \
-        else None
-
-
-_LIMITED_KERNELS = {}
-
-
-def _distance_kernel():
-    """The distance kernel, compiled with DISTANCE_REGISTERS if set."""
-    if DISTANCE_REGISTERS is None or SIMULATOR:
-        return _relax_distance_tiles
-    if DISTANCE_REGISTERS not in _LIMITED_KERNELS:
-        _LIMITED_KERNELS[DISTANCE_REGISTERS] = cuda.jit(
-            max_registers=DISTANCE_REGISTERS)(
-                _relax_distance_tiles.py_func)
-    return _LIMITED_KERNELS[DISTANCE_REGISTERS]
 
 
 # Blocks of a relaxation launch: they take the listed tiles in turn.
@@ -491,7 +471,7 @@ def _relax_distances(grid, cost, dist, hops, reset_hops, unset, max_cost,
     work = cuda.to_device(np.zeros(2, dtype=np.int64))
 
     def launch(worklist, listed, blocks):
-        _distance_kernel()[blocks, TILE_THREADS](
+        _relax_distance_tiles[blocks, TILE_THREADS](
             cost, dist, hops, reset_hops, unset, grid.rows, grid.cols,
             grid.tiles_x, grid.tiles_y, worklist, listed, grid.connectivity,
             grid.halo, grid.offsets, grid.passed, grid.half_step, max_cost,
