@@ -161,10 +161,12 @@ def masks(size):
             "fractal": surface > np.median(surface)}
 
 
-def bench_components(size, repeat, threads):
+def bench_components(size, repeat, threads, mask_names=None):
     from scipy import ndimage
     rows = []
     for mask_name, mask in masks(size).items():
+        if mask_names and mask_name not in mask_names:
+            continue
         mask_u8 = mask.astype(np.uint8)
         for connectivity in (4, 8):
             structure = ndimage.generate_binary_structure(2, connectivity // 4)
@@ -268,8 +270,7 @@ def xrspatial_cost_distance(cost, source):
     return run
 
 
-def bench_cost_distance(size, repeat, folder):
-    from skimage.graph import MCP_Geometric
+def bench_cost_distance(size, repeat, folder, peer_names=None):
     cost = fractal_surface((size, size), seed=1).astype(np.float64)
     source = (size // 2, size // 2)
 
@@ -278,9 +279,11 @@ def bench_cost_distance(size, repeat, folder):
                              backend="cpu").accumulated
 
     def mcp():
+        from skimage.graph import MCP_Geometric
         return MCP_Geometric(cost, fully_connected=True).find_costs([source])[0]
 
-    peers = [("skimage MCP_Geometric", mcp)]
+    peers = [("skimage MCP_Geometric", mcp)] \
+        if peer_available("skimage.graph") else []
     if peer_available("whitebox_workflows"):
         run = guarded("whitebox-workflows", whitebox_cost_distance, cost,
                       source, folder)
@@ -291,6 +294,8 @@ def bench_cost_distance(size, repeat, folder):
                       xrspatial_cost_distance(cost, source)))
     rows = []
     for peer_name, peer in peers:
+        if peer_names and not any(p in peer_name for p in peer_names):
+            continue
         timing = guarded(peer_name, ab, ours, peer, repeat)
         if timing is None:
             continue
@@ -388,7 +393,7 @@ def bench_segments(size, repeat):
                 t_ours, t_peer, "same partition")]
 
 
-def thread_scaling(size, thread_counts, repeat):
+def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks")):
     """Our cost distance (heap and blocks) and components (4 and 8) at each
     thread count, beside OpenCV with as many threads.  Parity: every cost
     distance run gives the first one's rasters bit for bit, every labelling
@@ -412,11 +417,17 @@ def thread_scaling(size, thread_counts, repeat):
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             components_cpu._cpu_count = lambda: threads
             row = {"threads": threads}
-            for name, blocks in (("cost distance heap", False),
-                                 ("cost distance blocks", True)):
-                def run(blocks=blocks):
+            for mode in cost_modes:
+                if mode.endswith("<=2"):  # this mode at 1 and 2 threads only
+                    if threads > 2:
+                        continue
+                    mode = mode[:-3]
+                name = f"cost distance {mode}"
+
+                def run(mode=mode):
                     saved_min = cost_cpu.BLOCKS_MIN_THREADS
-                    cost_cpu.BLOCKS_MIN_THREADS = 1 if blocks else 1 << 30
+                    cost_cpu.BLOCKS_MIN_THREADS = {
+                        "blocks": 1, "heap": 1 << 30}.get(mode, saved_min)
                     try:
                         return cost_distance(cost, [source], connectivity=8,
                                              backend="cpu")
@@ -555,12 +566,23 @@ def bench_qgis_process(size, repeat, folder):
 def interleaved(ours, peer, repeat):
     """Medians of ``repeat`` alternating runs (ours, peer, ours, ...): on a
     shared machine a burst of other work then hits both sides alike."""
-    t_ours, t_peer = [], []
+    import resource
+
+    def children_cpu():  # user + system seconds of finished children
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    t_ours, t_peer, cpu_ours, cpu_peer = [], [], [], []
     for _ in range(repeat):
-        t_ours.append(ours())
-        t_peer.append(peer())
-    print(f"interleaved runs: ours {t_ours}, peer {t_peer}, load average "
-          f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+        for run, times, cpus in ((ours, t_ours, cpu_ours),
+                                 (peer, t_peer, cpu_peer)):
+            before = children_cpu()
+            times.append(run())
+            cpus.append(children_cpu() - before)
+    print(f"interleaved runs (wall s): ours {t_ours}, peer {t_peer}; CPU s "
+          f"(user + system, all threads): ours {cpu_ours}, peer {cpu_peer}; "
+          f"median CPU ratio {statistics.median(cpu_peer) / statistics.median(cpu_ours):.2f}; "
+          f"load average {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     return statistics.median(t_ours), statistics.median(t_peer)
 
 
@@ -598,6 +620,16 @@ def main():
     parser.add_argument("--threads", type=int, nargs="*", default=[],
                         help="thread counts for the scaling table (at the "
                         "largest size)")
+    parser.add_argument("--masks", nargs="+",
+                        help="component masks to run (default: all)")
+    parser.add_argument("--cost-peers", nargs="+",
+                        help="cost distance peers to run, by part of their "
+                        "name (default: all installed)")
+    parser.add_argument("--scaling-cost", nargs="+",
+                        default=["heap", "blocks"],
+                        help="cost distance searches in the scaling table: "
+                        "heap, blocks, auto (the one solve picks); a "
+                        "trailing <=2 runs one at 1 and 2 threads only")
     parser.add_argument("--qgis", action="store_true",
                         help="also time qgis_process against GRASS")
     parser.add_argument("--json", help="write the rows to this JSON file")
@@ -610,10 +642,10 @@ def main():
         for size in args.sizes:
             if "components" in args.operations:
                 rows.extend(report(bench_components(size, args.repeat,
-                                                    threads)))
+                                                    threads, args.masks)))
             if "costdistance" in args.operations:
-                rows.extend(report(bench_cost_distance(size, args.repeat,
-                                                       folder)))
+                rows.extend(report(bench_cost_distance(
+                    size, args.repeat, folder, args.cost_peers)))
             if "mst" in args.operations:
                 rows.extend(report(bench_mst(size, args.repeat)))
             if "segments" in args.operations:
@@ -621,8 +653,8 @@ def main():
             if args.qgis:
                 rows.extend(bench_qgis_process(size, args.repeat, folder))
             print(f"done {size}", file=sys.stderr, flush=True)
-    scaling = thread_scaling(max(args.sizes), args.threads, args.repeat) \
-        if args.threads else []
+    scaling = thread_scaling(max(args.sizes), args.threads, args.repeat,
+                             args.scaling_cost) if args.threads else []
     table = ["| operation | peer | size | GridGraph (s) | peer (s) | peer / GridGraph | check | GridGraph CPU time |",
              "|---|---|---|---|---|---|---|---|"]
     for name, peer, size, t_ours, t_peer, check, usage in rows:

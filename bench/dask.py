@@ -8,7 +8,7 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
   is under 25; many components),
 - mst: weight max, 8-connected, parent directions (``edges=False``);
   mst_edges: the same with the sorted edge list (a sample sort over the
-  tiles' runs, core/mst/edge_list.py),
+  tiles' runs, core/mst/tiled/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation).
 

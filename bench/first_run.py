@@ -12,9 +12,10 @@ numba's on-disk cache
   step of ``make setup``, and the plugin's background warm-up).
 
 Each case gets its own empty NUMBA_CACHE_DIR, so the caches of the checkout
-are neither used nor touched.  Reports wall seconds of the qgis_process run
-(QGIS start-up included), the engine seconds the algorithm logs, and how
-many kernels the run had to compile (cache files it added).  Prints a
+are neither used nor touched.  Reports wall and CPU seconds (user + system,
+all threads) of the qgis_process run (QGIS start-up included), the engine
+seconds the algorithm logs, and how many kernels the run had to compile
+(cache files it added).  Prints a
 Markdown table; ``--json PATH`` writes the results for bench/plot.py.
 
 QGIS's own start-up is measured in the same run, to tell it from ours:
@@ -31,6 +32,7 @@ import importlib.util
 import json
 import os
 import platform
+import resource
 import statistics
 import shutil
 import subprocess
@@ -103,35 +105,47 @@ def environment(cache):
     return env
 
 
+def children_cpu():
+    """CPU seconds (user + system) of this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_algorithm(name, parameters, cache):
-    """(wall seconds, engine seconds, kernels compiled) of one fresh run."""
+    """(wall seconds, engine seconds, kernels compiled, CPU seconds) of one
+    fresh run; CPU time (all threads of the run) is steadier than wall time
+    on a shared machine."""
     arguments = [QGIS_PROCESS, "--json", "run", f"gridgraph:{name}", "--"]
     arguments += [f"{key}={value}" for key, value in parameters.items()]
     before = cache_files(cache)
+    cpu = children_cpu()
     start = time.perf_counter()
     completed = subprocess.run(arguments, capture_output=True, text=True,
                                env=environment(cache))
     wall = time.perf_counter() - start
+    cpu = children_cpu() - cpu
     if completed.returncode != 0:
         sys.exit(f"{name} failed:\n{completed.stdout[-2000:]}\n"
                  f"{completed.stderr[-2000:]}")
     log = json.loads(completed.stdout)["log"].get("info", [])
     engine = sum(float(line.split()[2]) for line in log
                  if line.startswith("engine time:"))
-    return wall, engine, cache_files(cache) - before
+    return wall, engine, cache_files(cache) - before, cpu
 
 
 def run_reference(arguments):
-    """Wall seconds of a qgis_process command that is not ours."""
+    """(wall, CPU) seconds of a qgis_process command that is not ours."""
+    cpu = children_cpu()
     start = time.perf_counter()
     completed = subprocess.run([QGIS_PROCESS] + arguments,
                                capture_output=True, text=True,
                                env=environment(tempfile.gettempdir()))
     wall = time.perf_counter() - start
+    cpu = children_cpu() - cpu
     if completed.returncode != 0:
         sys.exit(f"{arguments} failed:\n{completed.stdout[-2000:]}\n"
                  f"{completed.stderr[-2000:]}")
-    return wall
+    return wall, cpu
 
 
 def references(folder):
@@ -177,7 +191,8 @@ def main():
             for _ in range(rounds):
                 if case == "installed":
                     for name, arguments in references(scratch).items():
-                        reference_runs[name].append(run_reference(arguments))
+                        reference_runs[name].append(
+                            run_reference(arguments))
                         print(name, reference_runs[name][-1], flush=True)
                 for name, parameters in jobs.items():
                     result = run_algorithm(name, parameters, cache)
@@ -189,7 +204,7 @@ def main():
                                    for values in zip(*results))
                        for case, results in by_case.items()}
                 for name, by_case in runs.items()}
-        startup = {name: statistics.median(values)
+        startup = {name: tuple(statistics.median(v) for v in zip(*values))
                    for name, values in reference_runs.items() if values}
         header = (f"{platform.node()}, {os.cpu_count()} cores, "
                   f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
@@ -201,32 +216,36 @@ def main():
         table = "| algorithm |"
         rule = "|---|"
         for case in cases:
-            table += (f" {case}: run s | {case}: engine s | "
+            table += (f" {case}: run s | {case}: CPU s | {case}: engine s | "
                       f"{case}: kernels compiled |")
-            rule += "---:|---:|---:|"
+            rule += "---:|---:|---:|---:|"
         print(table)
         print(rule)
         for name, results in rows.items():
             line = f"| {name} |"
             for case in cases:
-                wall, engine, compiled = results[case]
-                line += f" {wall:.1f} | {engine:.2f} | {compiled:g} |"
+                wall, engine, compiled, cpu = results[case]
+                line += (f" {wall:.1f} | {cpu:.1f} | {engine:.2f} | "
+                         f"{compiled:g} |")
             print(line)
-        for name, seconds in startup.items():
+        for name, (wall, cpu) in startup.items():
             print(f"| {name} (QGIS, not GridGraph) |"
-                  + " – | – | – |" * (len(cases) - 1)
-                  + f" {seconds:.1f} | – | – |")
+                  + " – | – | – | – |" * (len(cases) - 1)
+                  + f" {wall:.1f} | {cpu:.1f} | – | – |")
         if options.json:
             with open(options.json, "w") as handle:
                 json.dump({
                     "bench": "first_run", "header": header,
                     "size": options.size,
                     "rows": {name: {case: dict(zip(
-                        ("wall_s", "engine_s", "compiled"), result))
+                        ("wall_s", "engine_s", "compiled", "cpu_s"), result))
                         for case, result in results.items()}
                         for name, results in rows.items()},
                     "runs": runs, "references_s": reference_runs,
-                    "startup_s": startup.get("native:rasterlayerstatistics"),
+                    "startup_s": startup.get(
+                        "native:rasterlayerstatistics", (None,))[0],
+                    "startup_cpu_s": startup.get(
+                        "native:rasterlayerstatistics", (None, None))[1],
                     "load_average": loads}, handle, indent=1)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

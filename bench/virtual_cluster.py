@@ -4,7 +4,7 @@
 each task at once in this process, measures it, and gives it a finish time
 on a virtual clock with ``k`` workers; the drivers' own work between two
 waits advances the clock too (serial).  ``virtual_waits()`` patches the
-``wait`` that :mod:`gridgraph.core.tiling` uses, so a driver collects its
+``wait`` that :mod:`gridgraph.core.tile_tasks` uses, so a driver collects its
 tasks in virtual finish order: the same decisions (which tile next, how
 many solves) as a real cluster of k one-thread workers without transfer
 costs.  ``executor.clock`` is then the run's modelled time.
@@ -73,12 +73,12 @@ class VirtualExecutor(Executor):
 
 @contextlib.contextmanager
 def virtual_waits(executor):
-    """Patch gridgraph.core.tiling's ``wait`` to return the future with the
-    least virtual finish time first."""
+    """Patch gridgraph.core.tile_tasks's ``wait`` to return the future with
+    the least virtual finish time first."""
     from concurrent.futures._base import DoneAndNotDoneFutures
     from concurrent.futures import wait as real_wait
 
-    from gridgraph.core import tiling
+    from gridgraph.core import tile_tasks
 
     def wait(futures, timeout=None, return_when=None):
         futures = list(futures)
@@ -89,10 +89,10 @@ def virtual_waits(executor):
             executor.finish.pop(future, None)
         return real_wait(futures)
 
-    tiling.wait = wait
+    tile_tasks.wait = wait
     executor._driver_resumes()
     try:
         yield executor
     finally:
         executor.close()
-        tiling.wait = real_wait
+        tile_tasks.wait = real_wait

@@ -1,5 +1,6 @@
-"""The block-based ``nonzero`` kernels (core/components/_cpu_blocks.py)
-against scipy.ndimage.label, label for label.
+"""The block-based ``nonzero`` kernels (core/components/_cpu_blocks.py,
+8-connected; 4-connected runs the per-cell scan) against
+scipy.ndimage.label, label for label.
 
 The hypothesis suites of test_components.py cover small rasters; here:
 larger random masks at densities around the percolation thresholds (many
@@ -48,7 +49,8 @@ def test_valid_mask_nan_and_dtypes(connectivity):
     rng = np.random.default_rng(5)
     values = rng.integers(-1, 2, (41, 39)).astype(np.float32)
     values[rng.random(values.shape) < 0.1] = np.nan
-    valid = rng.random(values.shape) < 0.9
+    # a given mask excludes NaN cells, as valid_mask makes it
+    valid = (rng.random(values.shape) < 0.9) & ~np.isnan(values)
     check(values, connectivity)
     check(values, connectivity, valid)
     for dtype in (np.int8, np.uint16, np.int64, np.float64):

@@ -316,7 +316,7 @@ def test_scratch_used_and_removed_on_success_failure_and_cancel(
             raise MemoryError("simulated failure in a tile solve")
         return original(*args)
 
-    monkeypatch.setattr(tiled, "solve_tile", failing_solve)
+    monkeypatch.setattr(tiled.solve, "solve_tile", failing_solve)
     with pytest.raises(MemoryError):
         cost_distance(cost, [(0, 0)], **options)
     assert os.listdir(parent) == [] and os.listdir(out) == []

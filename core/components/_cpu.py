@@ -79,9 +79,10 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         if valid.shape != values.shape:
             raise ValueError(f"valid mask shape {valid.shape} differs from "
                              f"the raster shape {values.shape}")
-    if mode == "nonzero":
-        return _label_blocks(values, valid, connectivity == 8, progress,
-                             strips)
+    if mode == "nonzero" and connectivity == 8:
+        # 2 x 2 blocks; in 4-connectivity a block's cells need not touch,
+        # and the per-cell scan below was the faster one measured
+        return _label_blocks(values, valid, progress, strips)
     if valid is None:
         valid = ~np.isnan(values) if values.dtype.kind == "f" else \
             np.ones(values.shape, dtype=np.bool_)
@@ -143,9 +144,10 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     return labels, int(count)
 
 
-def _label_blocks(values, valid, eight, progress, strips):
-    """``nonzero`` mode: label blocks of cells (``_cpu_blocks``), in
-    concurrent strips of block rows, then write the cells' labels."""
+def _label_blocks(values, valid, progress, strips):
+    """``nonzero`` mode, 8-connected: label 2 x 2 blocks of cells
+    (``_cpu_blocks``), in concurrent strips of block rows, then write the
+    cells' labels."""
     rows, cols = values.shape
     dtype = index_dtype(values.size)
     # every cell is written by the second pass: no zero-fill
@@ -156,16 +158,11 @@ def _label_blocks(values, valid, eight, progress, strips):
     check_valid = valid is not None
     if valid is None:
         valid = np.ones((1, 1), dtype=np.bool_)  # never read
-    if eight:
-        first_pass, merge_seams, second_pass = (
-            _cpu_blocks.first_pass_8, _cpu_blocks.merge_seams_8,
-            _cpu_blocks.second_pass_8)
-    else:
-        first_pass, merge_seams, second_pass = (
-            _cpu_blocks.first_pass_4, _cpu_blocks.merge_seams_4,
-            _cpu_blocks.second_pass_4)
+    first_pass, merge_seams, second_pass = (
+        _cpu_blocks.first_pass_8, _cpu_blocks.merge_seams_8,
+        _cpu_blocks.second_pass_8)
     block_rows = (rows + 1) // 2
-    block_cols = (cols + 1) // 2 if eight else cols
+    block_cols = (cols + 1) // 2
     blocks = np.empty((block_rows, block_cols), dtype=dtype)
 
     strip_count = _strip_count(rows, cols) if strips is None else \

@@ -1,13 +1,14 @@
-"""Block-based numba kernels for ``nonzero`` mode connected components.
+"""Block-based numba kernels for ``nonzero`` mode, 8-connected components.
 
-The first pass labels blocks of cells, not cells: in 8-connectivity a 2 x 2
-block (all four cells touch each other), in 4-connectivity a vertical 1 x 2
-pair (its two cells touch).  The foreground cells of such a block belong to
-one component, so one provisional label per block suffices (Grana, Borghesani
-& Cucchiara, *Optimized Block-Based Connected Components Labeling With
-Decision Trees*, IEEE TIP 2010); a quarter (a half) of the label decisions
-and unions of a per-cell scan, and the block labels fit a quarter (a half) of
-the memory of a label raster.  Whether two neighbouring blocks are linked is
+The first pass labels 2 x 2 blocks of cells, not cells: the four cells of a
+block touch each other in 8-connectivity, so the foreground cells of a block
+belong to one component and one provisional label per block suffices
+(Grana, Borghesani & Cucchiara, *Optimized Block-Based Connected Components
+Labeling With Decision Trees*, IEEE TIP 2010); a quarter of the label
+decisions and unions of a per-cell scan, and the block labels fit a quarter
+of the memory of a label raster.  (4-connectivity keeps the per-cell scan of
+``_cpu``: vertical pairs, and 2 x 2 blocks with their split diagonals, were
+measured slower on the GPU machine's Xeon.)  Whether two neighbouring blocks are linked is
 read off the few cells along their shared side; known links (cells already
 joined when the neighbours were labelled) skip the union, as in Wu, Otoo &
 Suzuki's decision tree.
@@ -228,85 +229,6 @@ def first_pass_8(values, valid, check_valid, blocks, parent, key,
     return next_label
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _block_4(o, s, h, i, n, r, above, left, parent, key, r0, r1, col, cols,
-             row_first, next_label):
-    """As :func:`_block_8` for vertical 1 x 2 blocks (see
-    :func:`first_pass_4`); returns (label, next label)."""
-    link_q = o & i
-    link_s = (o & n) | (s & r)
-    current = above if link_q else (left if link_s else 0)
-    # n-h-i: S and Q are already joined through the block above S
-    if link_q & link_s & ~(n & h):
-        if current != left:
-            current = _union_keyed(parent, key, current, left)
-    elif current == 0:
-        if o | s:
-            parent[next_label] = next_label
-            key[next_label] = r0 * cols + col if o else r1 * cols + col
-            current = next_label
-            next_label += 1
-    elif link_s & ~link_q & o:
-        if left >= row_first:
-            first = r0 * cols + col
-            if first < key[left]:
-                key[left] = first
-    return current, next_label
-
-
-@njit(cache=True, nogil=True)
-def first_pass_4(values, valid, check_valid, blocks, parent, key,
-                 linked_left, top, block_row_start, block_row_stop,
-                 next_label):
-    """As :func:`first_pass_8` for 4-connectivity, with vertical 1 x 2
-    blocks (``linked_left`` is not used)::
-
-        h | i        row ra   (bottom cells of the blocks above-left, above)
-        n | o        row r0   (S | X)
-        r | s        row r1
-    """
-    rows, cols = values.shape
-    for block_row in range(block_row_start, block_row_stop):
-        r0 = 2 * block_row
-        r1 = r0 + 1
-        has_r1 = r1 < rows
-        has_above = block_row > top
-        ra = r0 - 1
-        row_first = next_label
-        left = 0
-        n = r = h = False
-        if has_above and has_r1:
-            for col in range(cols):
-                o = _foreground(values, valid, check_valid, r0, col)
-                s = _foreground(values, valid, check_valid, r1, col)
-                i = _foreground(values, valid, check_valid, ra, col)
-                current, next_label = _block_4(
-                    o, s, h, i, n, r, blocks[block_row - 1, col], left,
-                    parent, key, r0, r1, col, cols, row_first, next_label)
-                blocks[block_row, col] = current
-                left = current
-                n = o
-                r = s
-                h = i
-        else:
-            for col in range(cols):
-                o = _foreground(values, valid, check_valid, r0, col)
-                s = _foreground_if(values, valid, check_valid,
-                                   r1 if has_r1 else r0, col, has_r1)
-                i = _foreground_if(values, valid, check_valid,
-                                   ra if has_above else r0, col, has_above)
-                above = blocks[block_row - 1, col] if has_above else 0
-                current, next_label = _block_4(
-                    o, s, h, i, n, r, above, left, parent, key, r0, r1, col,
-                    cols, row_first, next_label)
-                blocks[block_row, col] = current
-                left = current
-                n = o
-                r = s
-                h = i
-    return next_label
-
-
 @njit(cache=True, nogil=True)
 def merge_seams_8(values, valid, check_valid, blocks, parent, key,
                   seam_block_rows):
@@ -334,21 +256,6 @@ def merge_seams_8(values, valid, check_valid, blocks, parent, key,
                     current = _union_keyed(parent, key, current,
                                            blocks[block_row - 1,
                                                   above_col // 2])
-
-
-@njit(cache=True, nogil=True)
-def merge_seams_4(values, valid, check_valid, blocks, parent, key,
-                  seam_block_rows):
-    """As :func:`merge_seams_8` for vertical 1 x 2 blocks."""
-    cols = values.shape[1]
-    for block_row in seam_block_rows:
-        r0 = 2 * block_row
-        for col in range(cols):
-            current = blocks[block_row, col]
-            if current != 0 and \
-                    _foreground(values, valid, check_valid, r0, col) and \
-                    _foreground(values, valid, check_valid, r0 - 1, col):
-                _union_keyed(parent, key, current, blocks[block_row - 1, col])
 
 
 @njit(cache=True, nogil=True)
@@ -442,24 +349,6 @@ def second_pass_8(values, valid, check_valid, blocks, final, labels,
         r1 = r0 + 1
         for col in range(cols):
             label = final[blocks[block_row, col >> 1]]
-            labels[r0, col] = label if _foreground(
-                values, valid, check_valid, r0, col) else zero
-            if r1 < rows:
-                labels[r1, col] = label if _foreground(
-                    values, valid, check_valid, r1, col) else zero
-
-
-@njit(cache=True, nogil=True)
-def second_pass_4(values, valid, check_valid, blocks, final, labels,
-                  block_row_start, block_row_stop):
-    """As :func:`second_pass_8` for vertical 1 x 2 blocks."""
-    rows, cols = values.shape
-    zero = labels.dtype.type(0)
-    for block_row in range(block_row_start, block_row_stop):
-        r0 = 2 * block_row
-        r1 = r0 + 1
-        for col in range(cols):
-            label = final[blocks[block_row, col]]
             labels[r0, col] = label if _foreground(
                 values, valid, check_valid, r0, col) else zero
             if r1 < rows:

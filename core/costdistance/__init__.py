@@ -472,11 +472,9 @@ def _check_no_overflow(cost, valid, accumulated, predecessor, unlimited,
 
 def _direction_from_predecessor(predecessor):
     """Turn neighbour indices (-1 unreached, -2 source) into GRASS degrees."""
-    direction = np.full(predecessor.shape, np.nan, dtype=np.float32)
-    reached = predecessor >= 0
-    direction[reached] = GRASS_DIRECTION_DEGREES[predecessor[reached]]
-    direction[predecessor == -2] = 0.0
-    return direction
+    from ._cpu import directions_in_degrees
+    return directions_in_degrees(np.ascontiguousarray(predecessor),
+                                 GRASS_DIRECTION_DEGREES)
 
 
 def _cuda_bytes_for_cells(n_cells, dtype):

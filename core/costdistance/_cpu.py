@@ -69,6 +69,9 @@ POPS_PER_CHUNK = 1 << 17
 # spends about twice the heap search's time on blocks (2048² fractal,
 # 2026-11-24), so two threads only break even.
 BLOCKS_MIN_CELLS = 1 << 16
+
+# From this many cells on the search state is written by all threads.
+PARALLEL_FILL_CELLS = 1 << 20
 BLOCKS_MIN_THREADS = 4
 
 
@@ -159,9 +162,9 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     distance = state["accumulated"]
     hops = state["hops"]
     cost = state["cost"]
-    # sources: hops 0 (the only hops read when no cell has two tight
-    # neighbours; then the predecessor is the tight one, hops or not)
-    hops[...] = 1
+    # sources: hops 0, every other cell 1 from the fill (the only hops
+    # read when no cell has two tight neighbours; then the predecessor is
+    # the tight one, hops or not)
     hops[source_index] = 0
     predecessor = np.empty(n_cells, dtype=np.int8)
     passed_cells = tuple(np.ascontiguousarray(passed[:, a, b])
@@ -199,30 +202,64 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
 
 def _initial_state(array, valid, index):
     """The search state of every cell, flat: cost as float64, accumulated
-    +inf (-inf on barriers).  Written in one parallel pass, so the fresh
-    pages are faulted in by all threads at once."""
+    +inf (-inf on barriers), hops 1 (the searches leave them alone; the
+    predecessor pass reads them).  One pass, by all threads on large
+    rasters."""
     rows, cols = array.shape
     state = np.empty(rows * cols, dtype=_state_dtype(index))
     if array.dtype.isnative and array.dtype.kind in "iuf" \
             and array.dtype != np.float16:
-        _fill_state(state, array, np.ascontiguousarray(valid, np.bool_))
+        # threads only where they pay: a parallel region waits for its
+        # slowest thread, which on a busy machine costs more than a small
+        # raster's whole pass
+        fill = _fill_state_parallel if state.size >= PARALLEL_FILL_CELLS \
+            else _fill_state
+        fill(state, array, np.ascontiguousarray(valid, np.bool_))
         return state
     # other dtypes and byte orders: field assignment converts them without
     # a float64 copy of the whole raster
     grid = state.reshape(rows, cols)
     grid["cost"] = array
     grid["accumulated"] = np.where(valid, np.inf, -np.inf)
+    grid["hops"] = 1
     return state
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _fill_state(state, array, valid):
+def _fill_state_rows(state, array, valid):
     rows, cols = array.shape
-    for row in prange(rows):
+    for row in prange(rows):  # a plain range where not compiled parallel
         for col in range(cols):
             record = state[row * cols + col]
             record.cost = np.float64(array[row, col])
             record.accumulated = np.inf if valid[row, col] else -np.inf
+            record.hops = 1
+
+
+_fill_state = njit(cache=True, nogil=True)(_fill_state_rows)
+_fill_state_parallel = njit(cache=True, nogil=True, parallel=True)(
+    _fill_state_rows)
+
+
+def directions_in_degrees(predecessor, degrees):
+    """GRASS direction degrees of predecessor codes (float32, NaN where
+    unreached, 0 at sources): ``degrees[code]`` for a neighbour index."""
+    direction = np.empty(predecessor.shape, dtype=np.float32)
+    _degrees_of_codes(predecessor.reshape(-1), degrees.astype(np.float32),
+                      direction.reshape(-1))
+    return direction
+
+
+@njit(cache=True, nogil=True)
+def _degrees_of_codes(predecessor, degrees, direction):
+    # one pass, no boolean masks or gathered temporaries
+    for cell in range(predecessor.shape[0]):
+        code = predecessor[cell]
+        if code >= 0:
+            direction[cell] = degrees[code]
+        elif code == PREDECESSOR_SOURCE:
+            direction[cell] = 0.0
+        else:
+            direction[cell] = np.nan
 
 
 def _outputs_in_state(state):

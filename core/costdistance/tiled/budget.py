@@ -1,0 +1,29 @@
+"""The tiled cost distance's memory figures, markers and plan."""
+
+import numpy as np
+
+from ... import tiling
+
+PREDECESSOR_UNREACHED = -1
+PREDECESSOR_SOURCE = -2
+HOPS_UNREACHED = np.iinfo(np.int64).max
+
+# A tile's state: distance and hops.
+STATE_BYTES_PER_CELL = 16
+# The larger of one tile solve -- costs (8), state (16), valid mask (1),
+# heap (up to ~16 per cell on a dense frontier, counted as 8) -- and one
+# output pass: the frame (distance, hops, cost, label: 32; flag, known,
+# predecessor: 3), the three output blocks (20) and a temporary (8).
+TILE_BYTES_PER_CELL = 64
+# The in-memory run: the search record (32), predecessor (1), the
+# accumulated and allocation outputs (16), direction (4).
+IN_MEMORY_BYTES_PER_CELL = 53
+# Bytes per band cell of the global arrays (costs, incoming and outgoing
+# distance and hops; labels and flags when there are several source ids).
+BAND_BYTES_PER_CELL = 49
+
+
+def plan(values, band, tile_size, memory_limit_mb, executor):
+    """The tiled plan for these options, or None for the in-memory path."""
+    return tiling.plan_for(values, band, tile_size, memory_limit_mb, executor,
+                           IN_MEMORY_BYTES_PER_CELL, TILE_BYTES_PER_CELL)

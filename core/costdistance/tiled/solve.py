@@ -1,0 +1,178 @@
+"""Round 1 of the tiled cost distance: the tile solve (incremental
+Dijkstra seeded with the tile's sources and the distances its band
+received) and its task."""
+
+import numpy as np
+from numba import njit
+
+from ..._common import valid_mask
+from .._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
+from .band import band_cells
+from .budget import HOPS_UNREACHED
+
+# --------------------------------------------------------------------------
+# round 1: the tile solve
+
+
+def new_state(window):
+    """The (distance, hops) of a tile no solve has touched yet."""
+    n = window.rows * window.cols
+    return np.full(n, np.inf), np.full(n, HOPS_UNREACHED, np.int64)
+
+
+def solve_tile(cost_source, window, nodata, state, source_local, seeds,
+               margin, offsets, step_lengths, max_cost, passed=None,
+               backend="cpu"):
+    """The least distances of one tile, from its sources and the distances
+    its band received.  Pure: returns the new state (hops untouched but for
+    the sources' 0).
+
+    ``passed`` is ``KNIGHT_PASSED_CELLS[:connectivity]`` (the default): the
+    two cells each move passes between, which must be valid.
+
+    ``state`` is the (distance, hops) flat arrays of the previous solve, or
+    None for the first (then ``source_local`` lists the tile's sources);
+    ``seeds`` is the distances of the band cells as received from the
+    neighbours.  Distances are +inf where unreached, -inf on barriers.
+    ``backend`` "cuda" runs the relaxation on the GPU
+    (:func:`gridgraph.core.costdistance._cuda.solve_seeded`), with the same
+    result.
+    """
+    cost = cost_source.read(window)
+    valid = valid_mask(cost, nodata)
+    if state is None:
+        distance, hops = new_state(window)
+    else:
+        # copies: the task must not change its input (a retried or
+        # recomputed task starts from the same state)
+        distance, hops = state[0].copy(), state[1].copy()
+    distance[~valid.reshape(-1)] = -np.inf
+    if passed is None:
+        from .. import KNIGHT_PASSED_CELLS
+        passed = KNIGHT_PASSED_CELLS[:len(offsets)]
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    seeded = _apply_seeds(distance, hops, window.cols, band_r, band_c,
+                          seeds, source_local)
+    if seeded.size == 0:
+        return distance, hops
+    shape = (window.rows, window.cols)
+    if backend == "cuda":
+        from .. import _cuda
+        new_distance, new_hops = _cuda.solve_seeded(
+            cost, valid, distance.reshape(shape), hops.reshape(shape), seeded,
+            len(offsets), step_lengths, max_cost, phase="distance")
+        return (np.ascontiguousarray(new_distance).reshape(-1),
+                np.ascontiguousarray(new_hops, dtype=np.int64).reshape(-1))
+    cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
+    _solve_tile(cost, window.rows, window.cols, distance, hops, seeded,
+                offsets[:, 0].copy(), offsets[:, 1].copy(),
+                _passed_delta(passed, 0, window.cols),
+                _passed_delta(passed, 1, window.cols), step_lengths,
+                max_cost)
+    return distance, hops
+
+
+@njit(cache=True, nogil=True)
+def _apply_seeds(distance, hops, cols, band_r, band_c, seed_distance,
+                 source_local):
+    """Give the sources (0, 0) and every band cell whose received distance
+    beats its own that distance; return the cells that changed."""
+    seeded = np.empty(source_local.size + band_r.size, np.int64)
+    count = 0
+    for k in range(source_local.size):
+        cell = source_local[k]
+        if distance[cell] == 0.0 and hops[cell] == 0:
+            continue  # listed twice
+        distance[cell] = 0.0
+        hops[cell] = 0
+        seeded[count] = cell
+        count += 1
+    for b in range(band_r.size):
+        cell = band_r[b] * cols + band_c[b]
+        # barriers hold -inf: never beaten
+        if seed_distance[b] < distance[cell]:
+            distance[cell] = seed_distance[b]
+            seeded[count] = cell
+            count += 1
+    return seeded[:count]
+
+
+def _passed_delta(passed, which, cols):
+    """Flat offsets, in a raster of ``cols`` columns, of the first or second
+    cell each move passes between (0, the start cell, for one-cell steps)."""
+    return np.ascontiguousarray(passed[:, which, 0] * cols
+                                + passed[:, which, 1], dtype=np.int64)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair_less(d1, h1, d2, h2):
+    """(d1, h1) < (d2, h2), cost first."""
+    return d1 < d2 or (d1 == d2 and h1 < h2)
+
+
+@njit(cache=True, nogil=True)
+def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
+                passed_delta_a, passed_delta_b, step_lengths, max_cost):
+    """Incremental Dijkstra for the least distances of a tile
+    (lazy-deletion binary heap), from the ``seeded`` cells."""
+    connectivity = drow.size
+    capacity = max(1024, 2 * seeded.size)
+    heap_key = np.empty(capacity, dtype=np.float64)
+    heap_cell = np.empty(capacity, dtype=np.int64)
+    size = 0
+    for k in range(seeded.size):
+        cell = seeded[k]
+        _push(heap_key, heap_cell, size, distance[cell], cell)
+        size += 1
+    while size > 0:
+        key = heap_key[0]
+        cell = heap_cell[0]
+        _pop(heap_key, heap_cell, size)
+        size -= 1
+        if key > distance[cell]:
+            continue  # a stale entry: the cell improved after this push
+        row = cell // cols
+        col = cell - row * cols
+        cell_cost = cost[cell]
+        for i in range(connectivity):
+            next_row = row + drow[i]
+            next_col = col + dcol[i]
+            if not (0 <= next_row < rows and 0 <= next_col < cols):
+                continue
+            neighbour = next_row * cols + next_col
+            # a knight's move may not pass beside a barrier (-inf); the two
+            # cells it passes between lie in the tile with both its ends
+            if i >= 8 and (distance[cell + passed_delta_a[i]] == -np.inf
+                           or distance[cell + passed_delta_b[i]] == -np.inf):
+                continue
+            # the in-memory kernel's expression, term for term
+            candidate = key + (cell_cost + cost[neighbour]) * 0.5 \
+                * step_lengths[i]
+            if candidate > max_cost or not candidate < distance[neighbour]:
+                continue  # barriers hold -inf: never beaten
+            distance[neighbour] = candidate
+            if size == capacity:
+                capacity *= 2
+                heap_key = np.resize(heap_key, capacity)
+                heap_cell = np.resize(heap_cell, capacity)
+            _push(heap_key, heap_cell, size, candidate, neighbour)
+            size += 1
+
+
+# --------------------------------------------------------------------------
+# the tile tasks of the rounds (pure; small messages out, state kept)
+
+
+def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
+                     margin, offsets, step_lengths, max_cost, passed,
+                     backend="cpu"):
+    """A propagation round's task for one tile: :func:`solve_tile`.
+
+    Returns ``(band_distance, state)``: the distances of its band cells
+    (the message the driver relaxes into the neighbours) and the new
+    state (kept where it was computed)."""
+    state = solve_tile(cost_source, window, nodata, state, source_local,
+                       seeds, margin, offsets, step_lengths, max_cost, passed,
+                       backend)
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    return state[0][band_r * window.cols + band_c], state

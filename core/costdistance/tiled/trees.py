@@ -1,0 +1,286 @@
+"""Rounds 2-4 of the tiled cost distance, per tile: hops over the tight
+moves, predecessors and allocation labels read off the final pairs, and
+the output blocks."""
+
+import numpy as np
+from numba import njit
+
+from ..._common import valid_mask
+from .._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
+from .band import _scatter_halo, band_cells
+from .budget import PREDECESSOR_SOURCE, PREDECESSOR_UNREACHED
+
+def _tile_frame(cost_source, window, nodata, state, margin, halo,
+                frame_label, frame_flag, frame_known):
+    """A tile's (distance, hops, cost) with its ``margin``-wide halo, flat
+    (new arrays: ``state`` is only read); the halo's labels go into
+    ``frame_label`` and ``frame_flag`` when it has them."""
+    rows, cols = window.rows, window.cols
+    frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
+    inner = (slice(margin, margin + rows), slice(margin, margin + cols))
+    frame_distance = np.empty((frame_rows, frame_cols))
+    frame_hops = np.zeros((frame_rows, frame_cols), np.int64)
+    frame_cost = np.zeros((frame_rows, frame_cols))
+    cost = cost_source.read(window)
+    valid = valid_mask(cost, nodata)
+    frame_cost[inner] = np.where(valid, cost, 0)
+    distance, hops = state
+    frame_distance[inner] = np.where(valid, distance.reshape(rows, cols),
+                                     -np.inf)
+    frame_hops[inner] = hops.reshape(rows, cols)
+    frame_distance = frame_distance.reshape(-1)
+    frame_hops = frame_hops.reshape(-1)
+    frame_cost = frame_cost.reshape(-1)
+    label = halo.label if halo.label is not None else np.zeros(0, np.int64)
+    flag = halo.flag if halo.flag is not None else np.zeros(0, np.uint8)
+    _scatter_halo(rows, cols, margin, halo.distance, halo.hops, halo.cost,
+                  label, flag, frame_distance, frame_hops, frame_cost,
+                  frame_label, frame_flag, frame_known)
+    return frame_distance, frame_hops, frame_cost
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tight(frame_distance, frame_cost, start, end, base, i, frame_cols,
+           passed, step_lengths):
+    """True when the move from frame cell ``start`` to its neighbour
+    ``end`` gives ``end`` its distance exactly (both reached, the move
+    allowed).  ``i`` is the offset from ``base`` (one of the two) to the
+    other, so the cells a knight's move passes between are ``base +
+    passed[i]``."""
+    d_start = frame_distance[start]
+    d_end = frame_distance[end]
+    if not (d_start > -np.inf and d_start < np.inf
+            and d_end > -np.inf and d_end < np.inf and d_start <= d_end):
+        return False
+    if i >= 8 and (
+            frame_distance[base + passed[i, 0, 0] * frame_cols
+                           + passed[i, 0, 1]] == -np.inf
+            or frame_distance[base + passed[i, 1, 0] * frame_cols
+                              + passed[i, 1, 1]] == -np.inf):
+        return False
+    # the search's expression, term for term
+    return d_start + (frame_cost[start] + frame_cost[end]) * 0.5 \
+        * step_lengths[i] == d_end
+
+
+@njit(cache=True, nogil=True)
+def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
+                band_r, band_c, source_local, drow, dcol, passed,
+                step_lengths):
+    """Least hops of a tile's cells over *tight* moves (those that give the
+    end its final distance exactly), from its sources and the hops of the
+    halo: a breadth-first distance on the tight graph, so the same in any
+    order.  Works on the frame in place; the halo is read only."""
+    frame_cols = cols + 2 * margin
+    connectivity = drow.size
+    capacity = max(1024, 2 * (band_r.size + source_local.size))
+    heap_key = np.empty(capacity, dtype=np.float64)
+    heap_cell = np.empty(capacity, dtype=np.int64)
+    size = 0
+    for k in range(source_local.size):
+        local_row = source_local[k] // cols
+        cell = (local_row + margin) * frame_cols \
+            + source_local[k] - local_row * cols + margin
+        frame_hops[cell] = 0
+        _push(heap_key, heap_cell, size, 0.0, cell)
+        size += 1
+    for b in range(band_r.size):
+        row = band_r[b] + margin
+        col = band_c[b] + margin
+        cell = row * frame_cols + col
+        best = frame_hops[cell]
+        for i in range(connectivity):
+            from_row = row + drow[i]
+            from_col = col + dcol[i]
+            if margin <= from_row < rows + margin and \
+                    margin <= from_col < cols + margin:
+                continue  # inside: the search below covers it
+            start = from_row * frame_cols + from_col
+            if frame_hops[start] < best - 1 and _tight(
+                    frame_distance, frame_cost, start, cell, cell, i,
+                    frame_cols, passed, step_lengths):
+                best = frame_hops[start] + 1
+        if best < frame_hops[cell]:
+            frame_hops[cell] = best
+            if size == capacity:
+                capacity *= 2
+                heap_key = np.resize(heap_key, capacity)
+                heap_cell = np.resize(heap_cell, capacity)
+            _push(heap_key, heap_cell, size, float(best), cell)
+            size += 1
+    while size > 0:
+        key = heap_key[0]
+        cell = heap_cell[0]
+        _pop(heap_key, heap_cell, size)
+        size -= 1
+        if key > frame_hops[cell]:
+            continue
+        row = cell // frame_cols
+        col = cell - row * frame_cols
+        next_hops = frame_hops[cell] + 1
+        for i in range(connectivity):
+            to_row = row + drow[i]
+            to_col = col + dcol[i]
+            if not (margin <= to_row < rows + margin
+                    and margin <= to_col < cols + margin):
+                continue
+            end = to_row * frame_cols + to_col
+            if next_hops < frame_hops[end] and _tight(
+                    frame_distance, frame_cost, cell, end, cell, i,
+                    frame_cols, passed, step_lengths):
+                frame_hops[end] = next_hops
+                if size == capacity:
+                    capacity *= 2
+                    heap_key = np.resize(heap_key, capacity)
+                    heap_cell = np.resize(heap_cell, capacity)
+                _push(heap_key, heap_cell, size, float(next_hops), end)
+                size += 1
+
+
+def hops_tile(cost_source, window, nodata, state, margin, source_local,
+              halo, offsets, passed, step_lengths, backend="cpu"):
+    """Phase 2 for one tile, with the distances final: lower its hops from
+    ``source_local`` (its sources, on its first visit) and from the hops of
+    its :class:`Halo`.  Pure: returns ``(band_hops, state)``, the new hops
+    of its band cells and its new state.  ``backend`` "cuda" runs the
+    search on the GPU (``_cuda.relax_frame_hops``; same final hops)."""
+    rows, cols = window.rows, window.cols
+    frame_cols = cols + 2 * margin
+    n = (rows + 2 * margin) * frame_cols
+    frame_distance, frame_hops, frame_cost = _tile_frame(
+        cost_source, window, nodata, state, margin, halo,
+        np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(n, np.bool_))
+    band_r, band_c = band_cells(rows, cols, margin)
+    if backend == "cuda":
+        from .. import _cuda
+        _cuda.relax_frame_hops(frame_distance, frame_hops, frame_cost,
+                               rows + 2 * margin, frame_cols, margin,
+                               source_local, len(offsets), step_lengths)
+    else:
+        _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols,
+                    margin, band_r, band_c, source_local,
+                    np.ascontiguousarray(offsets[:, 0]),
+                    np.ascontiguousarray(offsets[:, 1]), passed,
+                    step_lengths)
+    hops = np.ascontiguousarray(frame_hops.reshape(
+        rows + 2 * margin, frame_cols)[margin:margin + rows,
+                                       margin:margin + cols]).reshape(-1)
+    return hops[band_r * cols + band_c], (state[0], hops)
+
+
+def tile_trees(cost_source, window, nodata, state, margin, source_local,
+               source_ids, halo, offsets, passed, step_lengths):
+    """Predecessor codes and allocation labels of one tile.  Pure.
+
+    With a :class:`Halo` of label mode 1 the halo cells are labelled with
+    their own band index (flag 1), so a cell whose tree leaves the tile
+    gets the index of the band cell it leaves through; with mode 2 with
+    the resolved band labels.  Returns (predecessor, label, flag), each
+    rows x cols.
+    """
+    from .._cpu import canonical_predecessors, walk_to_roots
+    rows, cols = window.rows, window.cols
+    frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
+    n = frame_rows * frame_cols
+    inner = (slice(margin, margin + rows), slice(margin, margin + cols))
+    frame_label = np.zeros(n, np.int64)
+    frame_flag = np.zeros(n, np.uint8)
+    frame_known = np.zeros(n, np.bool_)
+    frame_distance, frame_hops, frame_cost = _tile_frame(
+        cost_source, window, nodata, state, margin, halo, frame_label,
+        frame_flag, frame_known)
+    predecessor = np.full(n, -1, np.int8)
+    drow = np.ascontiguousarray(offsets[:, 0])
+    dcol = np.ascontiguousarray(offsets[:, 1])
+    canonical_predecessors(frame_distance, frame_hops, frame_cost,
+                           frame_rows, frame_cols, margin, margin + rows,
+                           margin, margin + cols, drow, dcol,
+                           np.ascontiguousarray(passed[:, 0, 0]),
+                           np.ascontiguousarray(passed[:, 0, 1]),
+                           np.ascontiguousarray(passed[:, 1, 0]),
+                           np.ascontiguousarray(passed[:, 1, 1]),
+                           step_lengths, predecessor)
+    if source_local.size:
+        local_rows, local_cols = np.divmod(source_local, cols)
+        framed = (local_rows + margin) * frame_cols + local_cols + margin
+        # the first listing written last wins
+        frame_label[framed[::-1]] = source_ids[::-1]
+        frame_flag[framed] = 0
+        frame_known[framed] = True
+    walk_to_roots(predecessor, frame_cols, drow, dcol, frame_label,
+                  frame_flag, frame_known)
+    shape = (frame_rows, frame_cols)
+    return (predecessor.reshape(shape)[inner], frame_label.reshape(shape)[inner],
+            frame_flag.reshape(shape)[inner])
+
+
+@njit(cache=True, nogil=True)
+def _resolve_band_labels(label, flag):
+    """Follow band-index labels (flag 1) to the id they lead to, in
+    place.  Paths end at an id: each step moves to a strictly smaller
+    (cost, hops) pair."""
+    for start in range(label.shape[0]):
+        if flag[start] != 1:
+            continue
+        cell = start
+        while flag[cell] == 1:
+            cell = label[cell]
+        root = label[cell]
+        cell = start
+        while flag[cell] == 1:
+            following = label[cell]
+            label[cell] = root
+            flag[cell] = 0
+            cell = following
+
+
+def tile_band_labels(cost_source, window, nodata, state, margin,
+                     source_local, source_ids, halo, offsets, passed,
+                     step_lengths):
+    """The label pass's task for one tile (several source ids): for each
+    band cell, its source id (flag 0) or the band index its tree leaves
+    the tile through (flag 1), from :func:`tile_trees` with a label-mode-1
+    halo.  Returns ``(band_label, band_flag)``."""
+    _, label, flag = tile_trees(cost_source, window, nodata, state, margin,
+                                source_local, source_ids, halo, offsets,
+                                passed, step_lengths)
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    return label[band_r, band_c], flag[band_r, band_c]
+
+
+def tile_outputs(cost_source, window, nodata, state, margin, source_local,
+                 source_ids, halo, offsets, passed, step_lengths, outputs,
+                 single_id):
+    """The output pass's task for one tile: its blocks of ``outputs``
+    (accumulated cost, GRASS direction, allocation) as a dict.
+
+    ``halo`` is None when neither direction nor allocation is wanted;
+    ``single_id`` is the allocation of every reached cell when there is
+    only one source id (else the halo holds the resolved labels)."""
+    from .. import GRASS_DIRECTION_DEGREES
+    shape = (window.rows, window.cols)
+    distance = state[0].reshape(shape)
+    if halo is None:
+        return {"accumulated": np.where(np.isfinite(distance), distance,
+                                        np.nan)}
+    predecessor, label, _ = tile_trees(cost_source, window, nodata, state,
+                                       margin, source_local, source_ids,
+                                       halo, offsets, passed, step_lengths)
+    reached = predecessor >= 0
+    direction = np.full(shape, np.nan, np.float32)
+    direction[reached] = GRASS_DIRECTION_DEGREES[predecessor[reached]]
+    direction[predecessor == PREDECESSOR_SOURCE] = 0.0
+    unreached = predecessor == PREDECESSOR_UNREACHED
+    blocks = {"accumulated": np.where(unreached, np.nan, distance),
+              "direction": direction,
+              "allocation": np.where(unreached, 0, single_id
+                                     if single_id is not None else label)}
+    return {name: blocks[name] for name in outputs}
+
+
+def write_outputs(sinks, function, cost_source, window, *arguments):
+    """``function``'s blocks written to their ``sinks`` (a dict by output
+    name) in the task; returns None so nothing travels back."""
+    blocks = function(cost_source, window, *arguments)
+    for name, sink in sinks.items():
+        sink.write(window, blocks[name])

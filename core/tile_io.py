@@ -1,0 +1,475 @@
+"""Windowed raster sources and sinks of the tiled engine.
+
+A numpy memmap (or a ``.npy`` file) is read with ``pread`` so the pages
+never enter this process's resident set, a GDAL raster is read and written
+window by window (through :mod:`.io`), and outputs are written to ``.npy``
+files with ``pwrite`` (idempotent window writes: a task run twice writes the
+same bytes) and handed back as read-only memmaps once every window is in.
+Nothing here imports GDAL at import time.
+"""
+
+import os
+import tempfile
+import threading
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._common import as_raster_array
+from .errors import InvalidInputError
+
+@dataclass(frozen=True)
+class Window:
+    """A rectangle of cells: first row and column, and its size."""
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+    @property
+    def slices(self):
+        """``(row_slice, col_slice)`` of the window in the full raster."""
+        return (slice(self.row, self.row + self.rows),
+                slice(self.col, self.col + self.cols))
+
+
+# --------------------------------------------------------------------------
+# sources
+
+
+def load_raster(values, band=1):
+    """Return ``(array, nodata)`` for a 2-D array, memmap or GDAL raster path.
+
+    Arrays are returned as they are (no copy); a path is read through
+    :mod:`gridgraph.core.io`, and its band's nodata value is returned so the
+    caller can combine it with an explicit ``nodata``.
+    """
+    if isinstance(values, (str, os.PathLike)):
+        from . import io  # GDAL is only needed for paths
+        raster = io.read_band(os.fspath(values), band)
+        return raster.array, raster.nodata
+    return as_raster_array(values), None
+
+
+class ArraySource:
+    """A raster held in memory (a plain numpy array)."""
+
+    def __init__(self, array, nodata=None):
+        self.array = array
+        self.shape = array.shape
+        self.dtype = array.dtype
+        self.nodata = nodata
+
+    def read(self, window):
+        """A fresh C-contiguous copy of the window."""
+        return np.array(self.array[window.slices], order="C")
+
+    def close(self):
+        pass
+
+
+class FileArraySource:
+    """A raster stored row-major in a file (a numpy memmap's file).
+
+    Rows of a window are read with ``os.preadv`` into a fresh array, so
+    reading never maps the file into this process: the resident set holds
+    only the windows in use, whatever the raster's size.
+    """
+
+    def __init__(self, path, dtype, shape, offset, row_stride, nodata=None):
+        self.path = os.fspath(path)
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(v) for v in shape)
+        self.offset = int(offset)
+        self.row_stride = int(row_stride)
+        self.nodata = nodata
+        self._fd = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_fd"] = None  # reopened on the other side
+        return state
+
+    def _descriptor(self):
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+            weakref.finalize(self, os.close, self._fd)
+        return self._fd
+
+    def read(self, window):
+        """The window as a new C-contiguous array."""
+        block = np.empty((window.rows, window.cols), dtype=self.dtype)
+        if block.size == 0:
+            return block
+        fd = self._descriptor()
+        itemsize = self.dtype.itemsize
+        row_bytes = window.cols * itemsize
+        full_rows = (window.col == 0 and window.cols == self.shape[1]
+                     and self.row_stride == row_bytes)
+        start = self.offset + window.row * self.row_stride + window.col * itemsize
+        flat = block.reshape(-1).view(np.uint8)
+        if full_rows:
+            _pread_exact(fd, flat, start)
+        else:
+            for r in range(window.rows):
+                _pread_exact(fd, flat[r * row_bytes:(r + 1) * row_bytes],
+                             start + r * self.row_stride)
+        return block
+
+    def close(self):
+        pass
+
+
+def _pread_exact(fd, buffer, offset):
+    view = memoryview(buffer)
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n <= 0:
+            raise InvalidInputError(
+                f"raster file ended early at byte {offset + done}: the file "
+                "is shorter than its shape and dtype say")
+        done += n
+
+
+class GdalSource:
+    """A band of a raster GDAL opens, read window by window.
+
+    GDAL datasets must not be shared between threads, so each thread
+    (a thread pool's tile tasks) reads through its own handle, opened on
+    its first read; a pickled copy (a process pool, Dask) reopens too.
+    Packed bands come back unpacked (see :class:`.io.BandReader`).
+    """
+
+    def __init__(self, path, band=1, nodata=None):
+        from . import io
+        self.path = os.fspath(path)
+        self.band = band
+        reader = io.open_band(self.path, band)
+        self.shape = reader.shape
+        self.dtype = reader.dtype
+        self.nodata = reader.nodata if nodata is None else nodata
+        self.geotransform = reader.geotransform
+        self.projection = reader.projection
+        self._local = threading.local()
+        self._local.reader = reader
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_local", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    def read(self, window):
+        """The window as a new array (through GDAL's RasterIO)."""
+        reader = getattr(self._local, "reader", None)
+        if reader is None:
+            from . import io
+            reader = self._local.reader = io.open_band(self.path, self.band)
+        return reader.read(window.row, window.col, window.rows, window.cols)
+
+    def close(self):
+        self._local = threading.local()
+
+
+def open_source(values, band=1):
+    """A raster source for an array, a memmap or a GDAL path.
+
+    A numpy memmap whose rows are contiguous in its file is read from the
+    file with ``pread`` (see :class:`FileArraySource`); another array is
+    sliced in memory.  The source's ``nodata`` is the band's for a path,
+    else None.
+    """
+    if isinstance(values, (str, os.PathLike)):
+        return GdalSource(values, band)
+    if isinstance(values, np.memmap):
+        source = _file_source(values)
+        if source is not None:
+            return source
+    return ArraySource(as_raster_array(values))
+
+
+def _file_source(memmap):
+    """A FileArraySource over ``memmap``'s file, or None when its layout
+    (a view with a column step, a negative stride, no file) does not allow
+    reading rows straight from the file."""
+    import mmap
+    if memmap.ndim != 2 or memmap.filename is None:
+        return None
+    base = memmap
+    while isinstance(getattr(base, "base", None), np.memmap):
+        base = base.base
+    handle = getattr(base, "_mmap", None)
+    if handle is None:
+        return None
+    itemsize = memmap.dtype.itemsize
+    if memmap.strides[1] != itemsize or memmap.strides[0] < 0 or \
+            (memmap.shape[0] > 1 and memmap.strides[0] < memmap.shape[1] * itemsize):
+        return None
+    if not memmap.dtype.isnative or memmap.dtype.kind not in "iuf":
+        return None
+    try:
+        start_of_map = np.frombuffer(handle, dtype=np.uint8, count=1).ctypes.data
+    except (TypeError, ValueError):
+        return None
+    map_offset = memmap.offset - memmap.offset % mmap.ALLOCATIONGRANULARITY
+    file_offset = map_offset + (memmap.ctypes.data - start_of_map)
+    return FileArraySource(memmap.filename, memmap.dtype, memmap.shape,
+                           file_offset, memmap.strides[0])
+
+
+def reopen_source(source):
+    """(shape, dtype) of ``source`` opened afresh from its path, after
+    reading its first cell: what a Dask worker's preflight checks."""
+    if isinstance(source, GdalSource):
+        from . import io
+        reader = io.open_band(source.path, source.band)
+        shape, dtype = reader.shape, reader.dtype
+    elif isinstance(source, FileArraySource):
+        size = os.stat(source.path).st_size
+        rows, cols = source.shape
+        needed = source.offset + max(rows - 1, 0) * source.row_stride \
+            + cols * source.dtype.itemsize
+        if rows and cols and size < needed:
+            raise InvalidInputError(
+                f"the file holds {size} bytes, {needed} are needed")
+        shape, dtype = source.shape, source.dtype
+    else:
+        raise InvalidInputError("an in-memory raster has no path to open")
+    if shape[0] and shape[1]:
+        # on a worker the source arrived pickled, without the driver's
+        # handle: this read opens the file there
+        source.read(Window(0, 0, 1, 1))
+    return tuple(shape), np.dtype(dtype)
+
+
+# --------------------------------------------------------------------------
+# sinks
+
+
+class ArraySink:
+    """Collects windows into an array held in memory."""
+
+    def __init__(self, shape, dtype, fill=0):
+        self.array = np.full(shape, fill, dtype=dtype)
+
+    def write(self, window, block):
+        self.array[window.slices] = block
+
+    def finish(self):
+        return self.array
+
+    def abort(self):
+        self.array = None
+
+
+class NpySink:
+    """Writes windows into a ``.npy`` file with ``pwrite``.
+
+    The file is created at full size up front (sparse: unwritten cells read
+    as zero) under a temporary name; :meth:`finish` moves it into place and
+    returns it as a read-only memmap, which maps pages only when the caller
+    touches them.  :meth:`abort` removes the temporary file and leaves any
+    older file at ``path`` alone.
+    """
+
+    def __init__(self, path, shape, dtype):
+        self.path = os.fspath(path)
+        self.shape = tuple(int(v) for v in shape)
+        self.dtype = np.dtype(dtype)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype),
+                  "fortran_order": False, "shape": self.shape}
+        handle, self.partial = tempfile.mkstemp(
+            prefix="." + os.path.basename(self.path) + ".",
+            suffix=".partial", dir=os.path.dirname(os.path.abspath(self.path)))
+        os.close(handle)
+        with open(self.partial, "wb") as handle:
+            try:
+                np.lib.format.write_array_header_1_0(handle, header)
+            except ValueError:  # a header past 64 KiB needs version 2
+                handle.seek(0)
+                np.lib.format.write_array_header_2_0(handle, header)
+            self.offset = handle.tell()
+            handle.truncate(self.offset + self.dtype.itemsize
+                            * self.shape[0] * self.shape[1])
+        self._fd = os.open(self.partial, os.O_WRONLY)
+
+    def __getstate__(self):
+        # a copy in a worker process opens the partial file per write
+        # (never creating it: after an abort the write fails instead of
+        # leaving a file behind); writes of a window are idempotent, so a
+        # retried task may write it again
+        state = dict(self.__dict__)
+        state["_fd"] = None
+        return state
+
+    def write(self, window, block):
+        from . import scratch  # a full disk: DiskFullError naming the folder
+        with scratch.disk_errors(os.path.dirname(self.partial),
+                                 self.dtype.itemsize * self.shape[0]
+                                 * self.shape[1], self.path):
+            if self._fd is None:
+                fd = os.open(self.partial, os.O_WRONLY)
+                try:
+                    self._write(fd, window, block)
+                finally:
+                    os.close(fd)
+            else:
+                self._write(self._fd, window, block)
+
+    def _write(self, fd, window, block):
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        itemsize = self.dtype.itemsize
+        row_stride = self.shape[1] * itemsize
+        start = self.offset + window.row * row_stride + window.col * itemsize
+        flat = block.reshape(-1).view(np.uint8)
+        row_bytes = window.cols * itemsize
+        if window.col == 0 and window.cols == self.shape[1]:
+            _pwrite_exact(fd, flat, start)
+            return
+        for r in range(window.rows):
+            _pwrite_exact(fd, flat[r * row_bytes:(r + 1) * row_bytes],
+                          start + r * row_stride)
+
+    def finish(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        os.replace(self.partial, self.path)
+        if self.shape[0] * self.shape[1] == 0:
+            return np.load(self.path)  # an empty file cannot be mapped
+        return np.load(self.path, mmap_mode="r")
+
+    def abort(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        try:
+            os.remove(self.partial)
+        except OSError:
+            pass
+
+
+def _pwrite_exact(fd, buffer, offset):
+    view = memoryview(buffer)
+    done = 0
+    while done < len(view):
+        done += os.pwritev(fd, [view[done:]], offset + done)
+
+
+class NpyFile:
+    """Reads ranges of rows (first-axis entries) of a ``.npy`` file with
+    ``pread``, without mapping it."""
+
+    def __init__(self, path):
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                header = np.lib.format.read_array_header_1_0(handle)
+            else:
+                header = np.lib.format.read_array_header_2_0(handle)
+            self.offset = handle.tell()
+        self.shape, fortran_order, self.dtype = header
+        if fortran_order:
+            raise InvalidInputError(f"{path!r} is in Fortran order")
+        self.row_items = int(np.prod(self.shape[1:], dtype=np.int64))
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def read(self, start, stop):
+        """Entries ``start:stop`` along the first axis, as a new array."""
+        block = np.empty((stop - start,) + tuple(self.shape[1:]),
+                         dtype=self.dtype)
+        if block.size:
+            row_bytes = self.row_items * self.dtype.itemsize
+            _pread_exact(self._fd, block.reshape(-1).view(np.uint8),
+                         self.offset + start * row_bytes)
+        return block
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def make_sink(out_dir, name, shape, dtype, fill=0):
+    """An :class:`NpySink` for ``out_dir/name.npy``, or an in-memory
+    :class:`ArraySink` when ``out_dir`` is None."""
+    if out_dir is None:
+        return ArraySink(shape, dtype, fill)
+    return NpySink(os.path.join(os.fspath(out_dir), name + ".npy"), shape,
+                   dtype)
+
+
+def check_out_dir(out_dir, output_bytes, limit_bytes):
+    """Validate ``out_dir``; without one, the outputs must fit in memory."""
+    if out_dir is None:
+        if output_bytes > limit_bytes:
+            raise InvalidInputError(
+                f"the outputs of this tiled run take {output_bytes / 2**20:.0f} "
+                f"MB, more than the memory limit of {limit_bytes / 2**20:.0f} "
+                "MB: pass out_dir= (a folder) to write them to .npy files "
+                "returned as memmaps, or raise memory_limit_mb")
+        return None
+    out_dir = os.fspath(out_dir)
+    if not os.path.isdir(out_dir):
+        raise InvalidInputError(
+            f"out_dir {out_dir!r} is not a folder: create it first")
+    if not os.access(out_dir, os.W_OK):
+        raise InvalidInputError(
+            f"out_dir {out_dir!r} is not writable: choose another folder")
+    return out_dir
+
+
+def write_geotiff(array, path, geotransform=None, projection="",
+                  nodata=None, strip_rows=None):
+    """Copy a 2-D array or memmap (e.g. a tiled result) into a tiled
+    GeoTIFF, a strip of rows at a time (BigTIFF when it could pass 4 GB).
+
+    A memmap is read from its file with ``pread``, so the copy's memory is
+    one strip whatever the raster's size.  An int64 array gets the GeoTIFF
+    type :func:`.io.write_raster` gives the same values in memory (Int32
+    when they fit; see :func:`.io.int64_storage_dtype`), from a first pass
+    over the strips for their range.  Returns ``path``.
+    """
+    from . import io
+    source = open_source(array)
+    rows, cols = source.shape
+    if strip_rows is None:
+        strip_rows = max(1, (64 << 20) // max(1, cols * source.dtype.itemsize))
+    windows = [Window(top, 0, min(strip_rows, rows - top), cols)
+               for top in range(0, rows, strip_rows)]
+    value_range = None
+    if source.dtype == np.int64:
+        low, high = 0, 0  # the in-memory rule's initial=0
+        for window in windows:
+            block = source.read(window)
+            if block.size:
+                low, high = min(low, int(block.min())), max(high,
+                                                            int(block.max()))
+        value_range = (low, high)
+    writer = io.BandWriter(path, (rows, cols), source.dtype, geotransform,
+                           projection, nodata, value_range=value_range)
+    try:
+        for window in windows:
+            writer.write(window.row, 0, source.read(window))
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+@contextmanager
+def output_sinks(sinks):
+    """Finish nothing, but remove every sink's partial file on an error."""
+    try:
+        yield sinks
+    except BaseException:
+        for sink in sinks:
+            sink.abort()
+        raise

@@ -1,0 +1,276 @@
+"""How tile tasks run: in this process, on a ``concurrent.futures``
+executor or on a Dask cluster, the executor only moving the messages.
+
+:func:`run_tasks` runs a round of independent tasks; :class:`TaskPool`
+serves drivers that pick the next task from the last answers (the cost
+distance's propagation).  With ``keep=True`` a task's large state stays
+where it was computed (a future on a Dask worker).
+"""
+
+from concurrent.futures import FIRST_COMPLETED, wait
+
+from . import distributed
+from ._common import Progress
+
+def executor_workers(executor):
+    """How many tile tasks may run at once under ``executor``: 1 in-process,
+    the pool's workers, or a Dask cluster's threads (asked of the
+    scheduler)."""
+    if executor is None:
+        return 1
+    if distributed.is_distributed(executor):
+        with distributed.client_for(executor) as client:
+            return distributed.cluster_threads(client)
+    return max(1, int(getattr(executor, "_max_workers", 1) or 1))
+
+
+
+def _malloc_trim():
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_free_memory():
+    """Hand memory freed by the last tile back to the system.
+
+    glibc keeps freed blocks of up to its (self-raising) mmap threshold in
+    its heap, so without this the resident set creeps up by fragments of
+    every tile's temporaries; ``malloc_trim`` returns them (a few ms).
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
+              count=None, keep=False):
+    """Run ``function(*task)`` for every task.
+
+    ``tasks`` may be a generator (then give ``count``): tasks are drawn
+    only as they are started, so their arguments (e.g. arrays read from
+    scratch) need not all exist at once.
+
+    ``executor=None`` runs them one after the other in this process;
+    a :class:`concurrent.futures.Executor` or a Dask client runs them
+    concurrently with at most twice its worker count in flight (so
+    finished results do not pile up).  ``on_result(index, result)``
+    consumes each result as it arrives (in task order when in-process, in
+    completion order otherwise); without it the results are returned as a
+    list in task order.  ``progress`` gets the finished fraction after
+    every task and may cancel: then no further task is submitted and the
+    outstanding ones are cancelled.
+
+    ``keep=True``: ``function`` returns ``(message, state)``; the result
+    handed on is ``(message, state)`` where, with a Dask client, ``state``
+    is a future that stays on the workers (pass it as an argument of later
+    tasks: Dask moves it only when it must, and recomputes it from its
+    inputs when its worker dies) and only the message travels.
+    """
+    progress = progress if progress is not None else Progress()
+    total = len(tasks) if count is None else count
+    tasks = iter(tasks)
+    results = None if on_result is not None else [None] * total
+
+    def consume(index, result):
+        if on_result is not None:
+            on_result(index, result)
+        else:
+            results[index] = result
+
+    if executor is None:
+        for index, task in enumerate(tasks):
+            consume(index, function(*task))
+            release_free_memory()
+            progress((index + 1) / max(total, 1))
+        return results
+    if distributed.is_dask_client(executor):
+        _run_on_dask(executor, function, tasks, total, consume, progress,
+                     keep)
+        return results
+    in_flight = {}
+    limit = 2 * executor_workers(executor)
+    next_task = 0
+    done = 0
+    try:
+        while done < total:
+            while next_task < total and len(in_flight) < limit:
+                future = executor.submit(function, *next(tasks))
+                in_flight[future] = next_task
+                next_task += 1
+            finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            for future in finished:
+                index = in_flight.pop(future)
+                consume(index, future.result())
+                done += 1
+            progress(done / max(total, 1))
+    except BaseException:
+        for future in in_flight:
+            future.cancel()
+        wait(list(in_flight))
+        raise
+    return results
+
+
+def write_in_task(sink, function, source, window, *arguments):
+    """``function(source, window, *arguments)``'s block written to ``sink``
+    in the task (a thread, a process or a Dask worker sharing the sink's
+    folder); returns None so nothing travels back."""
+    sink.write(window, function(source, window, *arguments))
+
+
+def _run_on_dask(client, function, tasks, total, consume, progress, keep):
+    """:func:`run_tasks` on a Dask client (see there)."""
+    import operator
+    import uuid
+
+    from distributed import as_completed
+
+    name = getattr(function, "__name__", None) or getattr(
+        getattr(function, "func", None), "__name__", "tile")
+    limit = 2 * distributed.cluster_threads(client)
+    run = uuid.uuid4().hex[:12]
+    in_flight = {}  # the future the driver waits on -> (index, state)
+    # not distributed.wait: it needs a default client; results are fetched
+    # in the background as tasks finish (one round trip each otherwise,
+    # made one after the other by this thread)
+    completed = as_completed(loop=client.loop, with_results=True,
+                             raise_errors=False)
+    next_task = 0
+    done = 0
+    try:
+        while done < total:
+            while next_task < total and len(in_flight) < limit:
+                key = f"{name}-{run}-{next_task}"
+                future = client.submit(function, *next(tasks), key=key,
+                                       pure=False)
+                if keep:
+                    message = client.submit(operator.getitem, future, 0,
+                                            key=key + "-message")
+                    state = client.submit(operator.getitem, future, 1,
+                                          key=key + "-state")
+                    in_flight[message] = (next_task, state)
+                    completed.add(message)
+                else:
+                    in_flight[future] = (next_task, None)
+                    completed.add(future)
+                next_task += 1
+            finished = [next(completed)]
+            finished += completed.next_batch(block=False)
+            for future, value in finished:
+                index, state = in_flight.pop(future)
+                value = _dask_result(future, value, name)
+                consume(index, (value, state) if keep else value)
+                done += 1
+            progress(done / max(total, 1))
+    except BaseException:
+        outstanding = list(in_flight)
+        outstanding += [state for _, state in in_flight.values()
+                        if state is not None]
+        if outstanding:
+            client.cancel(outstanding, force=True)
+        raise
+
+
+def _dask_result(future, value, name):
+    """The value ``as_completed(with_results=True, raise_errors=False)``
+    gave with ``future``; a failed task's error raised, explained."""
+    if future.status == "finished":
+        return value
+    try:
+        return future.result()  # raises the task's error (or cancel)
+    except Exception as error:
+        explained = distributed.explain_failure(error, name)
+        if explained is not None:
+            raise explained from None
+        raise
+
+
+class TaskPool:
+    """Tile tasks submitted one by one and collected as they finish, for
+    drivers that decide the next task from the last results (the cost
+    distance's propagation).
+
+    ``submit(tag, function, *arguments)`` starts a task (in-process: runs
+    it at once); ``next_done()`` waits for a finished one and returns
+    ``(tag, result)``; ``len(pool)`` counts those not collected yet.  With
+    ``keep=True`` results are ``(message, state)`` as in :func:`run_tasks`
+    (state a future on a Dask client).  ``cancel()`` cancels what is
+    outstanding (on errors and on cancel).
+    """
+
+    def __init__(self, executor, keep=False, name="tile"):
+        self.executor = executor
+        self.keep = keep
+        self.name = name
+        self.outstanding = {}
+        self._done = []
+        self._serial = 0
+        self._dask = distributed.is_dask_client(executor)
+        if self._dask:
+            import uuid
+
+            from distributed import as_completed
+            self._completed = as_completed(loop=executor.loop,
+                                           with_results=True,
+                                           raise_errors=False)
+            self._run = uuid.uuid4().hex[:12]
+
+    def __len__(self):
+        return len(self.outstanding) + len(self._done)
+
+    def submit(self, tag, function, *arguments):
+        if self.executor is None:
+            self._done.append((tag, function(*arguments)))
+            release_free_memory()
+            return
+        if not self._dask:
+            self.outstanding[self.executor.submit(function, *arguments)] = \
+                (tag, None)
+            return
+        import operator
+        key = f"{self.name}-{self._run}-{self._serial}"
+        self._serial += 1
+        client = self.executor
+        future = client.submit(function, *arguments, key=key, pure=False)
+        state = None
+        if self.keep:
+            state = client.submit(operator.getitem, future, 1,
+                                  key=key + "-state")
+            future = client.submit(operator.getitem, future, 0,
+                                   key=key + "-message")
+        self.outstanding[future] = (tag, state)
+        self._completed.add(future)
+
+    def next_done(self):
+        """``(tag, result)`` of a finished task (waits for one)."""
+        if self._done:
+            return self._done.pop(0)
+        if self._dask:
+            future, value = next(self._completed)
+            tag, state = self.outstanding.pop(future)
+            value = _dask_result(future, value, self.name)
+            return tag, ((value, state) if self.keep else value)
+        future = next(iter(wait(list(self.outstanding),
+                                return_when=FIRST_COMPLETED).done))
+        tag, _ = self.outstanding.pop(future)
+        return tag, future.result()
+
+    def cancel(self):
+        futures = list(self.outstanding)
+        if self._dask:
+            futures += [state for _, state in self.outstanding.values()
+                        if state is not None]
+            if futures:
+                self.executor.cancel(futures, force=True)
+        else:
+            for future in futures:
+                future.cancel()
+            wait(futures)
+        self.outstanding.clear()
+        self._done.clear()
