@@ -38,6 +38,12 @@ MIN_TILE_SIZE = 8
 # Largest automatic tile: 16M cells keeps per-tile kernels fast and their
 # memory in the hundreds of MB; a forced TILE_SIZE may be larger.
 MAX_AUTO_TILE_SIZE = 4096
+# With several workers, automatic tiles are made smaller until each worker
+# has this many (not below MIN_WORKER_TILE_SIZE, where the per-task costs
+# start to weigh): 234 tiles for 8 one-thread workers ran the MST at 75 %
+# parallel efficiency on the H100 host (docs/benchmarks.md).
+MIN_TILES_PER_WORKER = 4
+MIN_WORKER_TILE_SIZE = 256
 # Share of the available RAM used when no memory limit is given.
 DEFAULT_MEMORY_SHARE = 0.5
 # Environment variable naming the folder where scratch folders are created.
@@ -220,6 +226,16 @@ def auto_tile_size(shape, limit_bytes, tile_bytes_per_cell, workers=1,
     return max(MIN_TILE_SIZE, size)
 
 
+def tiles_for_workers(shape, tile_size, workers):
+    """Automatic tiles halved (down to :data:`MIN_WORKER_TILE_SIZE`) until
+    there are :data:`MIN_TILES_PER_WORKER` per worker: a round then keeps
+    every worker busy however its tasks' times vary."""
+    while workers > 1 and tile_size // 2 >= MIN_WORKER_TILE_SIZE and \
+            TileGrid(shape, tile_size).count < MIN_TILES_PER_WORKER * workers:
+        tile_size //= 2
+    return tile_size
+
+
 @dataclass
 class TiledPlan:
     """What the tiled path of an operation needs: the opened source, the
@@ -293,8 +309,10 @@ def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
         if tile_size is None:
             if cells * in_memory_bytes_per_cell <= limit:
                 return None
-            tile_size = auto_tile_size(shape, limit, tile_bytes_per_cell,
-                                       executor_workers(executor), tile_share)
+            workers = executor_workers(executor)
+            tile_size = tiles_for_workers(shape, auto_tile_size(
+                shape, limit, tile_bytes_per_cell, workers, tile_share),
+                workers)
         return TileGrid(shape, tile_size)
     with distributed.client_for(executor) as client:
         threads = distributed.cluster_threads(client)
@@ -303,8 +321,8 @@ def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
         task_bytes = limit / threads if per_thread is None else (
             per_thread if memory_limit_mb in (None, 0)
             else min(per_thread, limit))
-        tile_size = auto_tile_size(shape, task_bytes, tile_bytes_per_cell, 1,
-                                   tile_share)
+        tile_size = tiles_for_workers(shape, auto_tile_size(
+            shape, task_bytes, tile_bytes_per_cell, 1, tile_share), threads)
     return TileGrid(shape, tile_size)
 
 

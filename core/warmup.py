@@ -90,15 +90,18 @@ def warm_up(dtypes=DTYPES, progress=None):
     seconds spent.  Writes the marker :func:`is_warm` looks for.
     """
     from . import (component_summary, connected_components, cost_distance,
-                   least_cost_path, minimum_spanning_tree,
+                   habitat_network, least_cost_path, minimum_spanning_tree,
                    segment_by_threshold, segments_by_threshold)
     start = time.perf_counter()
     with _lock:
         for done, dtype in enumerate(dtypes, start=1):
             values = _tiny_raster(dtype)
             nodata = 0
-            for mode in ("equal", "nonzero"):
-                result = connected_components(values, connectivity=8,
+            # nonzero mode: blocks for 8-connectivity, cells for 4
+            for mode, connectivity in (("equal", 8), ("nonzero", 8),
+                                       ("nonzero", 4)):
+                result = connected_components(values,
+                                              connectivity=connectivity,
                                               mode=mode, nodata=nodata,
                                               backend="cpu")
                 component_summary(result.labels, values, result.count)
@@ -116,6 +119,13 @@ def warm_up(dtypes=DTYPES, progress=None):
                                              cell_size=cell_size,
                                              max_cost=max_cost, **sources)
                     least_cost_path(distance, 5, 0)
+            # the habitat network: its mask kernel compiles per habitat
+            # type, the relabelling and the crossing scan per resistance
+            # type, the paths and the indices once (about 25 s of CPU on
+            # a first run otherwise)
+            habitat_network((values == 3).astype(dtype), values,
+                            connectivity=8, distance_p05=5.0,
+                            backend="cpu")
             for weight in ("max", "min", "mean", "absdiff"):
                 tree = minimum_spanning_tree(values, connectivity=8,
                                              weight=weight, nodata=nodata,

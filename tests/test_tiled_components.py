@@ -280,3 +280,25 @@ def test_tiled_labels_to_geotiff_by_strips(tmp_path):
     assert dataset.GetGeoTransform() == (0, 10, 0, 0, 0, -10)
     assert dataset.GetRasterBand(1).GetNoDataValue() == 0
     assert dataset.GetRasterBand(1).GetBlockSize() == [256, 256]
+
+
+def test_automatic_tiles_leave_every_worker_several():
+    # a budget that allows one 2048 tile: with 4 workers the tiles are
+    # halved until each worker has MIN_TILES_PER_WORKER, down to 256
+    import concurrent.futures
+
+    from gridgraph.core import tiling
+    shape = (2048, 2048)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        alone = tiling.plan(shape, None, 1024, 1000, 1, pool)
+    assert alone.tile_size == 2048
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        grid = tiling.plan(shape, None, 1024, 1000, 1, pool)
+    assert grid.count >= tiling.MIN_TILES_PER_WORKER * 4
+    assert grid.tile_size == 512
+    with concurrent.futures.ThreadPoolExecutor(64) as pool:
+        floor = tiling.plan(shape, None, 1024, 1000, 1, pool)
+    assert floor.tile_size == tiling.MIN_WORKER_TILE_SIZE
+    # a given tile size is kept
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert tiling.plan(shape, 2048, 1024, 1000, 1, pool).tile_size == 2048

@@ -17,7 +17,9 @@ import pytest
 from rasters import fractal_surface
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIMITS_MB = {"components": 12, "costdistance": 40, "mst": 40}
+# (the in-memory cost distance needs ~159 MB here since its outputs are
+# written over its search state: 36 MB keeps the four-times margin)
+LIMITS_MB = {"components": 12, "costdistance": 36, "mst": 40}
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"),

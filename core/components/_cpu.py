@@ -95,10 +95,7 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     first_pass = _first_pass_nonzero if nonzero else _first_pass_equal
     eight = connectivity == 8
 
-    strip_count = _strip_count(rows, cols) if strips is None else \
-        max(1, min(int(strips), rows))
-    bounds = np.linspace(0, rows, strip_count + 1).round().astype(np.int64)
-    strip_starts, strip_stops = bounds[:-1], bounds[1:]
+    strip_starts, strip_stops = _strip_bounds(rows, rows, cols, strips)
     first_labels = strip_starts * cols + 1
     next_labels = first_labels.copy()
     # Worst case (e.g. all values distinct) is one provisional label per
@@ -106,41 +103,23 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     parent = np.empty(values.size + 1, dtype=dtype)
     parent[0] = 0
     rows_per_call = max(1, _CELLS_PER_CALL // cols)
-    workers = min(strip_count, _cpu_count())
+    workers = min(strip_starts.size, _cpu_count())
 
     with ThreadPoolExecutor(workers) if workers > 1 else _Serial() as pool:
-        longest = int((strip_stops - strip_starts).max())
 
-        def first_pass_block(strip, offset):
-            top = strip_starts[strip]
-            row_start = top + offset
-            row_stop = min(row_start + rows_per_call, strip_stops[strip])
-            if row_start < row_stop:
-                next_labels[strip] = first_pass(
-                    values, valid, eight, labels, parent, top, row_start,
-                    row_stop, next_labels[strip])
+        def first_pass_rows(strip, top, row_start, row_stop):
+            next_labels[strip] = first_pass(
+                values, valid, eight, labels, parent, top, row_start,
+                row_stop, next_labels[strip])
 
-        for offset in range(0, longest, rows_per_call):
-            _wait(pool.map(first_pass_block, range(strip_count),
-                           [offset] * strip_count))
-            progress(_FIRST_PASS_END * min(offset + rows_per_call, longest)
-                     / longest)
-
+        _first_passes(pool, strip_starts, strip_stops, rows_per_call,
+                      first_pass_rows, progress)
         _merge_seams(values, nonzero, eight, labels, parent, strip_starts[1:])
         count = _resolve(parent, first_labels, next_labels)
         progress(_RESOLVE_END)
-
-        def second_pass_block(row_start):
-            _second_pass(labels, parent, row_start,
-                         min(row_start + rows_per_call, rows))
-
-        block = rows_per_call * workers
-        for offset in range(0, rows, block):
-            _wait(pool.map(second_pass_block,
-                           range(offset, min(offset + block, rows),
-                                 rows_per_call)))
-            progress(_RESOLVE_END + (1.0 - _RESOLVE_END)
-                     * min(offset + block, rows) / rows)
+        _second_passes(pool, rows, rows_per_call, workers,
+                       lambda start, stop: _second_pass(labels, parent, start,
+                                                        stop), progress)
     return labels, int(count)
 
 
@@ -165,11 +144,7 @@ def _label_blocks(values, valid, progress, strips):
     block_cols = (cols + 1) // 2
     blocks = np.empty((block_rows, block_cols), dtype=dtype)
 
-    strip_count = _strip_count(rows, cols) if strips is None else \
-        max(1, min(int(strips), block_rows))
-    bounds = np.linspace(0, block_rows, strip_count + 1).round() \
-        .astype(np.int64)
-    strip_starts, strip_stops = bounds[:-1], bounds[1:]
+    strip_starts, strip_stops = _strip_bounds(block_rows, rows, cols, strips)
     first_labels = strip_starts * block_cols + 1
     next_labels = first_labels.copy()
     # at most one label per block; np.empty commits only the pages of the
@@ -179,46 +154,68 @@ def _label_blocks(values, valid, progress, strips):
     parent[0] = key[0] = 0
     # per strip: was each block of the previous / this block row linked to
     # its left neighbour (first_pass_8 skips unions with it)
-    linked_left = np.empty((strip_count, 2, block_cols), dtype=np.bool_)
+    linked_left = np.empty((strip_starts.size, 2, block_cols),
+                           dtype=np.bool_)
     block_rows_per_call = max(1, _CELLS_PER_CALL // (2 * cols))
-    workers = min(strip_count, _cpu_count())
+    workers = min(strip_starts.size, _cpu_count())
 
     with ThreadPoolExecutor(workers) if workers > 1 else _Serial() as pool:
-        longest = int((strip_stops - strip_starts).max())
 
-        def first_pass_block(strip, offset):
-            top = strip_starts[strip]
-            start = top + offset
-            stop = min(start + block_rows_per_call, strip_stops[strip])
-            if start < stop:
-                next_labels[strip] = first_pass(
-                    values, valid, check_valid, blocks, parent, key,
-                    linked_left[strip], top, start, stop, next_labels[strip])
+        def first_pass_block_rows(strip, top, start, stop):
+            next_labels[strip] = first_pass(
+                values, valid, check_valid, blocks, parent, key,
+                linked_left[strip], top, start, stop, next_labels[strip])
 
-        for offset in range(0, longest, block_rows_per_call):
-            _wait(pool.map(first_pass_block, range(strip_count),
-                           [offset] * strip_count))
-            progress(_FIRST_PASS_END
-                     * min(offset + block_rows_per_call, longest) / longest)
-
+        _first_passes(pool, strip_starts, strip_stops, block_rows_per_call,
+                      first_pass_block_rows, progress)
         merge_seams(values, valid, check_valid, blocks, parent, key,
                     strip_starts[1:])
         count = _cpu_blocks.resolve(parent, key, first_labels, next_labels,
                                     cols)
         progress(_RESOLVE_END)
-
-        def second_pass_block(start):
-            second_pass(values, valid, check_valid, blocks, parent, labels,
-                        start, min(start + block_rows_per_call, block_rows))
-
-        step = block_rows_per_call * workers
-        for offset in range(0, block_rows, step):
-            _wait(pool.map(second_pass_block,
-                           range(offset, min(offset + step, block_rows),
-                                 block_rows_per_call)))
-            progress(_RESOLVE_END + (1.0 - _RESOLVE_END)
-                     * min(offset + step, block_rows) / block_rows)
+        _second_passes(
+            pool, block_rows, block_rows_per_call, workers,
+            lambda start, stop: second_pass(values, valid, check_valid,
+                                            blocks, parent, labels, start,
+                                            stop), progress)
     return labels, int(count)
+
+
+def _strip_bounds(units, rows, cols, strips):
+    """First and stop unit (row or block row) of each strip: one strip per
+    CPU for large rasters, or ``strips`` (at most one per unit)."""
+    strip_count = _strip_count(rows, cols) if strips is None else \
+        max(1, min(int(strips), units))
+    bounds = np.linspace(0, units, strip_count + 1).round().astype(np.int64)
+    return bounds[:-1], bounds[1:]
+
+
+def _first_passes(pool, strip_starts, strip_stops, per_call, run, progress):
+    """``run(strip, top, start, stop)`` over every strip concurrently,
+    ``per_call`` units of each at a time, reporting progress between."""
+    longest = int((strip_stops - strip_starts).max())
+    for offset in range(0, longest, per_call):
+
+        def chunk(strip):
+            top = strip_starts[strip]
+            start = top + offset
+            stop = min(start + per_call, strip_stops[strip])
+            if start < stop:
+                run(strip, top, start, stop)
+
+        _wait(pool.map(chunk, range(strip_starts.size)))
+        progress(_FIRST_PASS_END * min(offset + per_call, longest) / longest)
+
+
+def _second_passes(pool, units, per_call, workers, run, progress):
+    """``run(start, stop)`` over ``units`` in chunks of ``per_call``, one
+    chunk per worker at a time, reporting progress between."""
+    step = per_call * workers
+    for offset in range(0, units, step):
+        _wait(pool.map(lambda start: run(start, min(start + per_call, units)),
+                       range(offset, min(offset + step, units), per_call)))
+        progress(_RESOLVE_END + (1.0 - _RESOLVE_END)
+                 * min(offset + step, units) / units)
 
 
 def _strip_count(rows, cols):
