@@ -510,8 +510,8 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
         entry = dict(operation=f"cost distance 8-conn, 1 source, fractal {side}²",
                      device_s=device, device_runs=times, end_to_end_s=end_to_end, phases=stats,
                      delta_sweep=sweep, sweep_order=sweep_order)
-        # read the costs, write float64 costs, int8 predecessors and int64 allocation
-        entry["floor_s"] = side * side * (4 + 8 + 1 + 8) / bandwidth
+        # read the costs, write float64 costs, int8 predecessors and the allocation
+        entry["floor_s"] = side * side * (4 + 8 + 1 + gpu_out[2].dtype.itemsize) / bandwidth
         entry["times_floor"] = device / entry["floor_s"]
         entry["path_consistent"] = check_cost_paths(*gpu_out, cost, steps, 200000, rng)
         if with_cpu:

@@ -97,8 +97,11 @@ def warm_up(dtypes=DTYPES, progress=None):
         for done, dtype in enumerate(dtypes, start=1):
             values = _tiny_raster(dtype)
             nodata = 0
-            for mode in ("equal", "nonzero"):
-                result = connected_components(values, connectivity=8,
+            # nonzero mode: blocks for 8-connectivity, cells for 4
+            for mode, connectivity in (("equal", 8), ("nonzero", 8),
+                                       ("nonzero", 4)):
+                result = connected_components(values,
+                                              connectivity=connectivity,
                                               mode=mode, nodata=nodata,
                                               backend="cpu")
                 component_summary(result.labels, values, result.count)

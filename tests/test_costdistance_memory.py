@@ -35,12 +35,8 @@ def test_accumulated_written_over_the_state(index):
     assert spare.size == n
 
 
-@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("dtype", ["<f8", ">f8", "<f4", "<u2", ">i4", "<f2"])
-def test_initial_state_for_every_dtype_and_byte_order(dtype, parallel,
-                                                      monkeypatch):
-    if parallel:  # the threaded pass of large rasters, on a small one
-        monkeypatch.setattr(_cpu, "PARALLEL_FILL_CELLS", 0)
+def test_initial_state_for_every_dtype_and_byte_order(dtype):
     rng = np.random.default_rng(2)
     cost = (rng.random((7, 9)) * 50).astype(dtype)
     valid = rng.random(cost.shape) < 0.8
@@ -49,6 +45,7 @@ def test_initial_state_for_every_dtype_and_byte_order(dtype, parallel,
                                   cost.astype(np.float64).ravel())
     np.testing.assert_array_equal(
         state["accumulated"], np.where(valid, np.inf, -np.inf).ravel())
+    assert (state["hops"] == 1).all()
     # a strided view gives the same state
     wide = np.zeros((7, 18), dtype=dtype)
     wide[:, ::2] = cost

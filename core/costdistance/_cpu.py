@@ -70,8 +70,6 @@ POPS_PER_CHUNK = 1 << 17
 # 2026-11-24), so two threads only break even.
 BLOCKS_MIN_CELLS = 1 << 16
 
-# From this many cells on the search state is written by all threads.
-PARALLEL_FILL_CELLS = 1 << 20
 BLOCKS_MIN_THREADS = 4
 
 
@@ -203,18 +201,12 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
 def _initial_state(array, valid, index):
     """The search state of every cell, flat: cost as float64, accumulated
     +inf (-inf on barriers), hops 1 (the searches leave them alone; the
-    predecessor pass reads them).  One pass, by all threads on large
-    rasters."""
+    predecessor pass reads them), in one pass."""
     rows, cols = array.shape
     state = np.empty(rows * cols, dtype=_state_dtype(index))
     if array.dtype.isnative and array.dtype.kind in "iuf" \
             and array.dtype != np.float16:
-        # threads only where they pay: a parallel region waits for its
-        # slowest thread, which on a busy machine costs more than a small
-        # raster's whole pass
-        fill = _fill_state_parallel if state.size >= PARALLEL_FILL_CELLS \
-            else _fill_state
-        fill(state, array, np.ascontiguousarray(valid, np.bool_))
+        _fill_state(state, array, np.ascontiguousarray(valid, np.bool_))
         return state
     # other dtypes and byte orders: field assignment converts them without
     # a float64 copy of the whole raster
@@ -225,19 +217,18 @@ def _initial_state(array, valid, index):
     return state
 
 
-def _fill_state_rows(state, array, valid):
+@njit(cache=True, nogil=True)
+def _fill_state(state, array, valid):
+    # One thread: compiled per cost dtype, and a threaded version would
+    # compile again per dtype on a user's first large raster (the warm-up
+    # runs tiny ones); the pass is memory-bound anyway.
     rows, cols = array.shape
-    for row in prange(rows):  # a plain range where not compiled parallel
+    for row in range(rows):
         for col in range(cols):
             record = state[row * cols + col]
             record.cost = np.float64(array[row, col])
             record.accumulated = np.inf if valid[row, col] else -np.inf
             record.hops = 1
-
-
-_fill_state = njit(cache=True, nogil=True)(_fill_state_rows)
-_fill_state_parallel = njit(cache=True, nogil=True, parallel=True)(
-    _fill_state_rows)
 
 
 def directions_in_degrees(predecessor, degrees):
