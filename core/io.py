@@ -438,6 +438,10 @@ def polygonize_label_file(path, polygons_path, connectivity=4,
                                    geom_type=ogr.wkbPolygon,
                                    options=["SPATIAL_INDEX=NO"])
         layer.CreateField(ogr.FieldDefn("label", ogr.OFTInteger64))
+        # the GeoPackage driver creates the table lazily: made inside the
+        # transaction below, a rollback (cancel, write error) would drop it
+        # and closing the file would then fail in its destructor
+        layer.SyncToDisk()
     cancelled = []
 
     def report(fraction, message, data):
