@@ -89,6 +89,11 @@ def inputs(folder, size):
             "THRESHOLD": 25, "OUTPUT_DIRECTION": out("mst_direction.tif"),
             "OUTPUT_LINES": out("mst_edges.gpkg"),
             "OUTPUT_SEGMENTS": out("mst_segments.tif")},
+        # what the dialog makes when the user only picks the layer: the
+        # direction raster (tree edges and segments are off by default)
+        "minimumspanningtree (default outputs)": {
+            "INPUT": out("dem.tif"), "WEIGHT": 3, "CONNECTIVITY": 0,
+            "OUTPUT_DIRECTION": out("mst_direction_default.tif")},
     }
 
 
@@ -115,7 +120,8 @@ def run_algorithm(name, parameters, cache):
     """(wall seconds, engine seconds, kernels compiled, CPU seconds) of one
     fresh run; CPU time (all threads of the run) is steadier than wall time
     on a shared machine."""
-    arguments = [QGIS_PROCESS, "--json", "run", f"gridgraph:{name}", "--"]
+    algorithm = name.split()[0]      # "minimumspanningtree (default outputs)"
+    arguments = [QGIS_PROCESS, "--json", "run", f"gridgraph:{algorithm}", "--"]
     arguments += [f"{key}={value}" for key, value in parameters.items()]
     before = cache_files(cache)
     cpu = children_cpu()
