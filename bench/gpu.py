@@ -570,7 +570,7 @@ MST_CPU_PHASES = {
         "_list_rounds", "_list_lightest", "_list_hook", "_list_contract", "_sort_tree_edges",
         "_edge_ends", "parent_direction", "exact_total", "spanning_forest",
         "unsorted_forest", "_rounds_lightest", "_rounds_hook", "_rounds_contract",
-        "_forest_direction"],
+        "_forest_direction", "valid_cells"],
     "gridgraph.core.mst._forest_cpu": [
         "_check_edges", "_edge_planes", "_masks_from_planes", "_search_bands",
         "_join_pieces", "_reroot", "_directions", "_planes_from_ids"],
