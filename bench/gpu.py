@@ -748,15 +748,15 @@ class _PhaseProgress:
 # per-tile functions of the tiled MST (mstfast): each call's wall time with --tiled-clock
 MST_TILED_PHASES = {
     "gridgraph.core.mst.tiled.leaf": [
-        "_compress_tile", "_forest_mask", "_local_ids", "valid_mask", "forest_on_device",
-        "leaf_forest"],
+        "compress_tile_bands", "_low_bits_from_ids", "_local_ids", "valid_mask"],
     "gridgraph.core.mst.tiled.expand": [
-        "_final_mask", "_label_mask", "_border_pieces", "_walk_mask", "_mask_weights",
+        "_final_mask", "walk_tile_forest", "_border_pieces", "_mask_weights",
         "sum_parts", "valid_mask", "orient_pieces", "_surviving", "tile_pieces", "tile_finish"],
     "gridgraph.core.mst.tiled.driver": [
         "leaf_round", "merge_hierarchy", "separator_edges", "split_removed", "pieces_round",
         "finish_round", "leaf_tile"],
-    "gridgraph.core.mst._cuda": ["spanning_forest", "copy_to_host", "copy_to_device"],
+    "gridgraph.core.mst._cuda": ["spanning_forest", "forest_low_bits", "copy_to_host",
+                                 "copy_to_device"],
 }
 
 

@@ -470,8 +470,35 @@ def _walk(planes, valid_flat, rows, cols, band_rows, progress, want_direction,
                        want_direction, want_labels)
 
 
+def tile_forest_codes(low_bits, valid_flat, rows, cols):
+    """The forest of :func:`walk_tile_forest` rooted at each tree's lowest
+    cell: (code, masks, steps): per cell the direction code toward its
+    parent (0..7, neighbour k at ``steps[k]``; ``ROOT`` at roots,
+    ``NOT_VALID`` on invalid cells) and its bits of tree edges toward
+    each neighbour k."""
+    n = valid_flat.size
+    band_rows = _band_rows(rows, n, None)
+    previous_threads = numba.get_num_threads()
+    if band_rows.size == 2:
+        numba.set_num_threads(1)
+    try:
+        masks = np.empty(n, dtype=np.uint8)
+        if n:
+            _masks_from_low_bits(low_bits, rows, cols, masks)
+        code, steps = _walk_masks(masks, valid_flat, rows, cols, band_rows,
+                                  None, False, False, want_codes=True)
+    finally:
+        numba.set_num_threads(previous_threads)
+    return code, masks, steps
+
+
+ROOT = _ROOT
+NOT_VALID = _NOT_VALID
+OPPOSITE = _OPPOSITE
+
+
 def _walk_masks(masks, valid_flat, rows, cols, band_rows, progress,
-                want_direction, want_labels, roots=None):
+                want_direction, want_labels, roots=None, want_codes=False):
     n = valid_flat.size
     n_bands = band_rows.size - 1
     if progress is not None:
@@ -499,6 +526,9 @@ def _walk_masks(masks, valid_flat, rows, cols, band_rows, progress,
     root_piece, entry_cell, entry_code = _join_pieces(
         masks, band_cells, cols, steps, piece, piece_offset)
     del masks
+    if want_codes:
+        _reroot(piece_offset, entry_cell, entry_code, steps, code)
+        return code, steps
     trees = int(np.count_nonzero(root_piece == np.arange(root_piece.size)))
     direction = labels = None
     if want_direction:

@@ -11,7 +11,8 @@ from ..._common import valid_mask
 from .. import PARENT_DEGREES, PARENT_OFFSETS
 from .._cpu import _edge_weight, _lighter, sum_parts
 from .._forest_cpu import walk_tile_forest
-from .forest import _BIT_DCOL, _BIT_DROW, _lowest_bit, _popcount
+from .forest import (_BIT_DCOL, _BIT_DROW, _low_bits_from_ids, _lowest_bit,
+                     _popcount)
 
 # --------------------------------------------------------------------------
 # round 3: the final forest per tile, its roots, its sorted edges
@@ -26,17 +27,6 @@ def _final_mask(msf, window, removed_local):
     else:
         low_bits = _low_bits_from_ids(msf[0], window.rows * window.cols)
     _clear_edges(low_bits, removed_local)
-    return low_bits
-
-
-@njit(cache=True, nogil=True)
-def _low_bits_from_ids(local_id, n):
-    """The low-end bits of the edges with these local ids (low * 4 +
-    rank); one thread: two edges may share a low end."""
-    low_bits = np.zeros(n, dtype=np.uint8)
-    for k in range(local_id.size):
-        e = np.int64(local_id[k])
-        low_bits[e >> 2] |= np.uint8(1 << (e & 3))
     return low_bits
 
 
