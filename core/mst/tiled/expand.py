@@ -7,9 +7,8 @@ import numpy as np
 from numba import njit, prange
 
 from ... import tiling
-from ..._common import valid_mask
 from .. import PARENT_DEGREES, PARENT_OFFSETS
-from .._cpu import _edge_weight, _lighter, sum_parts
+from .._cpu import _edge_weight, _lighter, sum_parts, valid_cells
 from .._forest_cpu import walk_tile_forest
 from .forest import (_BIT_DCOL, _BIT_DROW, _low_bits_from_ids, _lowest_bit,
                      _popcount)
@@ -86,7 +85,7 @@ def tile_pieces(source, window, nodata, msf, removed_local):
     of their first cell; only border pieces get numbers here.
     """
     values = source.read(window)
-    valid = valid_mask(values, nodata)
+    valid = valid_cells(values, nodata)
     low_bits = _final_mask(msf, window, removed_local)
     labels = walk_tile_forest(low_bits, valid.reshape(-1), window.rows,
                               window.cols, False, True)[1]
@@ -268,7 +267,7 @@ def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
     the exact sum of their weights and their count in both cases.
     """
     values = source.read(window)
-    valid = valid_mask(values, nodata)
+    valid = valid_cells(values, nodata)
     rows, cols = window.rows, window.cols
     mask = _final_mask(msf, window, removed_local)
     direction = walk_tile_forest(mask, valid.reshape(-1), rows, cols, True,

@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._common import Progress, valid_mask
+from ..._common import Progress
+from .._cpu import valid_cells
 from .forest import (Graph, _local_ids, _low_bits_from_ids,
                      compress_tile_bands)
 
@@ -52,7 +53,7 @@ def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
     else:
         from .. import _cpu as kernels
     values = source.read(window)
-    valid = valid_mask(values, nodata)
+    valid = valid_cells(values, nodata)
     rows, cols = window.rows, window.cols
     if backend == "cuda" and not keep_edges:
         # the forest crosses to the host as one byte per cell: no sort
