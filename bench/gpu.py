@@ -571,6 +571,8 @@ MST_CPU_PHASES = {
         "_edge_ends", "parent_direction", "exact_total", "spanning_forest",
         "unsorted_forest", "_rounds_lightest", "_rounds_hook", "_rounds_contract",
         "_forest_direction", "valid_cells"],
+    "gridgraph.core.mst._list_cpu": [
+        "_list_lightest", "_lightest_by_ranges", "_list_hook", "_list_contract"],
     "gridgraph.core.mst._forest_cpu": [
         "_check_edges", "_edge_planes", "_masks_from_planes", "_search_bands",
         "_join_pieces", "_reroot", "_directions", "_planes_from_ids"],
@@ -581,8 +583,9 @@ def bench_mst_cpu(size, repeat, results, before=False):
     """The CPU backend's MST (public API, edges=False) at ``size`` on every core: wall time,
     the time of each phase (its functions wrapped with a clock), and the outputs identical
     to the CUDA backend's (directions, total weight bits, trees).  ``before`` (mstfast):
-    also the kernels as they were before int32 ids and the all-cores valid mask
-    (``_cpu._INT32_EDGE_IDS = 0``, numpy's valid mask), runs alternating in this process."""
+    also the kernels as they were before int32 ids, the all-cores valid mask and the list
+    scratch by component ranges (``_cpu._INT32_EDGE_IDS = 0``, numpy's valid mask,
+    ``_cpu._LIST_LABEL_RANGES = False``), runs alternating in this process."""
     import importlib
 
     import numba
@@ -595,6 +598,13 @@ def bench_mst_cpu(size, repeat, results, before=False):
     for connectivity in (4, 8):  # compile every kernel before the clocks wrap them
         minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=False)
         minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=True)
+    if before:  # and the kernels as before (int64 ids, the list scratch per component)
+        saved = mst_cpu._INT32_EDGE_IDS, mst_cpu._LIST_LABEL_RANGES
+        mst_cpu._INT32_EDGE_IDS, mst_cpu._LIST_LABEL_RANGES = 0, False
+        try:
+            minimum_spanning_tree(small, 4, "max", backend="cpu", edges=False)
+        finally:
+            mst_cpu._INT32_EDGE_IDS, mst_cpu._LIST_LABEL_RANGES = saved
     for connectivity in (4,):
         clock = _PhaseClock()
         for module_name, names in MST_CPU_PHASES.items():
@@ -603,6 +613,7 @@ def bench_mst_cpu(size, repeat, results, before=False):
         runs = []
         old_runs = []
         compact_ids, fast_valid = mst_cpu._INT32_EDGE_IDS, mst_cpu.valid_cells
+        ranges = mst_cpu._LIST_LABEL_RANGES
 
         def numpy_valid(array, nodata):
             start = time.perf_counter()
@@ -616,12 +627,14 @@ def bench_mst_cpu(size, repeat, results, before=False):
                                       else ((True, runs),)):
                     if not variant:
                         mst_cpu._INT32_EDGE_IDS, mst_cpu.valid_cells = 0, numpy_valid
+                        mst_cpu._LIST_LABEL_RANGES = False
                     clock.times = {}
                     try:
                         elapsed, out = wall(lambda: minimum_spanning_tree(
                             values, connectivity, "max", backend="cpu", edges=False))
                     finally:
                         mst_cpu._INT32_EDGE_IDS, mst_cpu.valid_cells = compact_ids, fast_valid
+                        mst_cpu._LIST_LABEL_RANGES = ranges
                     kept.append(dict(s=elapsed, phases=dict(clock.times)))
                     log("mst cpu run" if variant else "mst cpu run (before)",
                         json.dumps(kept[-1], default=float))
@@ -639,7 +652,8 @@ def bench_mst_cpu(size, repeat, results, before=False):
             old_best = sorted(old_runs, key=lambda r: r["s"])[len(old_runs) // 2]
             results.append(dict(
                 operation=f"mst CPU backend {connectivity}-conn, before (int64 ids, numpy "
-                          f"valid mask), same process", cpu_s=old_best["s"],
+                          f"valid mask, list scratch per component), same process",
+                cpu_s=old_best["s"],
                 cpu_runs=[r["s"] for r in old_runs], phases=old_best["phases"],
                 identical_to_new=old_same))
             log(json.dumps(results[-1], default=float))

@@ -1,5 +1,6 @@
-"""The CPU MST kernels with int32 per-cell arrays (mstfast, issue 10)
-against the int64 ones and Kruskal, and the all-cores valid mask against
+"""The CPU MST kernels with int32 per-cell arrays and the list rounds'
+scratch by component ranges (mstfast, issue 10) against the int64 ones,
+the full scratch and Kruskal, and the all-cores valid mask against
 ``valid_mask``: random values, plateaus (ties), NaN holes, nodata, odd
 shapes, one row or column, at every thread count and through the chunked
 parallel paths."""
@@ -29,17 +30,21 @@ def rasters():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("ids", ["int32", "int64"])
+@pytest.mark.parametrize("ids, ranges", [("int32", True), ("int64", False),
+                                         ("int32", False), ("int64", True)])
 @pytest.mark.parametrize("connectivity", [4, 8])
 @pytest.mark.parametrize("name, values", rasters(),
                          ids=[r[0] for r in rasters()])
 def test_compact_and_wide_ids_equal_kruskal(monkeypatch, threads, ids,
-                                            connectivity, name, values):
+                                            ranges, connectivity, name,
+                                            values):
     monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
     monkeypatch.setattr(_cpu, "_BAND_CELLS", 45)
     monkeypatch.setattr(_forest_cpu, "_PARALLEL_MIN_CELLS", 8)
     if ids == "int64":
         monkeypatch.setattr(_cpu, "_INT32_EDGE_IDS", 0)
+    # the list rounds' scratch by component ranges, or per component
+    monkeypatch.setattr(_cpu, "_LIST_LABEL_RANGES", ranges)
     previous = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
