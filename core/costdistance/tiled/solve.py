@@ -171,6 +171,11 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
     Returns ``(band_distance, state)``: the distances of its band cells
     (the message the driver relaxes into the neighbours) and the new
     state (kept where it was computed)."""
+    if backend == "cuda":  # the state stays on the GPU (_cuda_tiled)
+        from .. import _cuda_tiled
+        return _cuda_tiled.solve_round_tile(
+            cost_source, window, nodata, state, source_local, seeds, margin,
+            offsets, step_lengths, max_cost, passed)
     state = solve_tile(cost_source, window, nodata, state, source_local,
                        seeds, margin, offsets, step_lengths, max_cost, passed,
                        backend)
