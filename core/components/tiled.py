@@ -125,11 +125,19 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     shape = (rows, cols)
     eight = connectivity == 8
 
-    summaries = tiling.run_tasks(
-        tile_summary,
-        [(source, window, shape, connectivity, mode, nodata, backend)
-         for window in windows],
-        executor, progress.span(*SUMMARY_SPAN))
+    on_gpu = None
+    if backend == "cuda" and executor is None:
+        # the GPU rounds (labels kept on the device, reads ahead, writes
+        # overlapped): components/_cuda_tiled.py
+        from ._cuda_tiled import TileRounds
+        on_gpu = TileRounds(source, windows, connectivity, mode, nodata)
+        summaries = on_gpu.summaries(shape, progress.span(*SUMMARY_SPAN))
+    else:
+        summaries = tiling.run_tasks(
+            tile_summary,
+            [(source, window, shape, connectivity, mode, nodata, backend)
+             for window in windows],
+            executor, progress.span(*SUMMARY_SPAN))
     by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
     answers, count = merge(grid, by_tile, eight, mode == "equal")
     progress(LABEL_SPAN[0])
@@ -147,10 +155,15 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
         arguments = [(source, window, shape, connectivity, mode, nodata,
                       answers[tile], label_dtype, backend)
                      for tile, window in zip(tiles, windows)]
-        tiling.run_tasks(
-            functools.partial(tiling.write_in_task, sink, tile_labels)
-            if in_task else tile_labels,
-            arguments, executor, progress.span(*LABEL_SPAN), on_result=write)
+        if on_gpu is not None:
+            on_gpu.write_labels(sink, [answers[tile] for tile in tiles],
+                                label_dtype, progress.span(*LABEL_SPAN))
+        else:
+            tiling.run_tasks(
+                functools.partial(tiling.write_in_task, sink, tile_labels)
+                if in_task else tile_labels,
+                arguments, executor, progress.span(*LABEL_SPAN),
+                on_result=write)
         labels = sink.finish()
     return labels, count
 

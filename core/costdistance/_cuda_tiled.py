@@ -42,6 +42,8 @@ from .tiled.budget import HOPS_UNREACHED, PREDECESSOR_UNREACHED
 # Share of the GPU's free memory (when the cache is made) that holds tile
 # states; the rest is for one tile's frame and the solve's work arrays.
 DEVICE_STATE_SHARE = 0.5
+# A fixed budget in bytes instead (tests: 0 spills every state but one).
+DEVICE_STATE_BYTES = None
 # Output blocks are written in this many row bands per output, in
 # parallel (pwrite releases the GIL; one thread wrote ~2 GB/s).
 WRITE_BANDS = 8
@@ -101,6 +103,8 @@ class DeviceStates:
 
     def __init__(self, host, budget_bytes=None):
         self.host = host
+        if budget_bytes is None:
+            budget_bytes = DEVICE_STATE_BYTES
         if budget_bytes is None:
             usable = usable_device_memory()
             budget_bytes = np.inf if usable is None \
