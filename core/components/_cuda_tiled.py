@@ -104,6 +104,21 @@ def _columns(labels, rows, cols, left, right):
         right[r] = labels[r * cols + cols - 1]
 
 
+@cuda.jit(cache=True)
+def _fill(values, n, value):
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        values[i] = value
+
+
+@cuda.jit(cache=True)
+def _rank_border(border, m, index):
+    """index[label] = its rank among the sorted border labels ``border``."""
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < m:
+        index[border[i]] = i
+
+
 def _launch(n):
     return blocks_for(n, FLAT_THREADS), FLAT_THREADS
 
@@ -126,15 +141,27 @@ class _Labelled:
         self.lines = dict(top=self.labels[:cols].copy_to_host(),
                           bottom=self.labels[n - cols:].copy_to_host(),
                           left=left.copy_to_host(), right=right.copy_to_host())
-        on_border = np.zeros(self.count + 1, dtype=bool)
-        for line in self.lines.values():
-            on_border[line] = True
-        on_border[0] = False
-        index = np.cumsum(on_border, dtype=np.int64) - 1
-        index[~on_border] = -1
-        self.border_index = index.astype(np.int32)
-        self.n_border = int(on_border.sum())
-        self.d_border_index = cuda.to_device(self.border_index)
+        # the border labels, sorted: a border label's index is its rank
+        # (no host pass over the tile's count, which a smooth raster in
+        # "equal" mode makes about its cell count: 0.1 s a 4096² tile)
+        border = np.unique(np.concatenate(list(self.lines.values())))
+        self.border = border[border > 0].astype(np.int64)
+        self.n_border = int(self.border.size)
+        self.d_border_index = cuda.device_array(self.count + 1,
+                                                dtype=np.int32)
+        _fill[_launch(self.count + 1)](self.d_border_index, self.count + 1,
+                                       -1)
+        if self.n_border:
+            _rank_border[_launch(self.n_border)](
+                cuda.to_device(self.border), self.n_border,
+                self.d_border_index)
+
+    def line_index(self, side):
+        """Per cell of a border line: 1 + its label's border index, 0
+        where no component."""
+        line = self.lines[side]
+        return np.where(line > 0, np.searchsorted(self.border, line) + 1,
+                        0).astype(np.int32)
 
     @property
     def nbytes(self):
@@ -153,15 +180,12 @@ def _summary(tile, values, window, shape):
                                tile.d_border_index, window.row, window.col,
                                shape[1], first_cell, interior_before,
                                row_starts)
-    index = tile.border_index
     return TileSummary(
         first_cell=first_cell.copy_to_host()[:m],
         interior_before=interior_before.copy_to_host()[:m],
         row_starts=row_starts.copy_to_host(),
-        top=index[tile.lines["top"]] + 1,
-        bottom=index[tile.lines["bottom"]] + 1,
-        left=index[tile.lines["left"]] + 1,
-        right=index[tile.lines["right"]] + 1,
+        top=tile.line_index("top"), bottom=tile.line_index("bottom"),
+        left=tile.line_index("left"), right=tile.line_index("right"),
         top_values=np.array(values[0]), bottom_values=np.array(values[-1]),
         left_values=np.array(values[:, 0]),
         right_values=np.array(values[:, -1]))
