@@ -483,10 +483,12 @@ class _Frame:
 
 def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
                      margin, offsets, step_lengths, max_cost, passed=None):
-    """``tiled.solve_round_tile`` on the GPU: returns ``(band_distance,
-    DeviceTile)``.  The sources get (0, 0) and the band cells whose
+    """``tiled.solve_round_tile`` on the GPU: returns ``((band_distance,
+    inf), DeviceTile)``.  The sources get (0, 0) and the band cells whose
     received distance beats their own take it (as ``_apply_seeds``), then
-    the tile is relaxed from them (``solve_seeded``'s phase "distance")."""
+    the tile is relaxed from them (``solve_seeded``'s phase "distance").
+    No settle bound on the GPU: every cell is settled, none left pending
+    (the driver's ``bound`` is for the CPU's Dijkstra)."""
     tile = _device_tile(cost_source, window, nodata, state, step_lengths)
     rows, cols = window.rows, window.cols
     band, band_device, _ = _band(rows, cols, margin)
@@ -499,7 +501,7 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
     current[lowered] = seeds[lowered]
     cells = np.concatenate([sources, band[lowered]])
     if cells.size == 0:
-        return current, tile
+        return (current, np.inf), tile
     values = np.concatenate([np.zeros(sources.size), seeds[lowered]])
     m = cells.size
     _lower[_launch(m)](cuda.to_device(cells), cuda.to_device(values), m,
@@ -510,7 +512,7 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
                            HOPS_UNREACHED, float(max_cost),
                            cuda.to_device(wake), cuda.to_device(tile_key),
                            tile.delta, None, None)
-    return _gather_host(tile.dist, band_device), tile
+    return (_gather_host(tile.dist, band_device), np.inf), tile
 
 
 def hops_tile(cost_source, window, nodata, state, margin, source_local,
