@@ -72,6 +72,11 @@ BLOCKS_MIN_CELLS = 1 << 16
 
 BLOCKS_MIN_THREADS = 4
 
+# The block search: "heaps" (large blocks keeping their heaps between
+# rounds, _blocks_heaps) or "small" (64² blocks re-listed each round,
+# _blocks_cpu).  Both give the heap search's rasters bit for bit.
+BLOCK_SEARCH = "heaps"
+
 
 def _state_dtype(index):
     # accumulated: +inf not reached yet, -inf barrier (no candidate is ever
@@ -145,7 +150,15 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     if blocks is None:
         blocks = n_cells >= BLOCKS_MIN_CELLS \
             and numba.get_num_threads() >= BLOCKS_MIN_THREADS
-    if blocks:
+    if blocks and BLOCK_SEARCH == "heaps":
+        from . import _blocks_heaps
+        side = _blocks_heaps.block_side(rows, cols, numba.get_num_threads()) \
+            if blocks is True else int(blocks)
+        _blocks_heaps.search(state, rows, cols, source_index, neighbour_drow,
+                             neighbour_dcol, neighbour_delta, passed_delta_a,
+                             passed_delta_b, step_lengths, margin, max_cost,
+                             progress, side)
+    elif blocks:
         from . import _blocks_cpu
         side = _blocks_cpu.BLOCK_SIDE if blocks is True else int(blocks)
         _blocks_cpu.search(state, rows, cols, source_index, neighbour_drow,
