@@ -27,10 +27,11 @@ algorithm (J. Algorithms 2003); Davidson et al., Work-efficient parallel
 GPU methods for single-source shortest paths (IPDPS 2014, near-far).
 """
 
+import numba
 import numpy as np
 from numba import njit, prange
 
-from ._blocks_cpu import _near_border, _next_active, _pull
+from ._blocks_cpu import _near_border, _pull
 from ._cpu import HEAP_PADDING, _pop_min, _prefetch, _sift_up
 
 # Side of a block: large, so few cells lie on borders (and are settled
@@ -41,9 +42,13 @@ MIN_BLOCK_SIDE = 128
 MAX_BLOCK_SIDE = 1024
 BLOCKS_PER_THREAD = 8
 
-# The bound grows by this many cells' width of travel at the mean cost per
-# round (any width gives the same costs).
-ROUND_WIDTH_CELLS = 32.0
+# The bound moves on by this many cells' width of travel at the mean cost
+# (any width gives the same costs).  Narrow steps mean many rounds, each
+# pulling the rings that face changed neighbours: one thread, 4096²
+# fractal, one source, 1024² blocks: 4 cells 1556 rounds and 3x the CPU
+# time, 16 cells 396 rounds, 64 cells 102 rounds, 256 cells 30 rounds and
+# about the same time as 64; wide steps leave fewer blocks busy early on.
+ROUND_WIDTH_CELLS = 64.0
 
 # Rounds between two progress reports.
 _ROUNDS_PER_REPORT = 8
@@ -79,29 +84,48 @@ def _solve_block(state, rows, cols, r0, r1, c0, c1, margin, drow, dcol,
                  neighbour_delta, passed_delta_a, passed_delta_b,
                  step_lengths, max_cost, bound, pull, heap_key, heap_cell,
                  size):
-    """Pull into the block (when ``pull``), then Dijkstra inside it while
+    """Pull into the block (the ring parts of the ``pull`` mask), then
+    Dijkstra inside it while
     its least key is at most ``bound``.  Returns (the new heap size, the
     least new cost of a cell within ``margin`` of the block border (+inf:
     none), pops)."""
     changed = np.inf
-    for r in range(r0, r1 if pull else r0):
-        ring_row = r < r0 + margin or r >= r1 - margin
-        c = c0
-        while c < c1:
-            if not ring_row and c == c0 + margin and c1 - margin > c:
-                c = c1 - margin  # skip the inside of the row
-                continue
-            cell = r * cols + c
-            own = state[cell].accumulated
-            if own > -np.inf:
-                best = _pull(state, rows, cols, r, c, r0, r1, c0, c1, drow,
-                             dcol, passed_delta_a, passed_delta_b,
-                             step_lengths, max_cost)
-                if best < own:
-                    size = _lower(state, heap_key, heap_cell, size, cell,
-                                  best)
-                    changed = min(changed, best)
-            c += 1
+    # the ring's parts facing the neighbours that changed (_SIDES)
+    top = min(r0 + margin, r1)
+    bottom = max(r1 - margin, r0)
+    left = min(c0 + margin, c1)
+    right = max(c1 - margin, c0)
+    for part in range(8):
+        if not (pull >> part) & 1:
+            continue
+        if part == 0:
+            ra, rb, ca, cb = r0, top, c0, c1
+        elif part == 1:
+            ra, rb, ca, cb = bottom, r1, c0, c1
+        elif part == 2:
+            ra, rb, ca, cb = r0, r1, c0, left
+        elif part == 3:
+            ra, rb, ca, cb = r0, r1, right, c1
+        elif part == 4:
+            ra, rb, ca, cb = r0, top, c0, left
+        elif part == 5:
+            ra, rb, ca, cb = r0, top, right, c1
+        elif part == 6:
+            ra, rb, ca, cb = bottom, r1, c0, left
+        else:
+            ra, rb, ca, cb = bottom, r1, right, c1
+        for r in range(ra, rb):
+            for c in range(ca, cb):
+                cell = r * cols + c
+                own = state[cell].accumulated
+                if own > -np.inf:
+                    best = _pull(state, rows, cols, r, c, r0, r1, c0, c1,
+                                 drow, dcol, passed_delta_a, passed_delta_b,
+                                 step_lengths, max_cost)
+                    if best < own:
+                        size = _lower(state, heap_key, heap_cell, size, cell,
+                                      best)
+                        changed = min(changed, best)
     pops = 0
     connectivity = drow.shape[0]
     while size > 0:
@@ -151,6 +175,45 @@ def _solve_block(state, rows, cols, r0, r1, c0, c1, margin, drow, dcol,
                         nr, nc, r0, r1, c0, c1, margin):
                     changed = candidate
     return size, changed, pops
+
+
+# The neighbours of a block, as (row, column) offsets in blocks, in the
+# order of the bits of its ``pull`` mask: bit k set when neighbour k
+# changed a cell near its border (then the block's ring part facing it is
+# pulled: a side's margin rows or columns, or a corner's margin square).
+_SIDES = np.array([[-1, 0], [1, 0], [0, -1], [0, 1],
+                   [-1, -1], [-1, 1], [1, -1], [1, 1]], dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _next_active(changed, pending_min, bound, block_rows, block_cols,
+                 active, pull):
+    """The blocks to run under ``bound``: those with a pending key at most
+    the bound and those beside a block whose border got a cost at most the
+    bound (whose entry in ``changed`` is then cleared; ``pull`` gets the
+    mask of the neighbours to pull from).  Returns how many (written to
+    ``active``)."""
+    n = 0
+    for b in range(block_rows * block_cols):
+        br = b // block_cols
+        bc = b - br * block_cols
+        mask = 0
+        for k in range(8):
+            nr = br + _SIDES[k, 0]
+            nc = bc + _SIDES[k, 1]
+            if 0 <= nr < block_rows and 0 <= nc < block_cols:
+                key = changed[nr * block_cols + nc]
+                if key < np.inf and key <= bound:
+                    mask |= 1 << k
+        pull[b] = mask
+        key = pending_min[b]
+        if mask or (key < np.inf and key <= bound):
+            active[n] = b
+            n += 1
+    for b in range(block_rows * block_cols):
+        if changed[b] < np.inf and changed[b] <= bound:
+            changed[b] = np.inf
+    return n
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -207,7 +270,7 @@ def _seed(state, sources, rows, cols, side, block_cols, margin, heap_key,
 def search(state, rows, cols, source_index, neighbour_drow, neighbour_dcol,
            neighbour_delta, passed_delta_a, passed_delta_b, step_lengths,
            margin, max_cost, progress, side=MAX_BLOCK_SIDE,
-           width_cells=ROUND_WIDTH_CELLS):
+           width_cells=None):
     """Least accumulated costs into ``state['accumulated']`` (+inf where
     unreached; barriers hold -inf, other cells +inf on entry).  Returns the
     cells popped in all (a cell is popped again when a pull improves it
@@ -231,7 +294,7 @@ def search(state, rows, cols, source_index, neighbour_drow, neighbour_dcol,
     heap_size = np.zeros(n_blocks, dtype=np.int64)
     changed = np.full(n_blocks, np.inf)
     pending_min = np.full(n_blocks, np.inf)
-    pull = np.zeros(n_blocks, dtype=np.bool_)
+    pull = np.zeros(n_blocks, dtype=np.uint8)
     pops = np.zeros(n_blocks, dtype=np.int64)
     active = np.empty(n_blocks, dtype=np.int64)
     _seed(state, np.asarray(source_index, dtype=np.int64), rows, cols, side,
@@ -240,6 +303,8 @@ def search(state, rows, cols, source_index, neighbour_drow, neighbour_dcol,
     costs = state["cost"]
     finite = state["accumulated"] > -np.inf
     mean_cost = float(np.mean(costs[finite])) if finite.any() else 0.0
+    if width_cells is None:
+        width_cells = ROUND_WIDTH_CELLS
     width = width_cells * mean_cost * float(np.max(step_lengths))
     if not width > 0 or not np.isfinite(width):
         width = np.inf
@@ -259,11 +324,17 @@ def search(state, rows, cols, source_index, neighbour_drow, neighbour_dcol,
             n_active = _next_active(changed, pending_min, bound, block_rows,
                                     block_cols, active, pull)
             continue
-        _round(state, rows, cols, side, block_cols, active, n_active, margin,
-               neighbour_drow, neighbour_dcol, neighbour_delta,
-               passed_delta_a, passed_delta_b, step_lengths, max_cost, bound,
-               changed, pending_min, pull, pops, heap_key, heap_cell,
-               heap_base, heap_size)
+        # blocks one at a time to whichever thread is free: the band of a
+        # round crosses blocks very unequally
+        saved = numba.set_parallel_chunksize(1)
+        try:
+            _round(state, rows, cols, side, block_cols, active, n_active,
+                   margin, neighbour_drow, neighbour_dcol, neighbour_delta,
+                   passed_delta_a, passed_delta_b, step_lengths, max_cost,
+                   bound, changed, pending_min, pull, pops, heap_key,
+                   heap_cell, heap_base, heap_size)
+        finally:
+            numba.set_parallel_chunksize(saved)
         total_pops += int(pops[:n_active].sum())
         n_active = _next_active(changed, pending_min, bound, block_rows,
                                 block_cols, active, pull)
