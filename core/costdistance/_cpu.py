@@ -65,12 +65,12 @@ INITIAL_HEAP_CAPACITY = 1 << 16
 POPS_PER_CHUNK = 1 << 17
 
 # From this many cells on, and with at least BLOCKS_MIN_THREADS threads, the
-# search runs on blocks of cells in parallel (_blocks_cpu).  One thread
-# spends about twice the heap search's time on blocks (2048² fractal,
-# 2026-11-24), so two threads only break even.
-BLOCKS_MIN_CELLS = 1 << 16
+# search runs on blocks of cells in parallel (_blocks_heaps).  One thread
+# spends about 1.05x the heap search's CPU time on its large blocks (4096²
+# fractal, 2026-11-24), so two threads pay where the cores are free.
+BLOCKS_MIN_CELLS = 1 << 20
 
-BLOCKS_MIN_THREADS = 4
+BLOCKS_MIN_THREADS = 2
 
 # The block search: "heaps" (large blocks keeping their heaps between
 # rounds, _blocks_heaps) or "small" (64² blocks re-listed each round,
