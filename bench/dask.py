@@ -239,6 +239,9 @@ def main():
     parser.add_argument("--round-delta", type=float, default=None,
                         help="cost distance: the rounds' slack in tile "
                         "crossings (rounds.ROUND_DELTA_TILES)")
+    parser.add_argument("--settle-delta", type=float, default=None,
+                        help="cost distance: a solve's settle bound in tile "
+                        "crossings (rounds.SETTLE_DELTA_TILES; 0: none)")
     parser.add_argument("--wait-for-neighbours", action="store_true",
                         help="cost distance: no tile starts beside a lower "
                         "one in flight (rounds.WAIT_FOR_LOWER_NEIGHBOURS)")
@@ -246,6 +249,8 @@ def main():
     from gridgraph.core.costdistance import rounds
     if args.round_delta is not None:
         rounds.ROUND_DELTA_TILES = args.round_delta
+    if args.settle_delta is not None:
+        rounds.SETTLE_DELTA_TILES = args.settle_delta or None
     if args.wait_for_neighbours:
         rounds.WAIT_FOR_LOWER_NEIGHBOURS = True
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)

@@ -12,6 +12,12 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from . import distributed
 from ._common import Progress
 
+# Tasks in flight per Dask worker thread in a round of independent tasks:
+# several queued on the cluster keep a worker busy while the driver takes
+# in the last results and submits (a components tile task takes ~20 ms, as
+# long as a few of the driver's round trips).
+DASK_IN_FLIGHT_PER_THREAD = 4
+
 def executor_workers(executor):
     """How many tile tasks may run at once under ``executor``: 1 in-process,
     the pool's workers, or a Dask cluster's threads (asked of the
@@ -57,9 +63,9 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     scratch) need not all exist at once.
 
     ``executor=None`` runs them one after the other in this process;
-    a :class:`concurrent.futures.Executor` or a Dask client runs them
-    concurrently with at most twice its worker count in flight (so
-    finished results do not pile up).  ``on_result(index, result)``
+    a :class:`concurrent.futures.Executor` runs them concurrently with at
+    most twice its worker count in flight (so finished results do not pile
+    up), a Dask client with :data:`DASK_IN_FLIGHT_PER_THREAD` per thread.  ``on_result(index, result)``
     consumes each result as it arrives (in task order when in-process, in
     completion order otherwise); without it the results are returned as a
     list in task order.  ``progress`` gets the finished fraction after
@@ -133,7 +139,7 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
 
     name = getattr(function, "__name__", None) or getattr(
         getattr(function, "func", None), "__name__", "tile")
-    limit = 2 * distributed.cluster_threads(client)
+    limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
     in_flight = {}  # the future the driver waits on -> (index, state)
     # not distributed.wait: it needs a default client; results are fetched

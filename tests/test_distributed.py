@@ -218,6 +218,42 @@ def test_worker_killed_mid_run_changes_nothing(client, tmp_path):
     client.wait_for_workers(2, timeout=60)  # the nanny restarts it
 
 
+def test_worker_killed_with_kept_labels_changes_nothing(client, tmp_path,
+                                                        monkeypatch):
+    # components keep round 1's tile labels on the workers; a worker killed
+    # as the label round starts loses some: Dask recomputes them from their
+    # summary tasks and the labels are still identical
+    from gridgraph.core.components import tiled as components_tiled
+    values = (np.random.default_rng(8).random((40, 37)) < 0.4).astype(
+        np.int16)
+    expected = connected_components(values, mode="nonzero")
+    assert components_tiled._keep_labels(client, values.size)
+    assert not components_tiled._keep_labels(None, values.size)
+    monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE", 0.0)
+    assert not components_tiled._keep_labels(client, values.size)
+    monkeypatch.undo()
+    memmap = save_npy(tmp_path, "values", values)
+    pids = client.run(os.getpid)
+    victim = sorted(pids)[-1]
+    killed = []
+
+    def kill_at_the_label_round(fraction):
+        if fraction >= 0.5 and not killed:
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(victim)
+
+    out = tmp_path / "out"
+    out.mkdir()
+    result = connected_components(memmap, mode="nonzero", tile_size=TILE,
+                                  executor=client, out_dir=out,
+                                  progress=kill_at_the_label_round)
+    assert killed
+    assert result.count == expected.count
+    assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts it
+
+
 def test_no_retries_left_is_a_clean_error(tmp_path):
     import dask
     from distributed import Client, LocalCluster

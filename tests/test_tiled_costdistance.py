@@ -427,3 +427,85 @@ def test_next_tile_waits_for_a_lower_neighbour_in_flight():
     # a neighbour in flight with a higher key does not hold a tile back
     flight[0] = 3.0
     assert rounds._next_tile(keys, flight, 10.0, False, neighbours) == 1
+
+
+def _settle_cases():
+    rng = np.random.default_rng(5)
+    ties = rng.integers(1, 3, (45, 41)).astype(np.float64)  # costs 1 and 2
+    zeros = np.zeros((40, 44))
+    zeros[rng.random(zeros.shape) < 0.3] = 1.0
+    zeros[12:30, 20] = -1  # a wall of nodata
+    plateau = np.full((36, 36), 3.0)
+    return [(ties, [(0, 0), (44, 40), (22, 5)], 8),
+            (zeros, [(0, 0), (39, 43)], 16),
+            (plateau, [(17, 17), (2, 33)], 4)]
+
+
+@pytest.mark.parametrize("case", range(3))
+@pytest.mark.parametrize("settle", [0.05, 0.5, 1])
+@pytest.mark.parametrize("pool", [False, True])
+def test_settle_bound_gives_the_unbounded_solves_result(case, settle, pool,
+                                                        monkeypatch):
+    # a solve settles only up to its bound (the rest pending): a tiny bound
+    # makes every tile come back many times; the outputs are still those of
+    # the unbounded solves and of the in-memory run, bit for bit, on ties,
+    # zero costs and nodata, one task at a time or four at once
+    from concurrent.futures import ThreadPoolExecutor
+    from gridgraph.core.costdistance import rounds
+    cost, sources, connectivity = _settle_cases()[case]
+    options = dict(connectivity=connectivity, nodata=-1,
+                   source_ids=np.arange(1, len(sources) + 1))
+    expected = in_memory(cost, sources, **options)
+    monkeypatch.setattr(rounds, "SETTLE_DELTA_TILES", None)
+    unbounded = cost_distance(cost, sources, backend="cpu", tile_size=8,
+                              **options)
+    monkeypatch.setattr(rounds, "SETTLE_DELTA_TILES", settle)
+    executor = ThreadPoolExecutor(4) if pool else None
+    try:
+        bounded = cost_distance(cost, sources, backend="cpu", tile_size=8,
+                                executor=executor, **options)
+    finally:
+        if executor is not None:
+            executor.shutdown()
+    if settle < 0.1:  # the bound did cut solves short
+        assert bounded.tile_solves > unbounded.tile_solves
+    for name in ("accumulated", "direction", "allocation"):
+        np.testing.assert_array_equal(getattr(bounded, name),
+                                      getattr(unbounded, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(bounded, name),
+                                      getattr(expected, name), err_msg=name)
+
+
+def test_solve_leaves_cells_above_the_bound_pending():
+    # one 6 x 6 tile of unit costs, source at (0, 0), 4-connected: a bound
+    # of 2.5 settles the cells at distance <= 2 (relaxed: their neighbours
+    # at 3 are reached, pending), nothing further; a second solve with no
+    # bound finishes it, equal to a solve with no bound at all
+    from gridgraph.core.costdistance.tiled import solve as solve_module
+    from gridgraph.core.costdistance import NEIGHBOUR_OFFSETS
+    from gridgraph.core.tiling import Window, open_source
+    cost = np.ones((6, 6))
+    source = open_source(cost)
+    window = Window(0, 0, 6, 6)
+    offsets = np.ascontiguousarray(NEIGHBOUR_OFFSETS[:4])
+    steps = np.ones(4)
+    seeds = np.full(20, np.inf)  # the band receives nothing
+    args = (1, offsets, steps, np.inf)
+    distance, hops, key = solve_module.solve_tile(
+        source, window, None, None, np.array([0]), seeds, *args, bound=2.5)
+    manhattan = np.add.outer(np.arange(6.0), np.arange(6.0)).reshape(-1)
+    assert key == 3.0
+    np.testing.assert_array_equal(distance[manhattan <= 3],
+                                  manhattan[manhattan <= 3])
+    assert np.isinf(distance[manhattan > 3]).all()
+    pending = hops == solve_module.HOPS_PENDING
+    np.testing.assert_array_equal(pending, manhattan == 3)
+    distance2, hops2, key2 = solve_module.solve_tile(
+        source, window, None, (distance, hops), np.zeros(0, np.int64), seeds,
+        *args)
+    assert key2 == np.inf and not (hops2 == solve_module.HOPS_PENDING).any()
+    np.testing.assert_array_equal(distance2, manhattan)
+    full = solve_module.solve_tile(source, window, None, None, np.array([0]),
+                                   seeds, *args)
+    np.testing.assert_array_equal(full[0], distance2)
+    np.testing.assert_array_equal(full[1], hops2)

@@ -18,9 +18,12 @@ Three rounds (docs/architecture.md, "The block hierarchy"):
 3. Per tile (:func:`tile_labels`): label the tile again (the same labels,
    as the kernel is deterministic) and renumber: border labels get their
    component's number from round 2, interior labels count the starts
-   before them on their row.
+   before them on their row.  On a Dask cluster whose memory holds them,
+   round 1's tile labels stay on the workers instead (futures) and round 3
+   only renumbers them (:func:`renumber_kept`).
 
-Memory: a tile's kernel arrays, plus messages of O(tile side) per tile.
+Memory: a tile's kernel arrays, plus messages of O(tile side) per tile
+(and, on a cluster, the kept labels in the workers' memory).
 """
 
 import functools
@@ -42,6 +45,10 @@ SUMMARY_SPAN = (0.0, 0.45)
 LABEL_SPAN = (0.5, 1.0)
 # The in-memory run: the values, valid mask, labels and union-find array.
 IN_MEMORY_BYTES_PER_CELL = 24
+# On a Dask cluster round 1's labels stay on the workers for round 3 when
+# they take at most this share of the workers' memory (else round 3 labels
+# each tile again).
+KEPT_LABELS_SHARE = 0.25
 
 
 @dataclass
@@ -125,11 +132,16 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     shape = (rows, cols)
     eight = connectivity == 8
 
+    keep = _keep_labels(executor, rows * cols)
     summaries = tiling.run_tasks(
-        tile_summary,
+        tile_summary_kept if keep else tile_summary,
         [(source, window, shape, connectivity, mode, nodata, backend)
          for window in windows],
-        executor, progress.span(*SUMMARY_SPAN))
+        executor, progress.span(*SUMMARY_SPAN), keep=keep)
+    kept = None
+    if keep:  # (summary, future of the tile's labels)
+        kept = [state for _, state in summaries]
+        summaries = [summary for summary, _ in summaries]
     by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
     answers, count = merge(grid, by_tile, eight, mode == "equal")
     progress(LABEL_SPAN[0])
@@ -144,15 +156,35 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             if not in_task:
                 sink.write(windows[index], block)
 
-        arguments = [(source, window, shape, connectivity, mode, nodata,
-                      answers[tile], label_dtype, backend)
-                     for tile, window in zip(tiles, windows)]
+        if kept is not None:
+            function = renumber_kept
+            arguments = [(state, window, answers[tile], label_dtype)
+                         for state, tile, window in zip(kept, tiles, windows)]
+        else:
+            function = tile_labels
+            arguments = [(source, window, shape, connectivity, mode, nodata,
+                          answers[tile], label_dtype, backend)
+                         for tile, window in zip(tiles, windows)]
         tiling.run_tasks(
-            functools.partial(tiling.write_in_task, sink, tile_labels)
-            if in_task else tile_labels,
+            functools.partial(tiling.write_in_task, sink, function)
+            if in_task else function,
             arguments, executor, progress.span(*LABEL_SPAN), on_result=write)
+        del kept, arguments  # the kept labels: released on the workers
         labels = sink.finish()
     return labels, count
+
+
+def _keep_labels(executor, cells):
+    """Whether round 1's tile labels stay on the workers: on a Dask cluster
+    whose memory limits hold them (int64 labels, the widest) within
+    :data:`KEPT_LABELS_SHARE`; a cluster without limits keeps them."""
+    if not distributed.is_dask_client(executor):
+        return False
+    workers = distributed.cluster_workers(executor).values()
+    if any(limit is None for _, limit in workers):
+        return True
+    return cells * 8 <= KEPT_LABELS_SHARE * sum(
+        limit for _, limit in workers)
 
 
 def warm_up(dtype=np.float64):
@@ -180,13 +212,21 @@ def _local_labels(source, window, connectivity, mode, nodata, backend):
 def tile_summary(source, window, shape, connectivity, mode, nodata,
                  backend="cpu"):
     """Round 1 for one tile: its :class:`TileSummary`."""
+    return tile_summary_kept(source, window, shape, connectivity, mode,
+                             nodata, backend)[0]
+
+
+def tile_summary_kept(source, window, shape, connectivity, mode, nodata,
+                      backend="cpu"):
+    """Round 1 for one tile: ``(summary, (labels, border_index))``, the
+    :class:`TileSummary` and the tile's labels for :func:`renumber_kept`."""
     values, labels, count = _local_labels(source, window, connectivity, mode,
                                           nodata, backend)
     border_index = tiling.border_label_index(labels, count)
     first_cell, interior_before, row_starts = _starts(
         labels, border_index, np.int64(window.row), np.int64(window.col),
         np.int64(shape[1]))
-    return TileSummary(
+    summary = TileSummary(
         first_cell=first_cell, interior_before=interior_before,
         row_starts=row_starts,
         top=border_index[labels[0]] + 1, bottom=border_index[labels[-1]] + 1,
@@ -195,6 +235,7 @@ def tile_summary(source, window, shape, connectivity, mode, nodata,
         top_values=np.array(values[0]), bottom_values=np.array(values[-1]),
         left_values=np.array(values[:, 0]),
         right_values=np.array(values[:, -1]))
+    return summary, (labels, border_index)
 
 
 @njit(cache=True, nogil=True)
@@ -387,6 +428,13 @@ def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
     _, labels, count = _local_labels(source, window, connectivity, mode,
                                      nodata, backend)
     border_index = tiling.border_label_index(labels, count)
+    return renumber_kept((labels, border_index), window, answer, label_dtype)
+
+
+def renumber_kept(kept, window, answer, label_dtype):
+    """Round 3 for one tile from round 1's ``(labels, border_index)`` (kept
+    on the worker): its final labels.  Pure (``kept`` is only read)."""
+    labels, border_index = kept
     final = np.empty(labels.shape, dtype=label_dtype)
     _renumber(labels, border_index, answer.number, answer.is_root,
               answer.starts_before, final)

@@ -59,6 +59,12 @@ ROUND_DELTA_TILES = 2
 # cut the solves from 445 to 386 but the run took 51.5 s against 47.0 s
 # (docs/benchmarks.md, "Dask executor").
 WAIT_FOR_LOWER_NEIGHBOURS = False
+# A solve relaxes only the cells whose distance is at most this many tile
+# crossings above the least key waiting or in flight when it starts (its
+# settle bound); the rest stay pending in its state for a later solve.  A
+# tile started early then settles little that a lower distance arriving
+# later would make it redo.  None: no bound (every solve settles its tile).
+SETTLE_DELTA_TILES = 1
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
 DISTANCE_SPAN = (0.1, 0.7)
@@ -402,6 +408,8 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
     finite = bands.cost[~np.isnan(bands.cost)]
     mean_cost = float(finite.mean()) if finite.size else 0.0
     slack = ROUND_DELTA_TILES * grid.tile_size * mean_cost
+    settle = math.inf if SETTLE_DELTA_TILES is None or mean_cost <= 0 \
+        else SETTLE_DELTA_TILES * grid.tile_size * mean_cost
     flight_key = np.full(n_tiles, np.inf)  # key of each tile in flight
     neighbours = tile_neighbours(grid) if WAIT_FOR_LOWER_NEIGHBOURS \
         else None
@@ -414,6 +422,10 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
                                neighbours)
                 if t < 0:
                     break
+                # the settle bound: above the least key waiting or in
+                # flight (this tile's included), as the start slack is
+                bound = max(min(dirty_key.min(), flight_key.min())
+                            + settle, dirty_key[t])
                 flight_key[t], dirty_key[t] = dirty_key[t], np.inf
                 local = tile_sources.get(t, NO_SOURCES)[0] \
                     if not solved[t] else NO_SOURCES[0]
@@ -422,18 +434,23 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
                             local, bands.incoming[bands.of(t)].copy(),
                             problem.margin, problem.offsets,
                             problem.step_lengths, problem.max_cost,
-                            problem.passed, problem.backend)
+                            problem.passed, problem.backend, bound)
             if len(pool) == 0:
                 break
-            t, (band_distance, state) = pool.next_done()
+            t, ((band_distance, pending_key), state) = pool.next_done()
             flight_key[t] = np.inf
             states.put(t, state)
             solved[t] = True
             problem.solves += 1
+            # its cells left pending wait with their least distance
+            dirty_key[t] = min(dirty_key[t], pending_key)
             window = problem.window(t)
             band_r, band_c = band_cells(window.rows, window.cols,
                                         problem.margin)
             band = bands.of(t)
+            # a pending band cell comes back +inf: it keeps the distance
+            # it was last sent with (a path sum too) until it is settled
+            band_distance = np.minimum(band_distance, bands.distance[band])
             changed = band_distance != bands.distance[band]
             bands.distance[band] = band_distance
             tiled._relax_out(

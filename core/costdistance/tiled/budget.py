@@ -7,6 +7,10 @@ from ... import tiling
 PREDECESSOR_UNREACHED = -1
 PREDECESSOR_SOURCE = -2
 HOPS_UNREACHED = np.iinfo(np.int64).max
+# During the distance rounds a cell whose tentative distance passed its
+# solve's settle bound (not yet relaxed to its neighbours) holds this in
+# the hops array; none is left when the rounds end.
+HOPS_PENDING = -2
 
 # A tile's state: distance and hops.
 STATE_BYTES_PER_CELL = 16

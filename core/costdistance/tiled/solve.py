@@ -8,7 +8,7 @@ from numba import njit
 from ..._common import valid_mask
 from .._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
 from .band import band_cells
-from .budget import HOPS_UNREACHED
+from .budget import HOPS_PENDING, HOPS_UNREACHED
 
 # --------------------------------------------------------------------------
 # round 1: the tile solve
@@ -22,10 +22,20 @@ def new_state(window):
 
 def solve_tile(cost_source, window, nodata, state, source_local, seeds,
                margin, offsets, step_lengths, max_cost, passed=None,
-               backend="cpu"):
+               backend="cpu", bound=np.inf):
     """The least distances of one tile, from its sources and the distances
-    its band received.  Pure: returns the new state (hops untouched but for
-    the sources' 0).
+    its band received.  Pure: returns ``(distance, hops, pending_key)``, the
+    new state (hops untouched but for the sources' 0 and the pending marks)
+    and the least distance left pending (+inf when none).
+
+    The settle bound: only cells whose distance is at most ``bound`` are
+    relaxed to their neighbours; a cell with a larger tentative distance is
+    left *pending* (``HOPS_PENDING`` in its hops) and is relaxed by a later
+    solve of the tile with a higher bound.  A solve that comes again after
+    a lower distance reached the band then redoes only the cells up to its
+    bound.  Every distance is still a path sum computed term by term and
+    distances only decrease, so once no tile has pending cells or waiting
+    band distances the state is the least fixed point, whatever the bounds.
 
     ``passed`` is ``KNIGHT_PASSED_CELLS[:connectivity]`` (the default): the
     two cells each move passes between, which must be valid.
@@ -53,23 +63,33 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
     band_r, band_c = band_cells(window.rows, window.cols, margin)
     seeded = _apply_seeds(distance, hops, window.cols, band_r, band_c,
                           seeds, source_local)
+    if state is not None:
+        # cells left pending by the last solve (those seeded again just
+        # now had their mark cleared: pushed once)
+        pending = np.flatnonzero(hops == HOPS_PENDING)
+        if pending.size:
+            hops[pending] = HOPS_UNREACHED
+            seeded = np.concatenate((seeded, pending))
     if seeded.size == 0:
-        return distance, hops
+        return distance, hops, np.inf
     shape = (window.rows, window.cols)
     if backend == "cuda":
         from .. import _cuda
         new_distance, new_hops = _cuda.solve_seeded(
             cost, valid, distance.reshape(shape), hops.reshape(shape), seeded,
             len(offsets), step_lengths, max_cost, phase="distance")
+        # no settle bound on the GPU: every cell settled, nothing pending
         return (np.ascontiguousarray(new_distance).reshape(-1),
-                np.ascontiguousarray(new_hops, dtype=np.int64).reshape(-1))
+                np.ascontiguousarray(new_hops, dtype=np.int64).reshape(-1),
+                np.inf)
     cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
-    _solve_tile(cost, window.rows, window.cols, distance, hops, seeded,
-                offsets[:, 0].copy(), offsets[:, 1].copy(),
-                _passed_delta(passed, 0, window.cols),
-                _passed_delta(passed, 1, window.cols), step_lengths,
-                max_cost)
-    return distance, hops
+    pending_key = _solve_tile(
+        cost, window.rows, window.cols, distance, hops, seeded,
+        offsets[:, 0].copy(), offsets[:, 1].copy(),
+        _passed_delta(passed, 0, window.cols),
+        _passed_delta(passed, 1, window.cols), step_lengths, max_cost,
+        float(bound))
+    return distance, hops, pending_key
 
 
 @njit(cache=True, nogil=True)
@@ -92,6 +112,8 @@ def _apply_seeds(distance, hops, cols, band_r, band_c, seed_distance,
         # barriers hold -inf: never beaten
         if seed_distance[b] < distance[cell]:
             distance[cell] = seed_distance[b]
+            if hops[cell] == HOPS_PENDING:
+                hops[cell] = HOPS_UNREACHED  # pushed here, once
             seeded[count] = cell
             count += 1
     return seeded[:count]
@@ -112,9 +134,12 @@ def _pair_less(d1, h1, d2, h2):
 
 @njit(cache=True, nogil=True)
 def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
-                passed_delta_a, passed_delta_b, step_lengths, max_cost):
+                passed_delta_a, passed_delta_b, step_lengths, max_cost,
+                bound):
     """Incremental Dijkstra for the least distances of a tile
-    (lazy-deletion binary heap), from the ``seeded`` cells."""
+    (lazy-deletion binary heap), from the ``seeded`` cells, relaxing only
+    cells whose distance is at most ``bound``: the others are marked
+    ``HOPS_PENDING``.  Returns the least pending distance (+inf: none)."""
     connectivity = drow.size
     capacity = max(1024, 2 * seeded.size)
     heap_key = np.empty(capacity, dtype=np.float64)
@@ -131,6 +156,15 @@ def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
         size -= 1
         if key > distance[cell]:
             continue  # a stale entry: the cell improved after this push
+        if key > bound:
+            # the least live entry: it and every live entry left wait for
+            # a later solve (a cell's live entry is the one of its distance)
+            hops[cell] = HOPS_PENDING
+            for k in range(size):
+                other = heap_cell[k]
+                if heap_key[k] == distance[other]:
+                    hops[other] = HOPS_PENDING
+            return key
         row = cell // cols
         col = cell - row * cols
         cell_cost = cost[cell]
@@ -157,6 +191,7 @@ def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
                 heap_cell = np.resize(heap_cell, capacity)
             _push(heap_key, heap_cell, size, candidate, neighbour)
             size += 1
+    return np.inf
 
 
 # --------------------------------------------------------------------------
@@ -165,14 +200,19 @@ def _solve_tile(cost, rows, cols, distance, hops, seeded, drow, dcol,
 
 def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
                      margin, offsets, step_lengths, max_cost, passed,
-                     backend="cpu"):
+                     backend="cpu", bound=np.inf):
     """A propagation round's task for one tile: :func:`solve_tile`.
 
-    Returns ``(band_distance, state)``: the distances of its band cells
-    (the message the driver relaxes into the neighbours) and the new
-    state (kept where it was computed)."""
-    state = solve_tile(cost_source, window, nodata, state, source_local,
-                       seeds, margin, offsets, step_lengths, max_cost, passed,
-                       backend)
-    band_r, band_c = band_cells(window.rows, window.cols, margin)
-    return state[0][band_r * window.cols + band_c], state
+    Returns ``((band_distance, pending_key), state)``: the message -- the
+    distances of its band cells (+inf where pending: a pending distance is
+    relaxed into the neighbours once it is settled) and the least pending
+    distance, the tile's next key -- and the new state (kept where it was
+    computed)."""
+    distance, hops, pending_key = solve_tile(
+        cost_source, window, nodata, state, source_local, seeds, margin,
+        offsets, step_lengths, max_cost, passed, backend, bound)
+    band = band_cells(window.rows, window.cols, margin)
+    band = band[0] * window.cols + band[1]
+    band_distance = np.where(hops[band] == HOPS_PENDING, np.inf,
+                             distance[band])
+    return (band_distance, pending_key), (distance, hops)
