@@ -63,11 +63,13 @@ def test_compact_and_wide_ids_equal_kruskal(monkeypatch, threads, ids,
 @pytest.mark.parametrize("dtype, nodata", [
     (np.float32, None), (np.float32, -1.0), (np.float64, 0.0),
     (np.int16, -9999), (np.uint8, 255), (np.int32, 2.5), (np.uint8, 300),
-    (np.float32, float("nan"))])
+    (np.float32, float("nan")), (np.float16, 1.0), (">i2", 2),
+    (np.longdouble, -1.0)])
 def test_valid_cells_equal_valid_mask(monkeypatch, dtype, nodata):
     monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
     rng = np.random.default_rng(5)
     values = (rng.integers(-3, 4, (23, 17)) * 1).astype(dtype)
+    dtype = values.dtype
     if np.issubdtype(dtype, np.floating):
         values[rng.random(values.shape) < 0.2] = np.nan
         values[0, :3] = -0.0
@@ -78,3 +80,16 @@ def test_valid_cells_equal_valid_mask(monkeypatch, dtype, nodata):
     for array in (values, values[:, ::2], values[:1], values[:, :1]):
         np.testing.assert_array_equal(_cpu.valid_cells(array, nodata),
                                       valid_mask(array, nodata))
+
+
+def test_float16_and_swapped_bytes_rasters_run_as_float32():
+    from gridgraph.core import minimum_spanning_tree
+    values = np.floor(fractal_surface((19, 23), seed=6) * 4)
+    values[2, 3] = np.nan
+    expected = minimum_spanning_tree(values.astype(np.float32), backend="cpu")
+    for raster in (values.astype(np.float16), values.astype(">f4")):
+        result = minimum_spanning_tree(raster, backend="cpu")
+        np.testing.assert_array_equal(result.edges, expected.edges)
+        np.testing.assert_array_equal(result.parent_direction,
+                                      expected.parent_direction)
+        assert result.total_weight == expected.total_weight

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .._common import index_dtype, nodata_in_dtype
+from .._common import index_dtype, nodata_in_dtype, valid_mask
 from ..errors import InvalidInputError
 # the sort of the tree edges and the exact total live in modules of their
 # own; their names stay importable from here
@@ -82,9 +82,18 @@ def _valid_cells(values, has_nodata, nodata, valid):
             valid[r, c] = x == x and not (has_nodata and x == nodata)
 
 
+# Raster dtypes the valid-cell kernel takes (native byte order); others
+# (float16, long double, swapped bytes) go through numpy.
+_KERNEL_DTYPES = frozenset(np.dtype(t) for t in (
+    np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+    np.uint64, np.float32, np.float64))
+
+
 def valid_cells(array, nodata):
     """:func:`gridgraph.core._common.valid_mask` of a 2-D raster on all
     cores: not NaN and not equal to ``nodata``."""
+    if array.dtype not in _KERNEL_DTYPES or array.ndim != 2:
+        return valid_mask(array, nodata)
     value = nodata_in_dtype(array.dtype, nodata)
     valid = np.empty(array.shape, dtype=bool)
     if valid.size == 0:

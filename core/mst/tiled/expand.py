@@ -4,6 +4,7 @@ across tiles, its parent directions and its sorted edges."""
 from dataclasses import dataclass
 
 import numpy as np
+import numba
 from numba import njit, prange
 
 from ... import tiling
@@ -87,37 +88,43 @@ def tile_pieces(source, window, nodata, msf, removed_local):
     values = source.read(window)
     valid = valid_cells(values, nodata)
     low_bits = _final_mask(msf, window, removed_local)
-    labels = walk_tile_forest(low_bits, valid.reshape(-1), window.rows,
-                              window.cols, False, True)[1]
+    _, labels, count = walk_tile_forest(low_bits, valid.reshape(-1),
+                                        window.rows, window.cols, False, True)
     labels = labels.reshape(window.rows, window.cols)
-    border, first_cell = _border_pieces(labels)
+    border, first_cell = _border_pieces(labels, count)
     return PiecesMessage(
         first_cell=first_cell, top=border[labels[0]] + 1,
         bottom=border[labels[-1]] + 1, left=border[labels[:, 0]] + 1,
         right=border[labels[:, -1]] + 1)
 
 
-@njit(cache=True, nogil=True)
-def _border_pieces(labels):
+@njit(cache=True, nogil=True, parallel=True)
+def _border_pieces(labels, count):
     """Number the pieces that touch the border (in label order); return
-    the numbering per label (-1 elsewhere) and their first cells."""
+    the numbering per label (-1 elsewhere) and their first cells.
+    ``count``: the number of pieces (labels 1..count).  Bands of rows find
+    their first cells in parallel; the lowest band that holds a piece
+    gives its first cell."""
     rows, cols = labels.shape
-    count = 0
-    for r in range(rows):
-        for c in range(cols):
-            if labels[r, c] > count:
-                count = labels[r, c]
     number = tiling.border_label_index(labels, count)
     n = 0
     for label in range(1, count + 1):
         if number[label] >= 0:
             n += 1
+    n_bands = max(1, min(rows, numba.get_num_threads()))
+    band_first = np.full((n_bands, n), -1, dtype=np.int64)
+    for b in prange(n_bands):
+        for r in range(rows * b // n_bands, rows * (b + 1) // n_bands):
+            for c in range(cols):
+                k = number[labels[r, c]]
+                if k >= 0 and band_first[b, k] < 0:
+                    band_first[b, k] = np.int64(r) * cols + c
     first_cell = np.full(n, -1, dtype=np.int64)
-    for r in range(rows):
-        for c in range(cols):
-            k = number[labels[r, c]]
-            if k >= 0 and first_cell[k] < 0:
-                first_cell[k] = r * cols + c
+    for k in prange(n):
+        for b in range(n_bands):
+            if band_first[b, k] >= 0:
+                first_cell[k] = band_first[b, k]
+                break
     return number, first_cell
 
 

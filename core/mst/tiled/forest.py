@@ -289,14 +289,20 @@ def _compress_tile(mask, values, rows, cols, row0, col0, raster_rows,
     return out_a[:emitted], out_b[:emitted], out_w[:emitted], out_e[:emitted]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _low_bits_from_ids(local_id, n):
-    """The low-end bits of the edges with these local ids (low * 4 +
-    rank); one thread: two edges may share a low end."""
-    low_bits = np.zeros(n, dtype=np.uint8)
-    for k in range(local_id.size):
+    """The low-end bits of the edges with these distinct local ids (low *
+    4 + rank).  Two edges may share a low end, so each rank first gets a
+    byte plane of its own (distinct edges write distinct bytes), then the
+    planes are folded into one byte per cell."""
+    planes = np.zeros((4, n), dtype=np.uint8)
+    for k in prange(local_id.size):
         e = np.int64(local_id[k])
-        low_bits[e >> 2] |= np.uint8(1 << (e & 3))
+        planes[e & 3, e >> 2] = 1
+    low_bits = np.empty(n, dtype=np.uint8)
+    for v in prange(n):
+        low_bits[v] = planes[0, v] | (planes[1, v] << 1) \
+            | (planes[2, v] << 2) | (planes[3, v] << 3)
     return low_bits
 
 
