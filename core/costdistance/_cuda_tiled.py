@@ -517,9 +517,14 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
 
 def hops_tile(cost_source, window, nodata, state, margin, source_local,
               halo, offsets, passed, step_lengths):
-    """``tiled.hops_tile`` on the GPU (as ``_cuda.relax_frame_hops``: the
-    frame relaxed over its tight moves from the sources and the halo's
-    hops): returns ``(band_hops, DeviceTile)``."""
+    """``tiled.hops_tile`` on the GPU: returns ``(band_hops, DeviceTile)``.
+
+    The tile's frame is relaxed (``solve_seeded``'s phase "hops": tight
+    moves only) from its sources (hops 0) and the reached halo cells.
+    Paths that leave the tile into the halo and come back may lower a tile
+    cell below what the CPU's search (halo read only) gives on one visit,
+    but both are lengths of tight paths and the rounds stop only at the
+    global least fixed point, so the final hops are the same."""
     tile = _device_tile(cost_source, window, nodata, state, step_lengths)
     rows, cols = window.rows, window.cols
     frame = _Frame(tile, margin, halo)
