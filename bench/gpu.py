@@ -968,17 +968,36 @@ def bench_tiled(workdir, operations, results, clock_mst=False, cpu_components=Fa
                              tile_size=mst_tiled.plan(dem, 1, None, 4096, None).grid.tile_size)
             if operation == "costdistance":
                 entry["tile_solves"] = getattr(result, "tile_solves", None)
-            if operation == "components" and cpu_components:
-                # the CPU backend on the same machine and raster (in process, 16 cores)
-                with tempfile.TemporaryDirectory(dir=workdir) as cpu_out:
+            if cpu_components and operation in ("components", "costdistance"):
+                # the CPU backend on the same machine and raster: every core (a thread pool
+                # of os.cpu_count() tile workers), outputs compared cell for cell
+                from concurrent.futures import ThreadPoolExecutor
+                cpu_runs = dict(
+                    components=lambda out, pool: connected_components(
+                        dem, 8, "equal", backend="cpu", memory_limit_mb=4096, out_dir=out,
+                        executor=pool),
+                    costdistance=lambda out, pool: cost_distance(
+                        dem, [(shape[0] // 2, shape[1] // 2)], 8, backend="cpu",
+                        memory_limit_mb=4096, out_dir=out, executor=pool))
+                with tempfile.TemporaryDirectory(dir=workdir) as cpu_out, \
+                        ThreadPoolExecutor(os.cpu_count()) as pool:
                     start = time.perf_counter()
-                    cpu_result = connected_components(
-                        dem, 8, "equal", backend="cpu", memory_limit_mb=4096,
-                        out_dir=cpu_out)
+                    cpu_result = cpu_runs[operation](cpu_out, pool)
                     entry["cpu_backend_s"] = time.perf_counter() - start
-                    entry["identical_to_cpu_backend"] = bool(
-                        cpu_result.count == result.count and np.array_equal(
-                            np.asarray(cpu_result.labels), np.asarray(result.labels)))
+                    entry["cpu_backend"] = f"tiled, {os.cpu_count()} tile workers (threads)"
+                    if operation == "components":
+                        names = ("labels",)
+                        same = cpu_result.count == result.count
+                    else:
+                        names = ("accumulated", "direction", "allocation")
+                        same = True
+                    for name in names:
+                        a, b = np.asarray(getattr(cpu_result, name)), np.asarray(
+                            getattr(result, name))
+                        same = same and a.dtype == b.dtype and all(
+                            np.array_equal(a[r:r + 1024], b[r:r + 1024], equal_nan=True)
+                            for r in range(0, a.shape[0], 1024))
+                    entry["identical_to_cpu_backend"] = bool(same)
                     del cpu_result
             results.append(entry)
             log(json.dumps(entry, default=float))
@@ -1156,7 +1175,8 @@ def main():
     parser.add_argument("--mst-cpu-before", action="store_true",
                         help="mst_cpu also runs the kernels as before mstfast's changes")
     parser.add_argument("--tiled-cpu", action="store_true",
-                        help="also time the CPU backend's tiled components at full size")
+                        help="also time the CPU backend (all cores) on the tiled operations at full size "
+                             "and compare every output cell")
     parser.add_argument("--tiled-clock", action="store_true",
                         help="time each per-tile function of the tiled MST (mstfast)")
     parser.add_argument("--json")

@@ -28,7 +28,7 @@ from . import _cuda
 
 # Tiles read ahead of the one on the device (each a tile's values in host
 # memory, inside the tile budget of the memory limit).
-READ_AHEAD = 3
+READ_AHEAD = 4
 # Row bands a finished block is written in, in parallel.
 WRITE_BANDS = 8
 # Share of the GPU's free memory that may keep tiles' labels between the
