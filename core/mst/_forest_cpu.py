@@ -286,14 +286,7 @@ def _reroot(piece_offset, entry_cell, entry_code, steps, code):
             x = entry_cell[p]
             if x < 0:
                 continue
-            toward = np.int64(entry_code[p])
-            while True:
-                old = np.int64(code[x])
-                code[x] = toward
-                if old == _ROOT:
-                    break
-                toward = _OPPOSITE[old]
-                x += steps[old]
+            _turn_path(code, x, np.int64(entry_code[p]), steps)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -301,15 +294,20 @@ def _reroot_at(cells, steps, code):
     """Re-root the tree of each of ``cells`` (one cell per tree) there: the
     directions on the path from it to its root turn around."""
     for i in prange(cells.size):
-        x = np.int64(cells[i])
-        toward = np.int64(_ROOT)
-        while True:
-            old = np.int64(code[x])
-            code[x] = toward
-            if old == _ROOT:
-                break
-            toward = _OPPOSITE[old]
-            x += steps[old]
+        _turn_path(code, np.int64(cells[i]), np.int64(_ROOT), steps)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _turn_path(code, x, toward, steps):
+    """Point x at ``toward`` and turn the directions on the path from x to
+    its root around (the root then points back along it)."""
+    while True:
+        old = np.int64(code[x])
+        code[x] = toward
+        if old == _ROOT:
+            break
+        toward = _OPPOSITE[old]
+        x += steps[old]
 
 
 @njit(cache=True, nogil=True, parallel=True)
