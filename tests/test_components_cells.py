@@ -139,3 +139,36 @@ def test_merge_sets_joins_and_keeps_smaller_parents():
         while parent[walk] != walk:
             walk = parent[walk]
         assert walk == roots[node]
+
+
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+def test_rough_and_smooth_rows_mixed(mode, connectivity):
+    """Rows labelled run by run (after a smooth row) and cell by cell
+    (after a rough one) in every order, with merges across the switch."""
+    rng = np.random.default_rng(21 + connectivity)
+    cols = 150
+    rough = lambda: (rng.random(cols) < 0.6).astype(np.uint8)  # noqa: E731
+    smooth = lambda: np.repeat(rng.integers(0, 2, cols // 25),  # noqa: E731
+                               25).astype(np.uint8)
+    for pattern in ["rrssrsrrrsss", "ssrsrrsrsr", "srrrrrrs", "rsssssssr"]:
+        values = np.stack([rough() if kind == "r" else smooth()
+                           for kind in pattern * 3])
+        check(values, connectivity, mode)
+        values[:, ::37] = 1   # vertical lines join the rows' runs
+        check(values, connectivity, mode)
+        check(values * rng.integers(1, 3, values.shape).astype(np.uint8),
+              connectivity, mode)
+
+
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_smooth_fractal_masks(mode, connectivity, seed):
+    """Smooth masks take the run scan (8-connected nonzero too, instead of
+    the blocks): long runs, few merges, holes and islands."""
+    surface = fractal_surface((120, 173), seed=seed)
+    for level in np.percentile(surface, [20, 50, 80]):
+        mask = (surface > level).astype(np.uint8)
+        assert _cpu._smooth(mask, np.ones((1, 1), bool), False)
+        check(mask, connectivity, mode)
+        check(np.where(surface > level, np.floor(surface / 100), 0),
+              connectivity, mode)
