@@ -1,6 +1,6 @@
-"""The branch-light per-cell scan (core/components/_cpu.py: 4-connected
-``nonzero`` mode and ``equal`` mode at both connectivities) label for
-label against the per-cell scan it replaced (tests/components_previous.py)
+"""The branch-light per-cell scan (core/components/_cpu.py: ``nonzero``
+and ``equal`` modes at both connectivities; 8-connected nonzero also by
+blocks) label for label against the per-cell scan it replaced (tests/components_previous.py)
 and against scipy-built oracles.
 
 The new scan computes its links as 0/1 masks, takes the left neighbour's
@@ -43,11 +43,21 @@ def check(values, connectivity, mode, valid=None, strips=(1, 2, 3, 7)):
                                                      connectivity)
     np.testing.assert_array_equal(previous, expected)
     assert previous_count == expected_count
-    for strip_count in strips:
-        labels, count = _cpu.label(values, valid, connectivity, mode,
-                                   Progress(), strips=strip_count)
-        np.testing.assert_array_equal(labels, expected)
-        assert count == expected_count
+    # 8-connected nonzero mode: by blocks and cell by cell, whichever
+    # this machine's CPU takes by default
+    scans = (True, False) if (mode, connectivity) == ("nonzero", 8) \
+        else (_cpu.BLOCKS_8,)
+    saved = _cpu.BLOCKS_8
+    try:
+        for blocks in scans:
+            _cpu.BLOCKS_8 = blocks
+            for strip_count in strips:
+                labels, count = _cpu.label(values, valid, connectivity, mode,
+                                           Progress(), strips=strip_count)
+                np.testing.assert_array_equal(labels, expected)
+                assert count == expected_count
+    finally:
+        _cpu.BLOCKS_8 = saved
 
 
 MODES_AND_CONNECTIVITIES = [("nonzero", 4), ("nonzero", 8), ("equal", 4),
