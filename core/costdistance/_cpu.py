@@ -88,7 +88,7 @@ def _state_dtype(index):
 
 
 def solve(array, valid, source_cells, ids, connectivity, step_lengths,
-          max_cost, progress, blocks=None):
+          max_cost, progress, blocks=None, predecessors=True):
     """Accumulated cost, predecessor and allocation rasters (Dijkstra).
 
     Parameters
@@ -115,6 +115,10 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
         thread.  None picks the blocks from ``BLOCKS_MIN_CELLS`` cells on
         when numba has ``BLOCKS_MIN_THREADS`` threads or more.  Every choice
         gives the same rasters bit for bit.
+    predecessors : bool, optional
+        False: only the accumulated costs are wanted; the predecessor pass
+        is skipped and the predecessor and allocation returned are None
+        (the costs are the same bit for bit).
 
     Returns
     -------
@@ -170,6 +174,12 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
                      passed_delta_a, passed_delta_b, step_lengths, margin,
                      max_cost, progress)
 
+    if not predecessors:
+        # unreached (+inf) and barriers (-inf) are NaN, as where the
+        # predecessor pass finds no predecessor
+        accumulated = _outputs_in_state(state)[0]
+        _accumulated_only_in_place(state, accumulated)
+        return accumulated.reshape(rows, cols), None, None
     distance = state["accumulated"]
     hops = state["hops"]
     cost = state["cost"]
@@ -287,6 +297,17 @@ def _accumulated_in_place(state, predecessor, accumulated):
     for cell in range(state.shape[0]):
         value = state[cell].accumulated
         if predecessor[cell] == PREDECESSOR_UNREACHED:
+            value = np.nan
+        accumulated[cell] = value
+
+
+@njit(cache=True, nogil=True)
+def _accumulated_only_in_place(state, accumulated):
+    """As :func:`_accumulated_in_place`, NaN where the cost is not finite
+    (unreached: +inf; barriers: -inf)."""
+    for cell in range(state.shape[0]):
+        value = state[cell].accumulated
+        if not (value < np.inf and value > -np.inf):
             value = np.nan
         accumulated[cell] = value
 
