@@ -463,12 +463,16 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks"),
                         "heap": 1 << 30}.get(mode, saved_min)
                     if mode == "small-blocks":  # the 64² blocks
                         cost_cpu.BLOCK_SEARCH = "small"
+                    saved_load = cost_cpu.OVERSUBSCRIBED_LOAD
+                    if mode in ("blocks", "small-blocks"):  # whatever the load
+                        cost_cpu.OVERSUBSCRIBED_LOAD = float("inf")
                     try:
                         return cost_distance(cost, [source], connectivity=8,
                                              backend="cpu")
                     finally:
                         cost_cpu.BLOCKS_MIN_THREADS = saved_min
                         cost_cpu.BLOCK_SEARCH = saved_search
+                        cost_cpu.OVERSUBSCRIBED_LOAD = saved_load
                 row[name], result = timed(run, repeat)
                 got = (result.accumulated, result.direction, result.allocation)
                 if reference is None:
