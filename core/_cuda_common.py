@@ -151,6 +151,17 @@ def usable_device_memory():
     return free - max(256 * 2**20, free // 20)
 
 
+def release_deferred_frees():
+    """Free the device arrays numba keeps for deferred deallocation (up to
+    a fifth of the device), so that a memory query that follows sees them
+    free; nothing where the context has no such queue (the simulator)."""
+    try:
+        deallocations = cuda.current_context().deallocations
+    except AttributeError:
+        return
+    deallocations.clear()
+
+
 def gpu_tile_size(n_cells, bytes_for_cells):
     """None when ``bytes_for_cells(n_cells)`` fits the GPU, else the largest
     power-of-two tile side (>= 8) whose cells take at most half of it, so

@@ -14,6 +14,14 @@ overlapped with the next tiles.  Only the border lines, the per-row
 counts and the final blocks cross the bus.  The numbers are those of
 ``tiled._starts`` and ``tiled._renumber`` (one thread per tile row, in
 scan order), so the labels are the CPU path's, bit for bit.
+
+Memory: before a tile is labelled the GPU must hold one tile's working
+set (:func:`task_device_bytes`) besides the labels kept, else
+BackendUnavailableError names the fix (a smaller ``tile_size`` or
+``backend="cpu"``); labels are kept only up to the usable memory less that
+working set.  On the host, the value tiles alive (read ahead, and the one
+being labelled among them) and the blocks alive (being written, and the
+one being built) fit the tiled plan's one tile (``TileRounds.read_ahead``).
 """
 
 from collections import deque
@@ -22,16 +30,19 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 from numba import cuda
 
-from .._cuda_common import (FLAT_THREADS, blocks_for, copy_to_host,
+from .._cuda_common import (FLAT_THREADS, blocks_for, check_device_memory,
+                            copy_to_host, release_deferred_frees,
                             usable_device_memory, valid_cells_device)
 from . import _cuda
 
-# Tiles read ahead of the one on the device, at most: fewer when the
-# values are wide, so that the tiles read, the one labelled and the two
-# blocks being written fit the tiled plan's budget of one tile
-# (tiled.TILE_BYTES_PER_CELL a cell).
+# Value tiles alive at once (read ahead, the one being labelled among
+# them), at most: fewer when the values are wide, so that they, the
+# WRITES_IN_FLIGHT blocks alive and one value tile to spare (a read's
+# temporaries) fit the tiled plan's budget of one tile
+# (tiled.TILE_BYTES_PER_CELL a cell): 4 for float32 values and int32
+# labels, 1 for float64 and int64.
 READ_AHEAD = 4
-# Final blocks waiting for their writes.
+# Final blocks alive: being written, and the one being built.
 WRITES_IN_FLIGHT = 2
 # Row bands a finished block is written in, in parallel.
 WRITE_BANDS = 8
@@ -40,6 +51,17 @@ WRITE_BANDS = 8
 KEEP_SHARE = 0.5
 # A fixed budget in bytes instead (tests: 0 labels every tile twice).
 KEEP_BYTES = None
+# The budget when the driver cannot say how much memory is free.
+UNKNOWN_KEEP_BYTES = 2**30
+
+
+def task_device_bytes(n_cells, value_itemsize, label_itemsize):
+    """GPU memory one tile of ``n_cells`` needs while it is labelled and
+    numbered: ``_cuda.label``'s (values, valid, parent, labels, root
+    words), the raw values uploaded before their cast, the border index
+    (int32), the numbers (int64) and the final block."""
+    return _cuda.device_bytes(n_cells, value_itemsize) \
+        + n_cells * (value_itemsize + 4 + 8 + label_itemsize)
 
 
 @cuda.jit(device=True, inline=True)
@@ -226,36 +248,59 @@ class TileRounds:
         self.mode = mode
         self.nodata = nodata
         self.kept = {}
-        usable = usable_device_memory()
-        self.budget = KEEP_BYTES if KEEP_BYTES is not None else (
-            np.inf if usable is None else KEEP_SHARE * usable)
         self.used = 0
         from .._common import index_dtype
         from .tiled import TILE_BYTES_PER_CELL
         rows, cols = source.shape
         label_bytes = np.dtype(index_dtype(rows * cols)).itemsize
         value_bytes = max(np.dtype(source.dtype).itemsize, 4)
+        self.task_bytes = task_device_bytes(
+            max((w.rows * w.cols for w in windows), default=0), value_bytes,
+            label_bytes)
+        if KEEP_BYTES is not None:
+            self.budget = KEEP_BYTES
+        else:
+            self._check_memory(max(windows, key=lambda w: w.rows * w.cols)
+                               if windows else None)
+            usable = usable_device_memory()
+            self.budget = UNKNOWN_KEEP_BYTES if usable is None else max(
+                0, min(KEEP_SHARE * usable, usable - self.task_bytes))
         self.read_ahead = int(max(1, min(READ_AHEAD, (
             TILE_BYTES_PER_CELL - WRITES_IN_FLIGHT * label_bytes)
             // value_bytes - 1)))
 
+    def _check_memory(self, window):
+        """BackendUnavailableError naming the fix when the GPU cannot hold
+        one tile's work besides the labels kept."""
+        if window is None:
+            return
+        release_deferred_frees()  # numba frees dropped arrays lazily
+        check_device_memory(self.task_bytes, f"a {window.rows} x "
+                            f"{window.cols} tile of the tiled connected "
+                            "components")
+
     def _reads(self, indices, pool):
-        """(index, values) of the tiles in order, ``read_ahead`` read
-        ahead."""
+        """(index, values) of the tiles in order, at most ``read_ahead``
+        tiles alive: the futures, and the values the caller holds (it
+        drops them before asking for the next)."""
         indices = list(indices)
         ahead = deque()
         following = 0
         while following < len(indices) or ahead:
             while following < len(indices) and \
-                    len(ahead) <= self.read_ahead:
+                    len(ahead) < self.read_ahead:
                 index = indices[following]
                 ahead.append((index, pool.submit(self.source.read,
                                                  self.windows[index])))
                 following += 1
             index, future = ahead.popleft()
-            yield index, future.result()
+            values = future.result()
+            del future
+            yield index, values
+            del values
 
     def _label(self, values, index):
+        self._check_memory(self.windows[index])
         return _Labelled(values, self.windows[index], self.connectivity,
                          self.mode, self.nodata)
 
@@ -269,9 +314,11 @@ class TileRounds:
                 tile = self._label(values, index)
                 result[index] = _summary(tile, values, self.windows[index],
                                          shape)
+                del values  # before the next read is asked for
                 if self.used + tile.nbytes <= self.budget:
                     self.kept[index] = tile
                     self.used += tile.nbytes
+                del tile
                 progress((done + 1) / len(self.windows))
         return result
 
@@ -291,14 +338,17 @@ class TileRounds:
                         read_index, values = next(reads)
                         assert read_index == index
                         tile = self._label(values, index)
+                        del values
                     else:
                         self.used -= tile.nbytes
-                    block = _final_block(tile, window, answers[index],
-                                         label_dtype)
-                    del tile
+                    # room for the block before it is built (at most
+                    # WRITES_IN_FLIGHT alive, this one among them)
                     while len(writing) >= WRITES_IN_FLIGHT:
                         for future in writing.popleft():
                             future.result()
+                    block = _final_block(tile, window, answers[index],
+                                         label_dtype)
+                    del tile
                     writing.append(_write_bands(pool, sink, window, block))
                     progress((done + 1) / len(self.windows))
                 while writing:

@@ -18,22 +18,41 @@ A :class:`DeviceTile` also behaves as the host state ``(distance, hops)``
 (iteration, indexing and pickling copy it to the host), so every driver
 and executor can hold it: the in-process driver keeps tiles in
 :class:`DeviceStates` (an LRU cache with a device memory budget that
-spills the least recently used tiles to the host cache), a Dask worker
-keeps them as its futures' values, and one moved to another process
-arrives as host arrays, which :func:`_device_tile` uploads again.
+spills the least recently used tiles to the host cache, as
+:class:`HostTile`), a Dask worker returns host copies (:func:`_for_executor`:
+device memory is not held past a task, and Dask sees the states' sizes),
+and every task uploads a host state again (:func:`_device_tile`).
 
 Every value is computed by the same kernels and expressions as the
 in-memory CUDA backend, so the outputs are the CPU backend's, bit for bit.
+
+Memory: before a task uploads or builds anything it checks (after freeing
+numba's deferred deallocations) that the GPU holds one task's working set
+(:func:`task_device_bytes`) and raises BackendUnavailableError naming the
+fix (a smaller ``tile_size``, or ``backend="cpu"``) instead of a raw out of
+memory error mid-round; :class:`DeviceStates` keeps states only up to the
+usable memory less that working set.
+
+Re-running a task: ``solve_round_tile`` and ``hops_tile`` lower the
+distances and hops of the DeviceTile they are given in place (``_lower``,
+``_relax_distances``, ``_inner_hops``).  That is idempotent: the values
+written are minima over the same seeds and neighbours, so a task run again
+on a state it already lowered finds nothing lower and returns the same band
+messages and state.  On a Dask worker a task returns a host copy
+(:func:`_for_executor`), so a retried task starts from its input's host
+arrays anyway.
 """
 
+import sys
 import threading
 from collections import OrderedDict
 
 import numpy as np
 from numba import cuda
 
-from .._cuda_common import (FLAT_THREADS, blocks_for, copy_to_device,
-                            copy_to_host, device_scalar, usable_device_memory,
+from .._cuda_common import (FLAT_THREADS, blocks_for, check_device_memory,
+                            copy_to_device, copy_to_host, device_scalar,
+                            release_deferred_frees, usable_device_memory,
                             valid_cells_device)
 from . import _cuda
 from .tiled.band import band_cells
@@ -44,8 +63,18 @@ from .tiled.budget import HOPS_UNREACHED, PREDECESSOR_UNREACHED
 DEVICE_STATE_SHARE = 0.5
 # A fixed budget in bytes instead (tests: 0 spills every state but one).
 DEVICE_STATE_BYTES = None
+# The states' budget when the driver cannot say how much memory is free.
+UNKNOWN_DEVICE_STATE_BYTES = 2**30
+# Device bytes a frame cell of one task needs at its peak (the output
+# round): the tile's own state (costs <= 8, distances 8, hops 8), the
+# frame's costs, distances and hops (24), labels, flags and known cells
+# (10), predecessors (1), roots (8) and the output blocks (accumulated 8,
+# direction 4, allocation 8).  The hops round needs less (no labels,
+# blocks or roots; tight masks 2).
+TASK_BYTES_PER_CELL = 88
 # Output blocks are written in this many row bands per output, in
-# parallel (pwrite releases the GIL; one thread wrote ~2 GB/s).
+# parallel (pwrite releases the GIL; one thread wrote ~2 GB/s), by a pool
+# made per task and shut down with it (no threads outlive a run).
 WRITE_BANDS = 8
 # The tasks' device work, one task at a time per process (tile tasks on a
 # pool's threads overlap their reads and writes only): kernels on the
@@ -99,31 +128,74 @@ def is_device_state(state):
     return getattr(state, "on_device", False)
 
 
+class HostTile(tuple):
+    """A host state ``(distance, hops)`` of a run on the GPU (a state
+    :class:`DeviceStates` spilled): every task, the label and output
+    rounds' too, uploads it again rather than running on the CPU."""
+
+    for_device = True
+
+
+def task_device_bytes(rows, cols, margin):
+    """GPU memory one tile task needs for a ``rows`` x ``cols`` tile with a
+    ``margin``-wide halo (its state included)."""
+    frame = (rows + 2 * margin) * (cols + 2 * margin)
+    return frame * TASK_BYTES_PER_CELL \
+        + 32 * (frame // (_cuda.TILE * _cuda.TILE) + 1)
+
+
+def check_task_memory(rows, cols, margin):
+    """BackendUnavailableError (naming tile_size and backend='cpu') when
+    the GPU cannot hold one task on a ``rows`` x ``cols`` tile besides what
+    it holds already (the kept states)."""
+    release_deferred_frees()  # numba frees dropped arrays lazily
+    check_device_memory(task_device_bytes(rows, cols, margin),
+                        f"a {rows} x {cols} tile of the tiled cost distance")
+
+
 class DeviceStates:
     """The in-process driver's tile states: :class:`DeviceTile` objects
     kept on the GPU up to ``budget_bytes`` (least recently used spilled to
     ``host``, the driver's host cache, as ``(distance, hops)``); anything
-    else goes to ``host`` as it is."""
+    else goes to ``host`` as it is.
 
-    def __init__(self, host, budget_bytes=None):
+    The budget is the usable device memory less one task's working set on
+    a ``tile_size`` tile (:func:`task_device_bytes`), at most
+    DEVICE_STATE_SHARE of it.  A tile handed to a task (:meth:`get`) is
+    never spilled until the task's new state comes back (:meth:`put`): a
+    pool thread may be changing it; a spill copies under DEVICE_LOCK."""
+
+    def __init__(self, host, tile_size=0, margin=0, budget_bytes=None):
         self.host = host
         if budget_bytes is None:
             budget_bytes = DEVICE_STATE_BYTES
         if budget_bytes is None:
-            usable = usable_device_memory()
-            budget_bytes = np.inf if usable is None \
-                else DEVICE_STATE_SHARE * usable
+            with DEVICE_LOCK:
+                if tile_size:  # fail before the first round
+                    check_task_memory(tile_size, tile_size, margin)
+                usable = usable_device_memory()
+            if usable is None:
+                budget_bytes = UNKNOWN_DEVICE_STATE_BYTES
+            else:
+                budget_bytes = max(0, min(
+                    DEVICE_STATE_SHARE * usable,
+                    usable - task_device_bytes(tile_size, tile_size,
+                                               margin)))
         self.budget = budget_bytes
         self.used = 0
         self.device = OrderedDict()
+        self.lent = set()
 
     def get(self, tile):
         if tile in self.device:
             self.device.move_to_end(tile)
+            self.lent.add(tile)
             return self.device[tile]
-        return self.host.get(tile)
+        state = self.host.get(tile)
+        return None if state is None else HostTile(state)
 
     def put(self, tile, state):
+        self.lent.discard(tile)
         old = self.device.pop(tile, None)
         if old is not None:
             self.used -= old.nbytes
@@ -132,10 +204,39 @@ class DeviceStates:
             return
         self.device[tile] = state
         self.used += state.nbytes
-        while self.used > self.budget and len(self.device) > 1:
-            spilled, spilled_state = self.device.popitem(last=False)
-            self.used -= spilled_state.nbytes
-            self.host.put(spilled, spilled_state.to_host())
+        # least recently used first; never the state just put
+        for victim in list(self.device)[:-1]:
+            if self.used <= self.budget:
+                break
+            if victim in self.lent:
+                continue
+            victim_state = self.device.pop(victim)
+            self.used -= victim_state.nbytes
+            with DEVICE_LOCK:
+                host_state = victim_state.to_host()
+            self.host.put(victim, host_state)
+
+
+def _on_dask_worker():
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except ValueError:
+        return False
+    return True
+
+
+def _for_executor(tile):
+    """A task's new state as it leaves the task: on a Dask worker its host
+    copy (a :class:`HostTile`: Dask sees its size and may spill it, the
+    device memory is freed, a retried task starts from it), else the
+    :class:`DeviceTile` itself."""
+    if _on_dask_worker():
+        with DEVICE_LOCK:
+            return HostTile(tile.to_host())
+    return tile
 
 
 # --------------------------------------------------------------------------
@@ -388,13 +489,17 @@ def _framed(cells, cols, margin):
 # the tile and its frame
 
 
-def _device_tile(cost_source, window, nodata, state, step_lengths):
+def _device_tile(cost_source, window, nodata, state, step_lengths, margin):
     """``state`` as a :class:`DeviceTile`: itself, or the tile read and
-    uploaded (its host ``(distance, hops)`` when given, else fresh)."""
+    uploaded (its host ``(distance, hops)`` when given, else fresh); first
+    the check that the GPU holds the task (:func:`check_task_memory`)."""
     if is_device_state(state):
+        with DEVICE_LOCK:
+            check_task_memory(window.rows, window.cols, margin)
         return state
     raw = cost_source.read(window)  # outside the lock: reads overlap
     with DEVICE_LOCK:
+        check_task_memory(window.rows, window.cols, margin)
         return _upload_tile(raw, window, nodata, state, step_lengths)
 
 
@@ -498,7 +603,8 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
     the tile is relaxed from them (``solve_seeded``'s phase "distance").
     No settle bound on the GPU: every cell is settled, none left pending
     (the driver's ``bound`` is for the CPU's Dijkstra)."""
-    tile = _device_tile(cost_source, window, nodata, state, step_lengths)
+    tile = _device_tile(cost_source, window, nodata, state, step_lengths,
+                        margin)
     with DEVICE_LOCK:
         rows, cols = window.rows, window.cols
         band, band_device, _ = _band(rows, cols, margin)
@@ -511,7 +617,7 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
         current[lowered] = seeds[lowered]
         cells = np.concatenate([sources, band[lowered]])
         if cells.size == 0:
-            return (current, np.inf), tile
+            return (current, np.inf), _for_executor(tile)
         values = np.concatenate([np.zeros(sources.size), seeds[lowered]])
         m = cells.size
         _lower[_launch(m)](cuda.to_device(cells), cuda.to_device(values), m,
@@ -522,7 +628,8 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
                                HOPS_UNREACHED, float(max_cost),
                                cuda.to_device(wake), cuda.to_device(tile_key),
                                tile.delta, None, None)
-        return (_gather_host(tile.dist, band_device), np.inf), tile
+        return ((_gather_host(tile.dist, band_device), np.inf),
+                _for_executor(tile))
 
 
 def hops_tile(cost_source, window, nodata, state, margin, source_local,
@@ -535,7 +642,8 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
     cell below what the CPU's search (halo read only) gives on one visit,
     but both are lengths of tight paths and the rounds stop only at the
     global least fixed point, so the final hops are the same."""
-    tile = _device_tile(cost_source, window, nodata, state, step_lengths)
+    tile = _device_tile(cost_source, window, nodata, state, step_lengths,
+                        margin)
     with DEVICE_LOCK:
         rows, cols = window.rows, window.cols
         frame = _Frame(tile, margin, halo)
@@ -551,7 +659,7 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
                                 _ring_cells(rows, cols, margin)[reached]])
         _, band_device, _ = _band(rows, cols, margin)
         if seeds.size == 0:
-            return _gather_host(tile.hops, band_device), tile
+            return _gather_host(tile.hops, band_device), _for_executor(tile)
         grid = _grid(frame.frame_rows, frame.frame_cols, len(offsets),
                      step_lengths)
         keys = np.concatenate([np.zeros(sources.size),
@@ -565,7 +673,7 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
         if n:
             _inner_hops[_launch(n)](frame.hops, rows, cols, margin,
                                     tile.hops)
-        return _gather_host(tile.hops, band_device), tile
+        return _gather_host(tile.hops, band_device), _for_executor(tile)
 
 
 def _ring_cells(rows, cols, margin):
@@ -596,7 +704,8 @@ def tile_band_labels(cost_source, window, nodata, state, margin,
                      source_local, source_ids, halo, offsets, passed,
                      step_lengths):
     """``tiled.tile_band_labels`` on the GPU."""
-    tile = _device_tile(cost_source, window, nodata, state, step_lengths)
+    tile = _device_tile(cost_source, window, nodata, state, step_lengths,
+                        margin)
     with DEVICE_LOCK:
         frame, _ = _trees(tile, margin, source_local, source_ids, halo,
                           offsets, step_lengths, True)
@@ -614,7 +723,8 @@ def tile_output_blocks(cost_source, window, nodata, state, margin,
     dtypes = dict(dtypes or {})
     rows, cols = window.rows, window.cols
     n = rows * cols
-    tile = _device_tile(cost_source, window, nodata, state, step_lengths)
+    tile = _device_tile(cost_source, window, nodata, state, step_lengths,
+                        margin)
     with DEVICE_LOCK:
         if halo is None:
             accumulated = cuda.device_array(n, dtype=np.float64)
@@ -653,21 +763,12 @@ def tile_outputs(cost_source, window, nodata, state, *arguments):
                 for name, block in blocks.items()}
 
 
-_WRITERS = []
-
-
-def _writer_pool():
-    with _CACHE_LOCK:
-        if not _WRITERS:
-            from concurrent.futures import ThreadPoolExecutor
-            _WRITERS.append(ThreadPoolExecutor(WRITE_BANDS,
-                                               "gridgraph-tile-writes"))
-        return _WRITERS[0]
-
-
 def write_outputs(sinks, cost_source, window, *arguments):
     """``tiled.write_outputs`` on the GPU: each block copied to the host
-    (pinned staging) and written in row bands in parallel; returns None."""
+    (pinned staging) and written in row bands in parallel on a pool made
+    for the task and shut down when its writes are done or one failed (no
+    thread outlives the task); returns None."""
+    from concurrent.futures import ThreadPoolExecutor, wait
     rows, cols = window.rows, window.cols
     with DEVICE_LOCK:
         blocks = tile_output_blocks(
@@ -675,16 +776,16 @@ def write_outputs(sinks, cost_source, window, *arguments):
             dtypes={name: sink.dtype for name, sink in sinks.items()})
         hosts = {name: copy_to_host(blocks.pop(name)).reshape(rows, cols)
                  for name in sinks}
-    pool = _writer_pool()
-    futures = []
     bounds = [rows * i // WRITE_BANDS for i in range(WRITE_BANDS + 1)]
-    for name, sink in sinks.items():
-        host = hosts.pop(name)
-        for a, b in zip(bounds, bounds[1:]):
-            if b > a:
-                part = type(window)(window.row + a, window.col, b - a, cols)
-                futures.append(pool.submit(sink.write, part, host[a:b]))
-    from concurrent.futures import wait
-    wait(futures)  # all done (or failed) before the sinks may be aborted
+    with ThreadPoolExecutor(WRITE_BANDS, "gridgraph-tile-writes") as pool:
+        futures = []
+        for name, sink in sinks.items():
+            host = hosts.pop(name)
+            for a, b in zip(bounds, bounds[1:]):
+                if b > a:
+                    part = type(window)(window.row + a, window.col, b - a,
+                                        cols)
+                    futures.append(pool.submit(sink.write, part, host[a:b]))
+        wait(futures)  # all done (or failed) before the sinks may be aborted
     for future in futures:
         future.result()

@@ -145,3 +145,190 @@ def test_tiled_gpu_only_the_asked_outputs(outputs, tmp_path):
                                           getattr(cpu, name), err_msg=name)
         else:
             assert getattr(tiled, name) is None
+
+
+# --------------------------------------------------------------------------
+# memory, faults and cancels on the GPU tile rounds
+
+
+class _SmallGpu:
+    """A context whose GPU has ``free`` bytes free (of 16 GiB)."""
+
+    def __init__(self, free):
+        self.free = free
+
+    def get_memory_info(self):
+        return self.free, 16 * 2**30
+
+
+def _small_gpu(monkeypatch, usable):
+    from gridgraph.core import _cuda_common
+    # usable = free - 256 MiB of room for the context
+    context = _SmallGpu(256 * 2**20 + usable)
+    monkeypatch.setattr(_cuda_common.cuda, "current_context",
+                        lambda: context)
+
+
+def _gridgraph_run_threads():
+    """The run's own threads still alive (the process-wide warm-up and
+    pinned-copy helpers excluded)."""
+    import threading
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("gridgraph-")
+            and not t.name.startswith(("gridgraph-warmup", "gridgraph-copy"))]
+
+
+def _nothing_left(folder):
+    import os
+    left = [os.path.join(root, name) for root, dirs, files in os.walk(folder)
+            for name in dirs + files]
+    assert left == [], left  # no output, .partial or scratch folder
+    assert _gridgraph_run_threads() == []
+
+
+def test_tiled_gpu_too_small_names_the_fix(monkeypatch, tmp_path):
+    """A tile too large for the GPU's free memory (an explicit tile_size
+    on a small GPU): BackendUnavailableError naming tile_size and the CPU
+    backend before anything is uploaded, for both operations; nothing
+    left in the output folder."""
+    from gridgraph.core import BackendUnavailableError
+    cost = _plateau_cost((CD_SIDE + 3, CD_SIDE + 2), 3)
+    cost[0, 0] = 1.0
+    # one cost-distance task on a CD_SIDE tile needs more than 1 KiB
+    _small_gpu(monkeypatch, 1024)
+    with pytest.raises(BackendUnavailableError,
+                       match=r"(?s)tiled cost distance.*tile_size.*"
+                             r"backend='cpu'"):
+        cost_distance(cost, [(0, 0)], 8, backend="cuda", tile_size=CD_SIDE,
+                      out_dir=str(tmp_path))
+    _nothing_left(tmp_path)
+    values = np.ones((CC_SIDE + 3, CC_SIDE + 1), np.float32)
+    with pytest.raises(BackendUnavailableError,
+                       match=r"(?s)tiled connected components.*tile_size.*"
+                             r"backend='cpu'"):
+        connected_components(values, 8, backend="cuda", tile_size=CC_SIDE,
+                             out_dir=str(tmp_path))
+    _nothing_left(tmp_path)
+
+
+def test_device_budgets_leave_room_for_one_task(monkeypatch):
+    """The caches keep states and labels only up to the usable memory less
+    one task's working set (floor 0), and a fixed budget when the driver
+    cannot say how much is free (never unbounded)."""
+    from gridgraph.core.tiling import ArraySource, TileGrid
+    task = _cuda_tiled.task_device_bytes(CD_SIDE, CD_SIDE, 2)
+    _small_gpu(monkeypatch, task + 1000)
+    assert _cuda_tiled.DeviceStates({}, CD_SIDE, 2).budget == 500
+    values = np.ones((2 * CC_SIDE, CC_SIDE), np.float32)
+    windows = [TileGrid(values.shape, CC_SIDE).window(r, 0)
+               for r in range(2)]
+    rounds = components_tiled.TileRounds(ArraySource(values), windows, 8,
+                                         "nonzero", None)
+    assert rounds.budget == 0  # the task's bytes are larger than 1000
+
+    def no_query():
+        raise RuntimeError("no memory query")
+
+    from gridgraph.core import _cuda_common
+    monkeypatch.setattr(_cuda_common.cuda, "current_context", no_query)
+    assert _cuda_tiled.DeviceStates({}, CD_SIDE, 2).budget \
+        == _cuda_tiled.UNKNOWN_DEVICE_STATE_BYTES
+    assert components_tiled.TileRounds(
+        ArraySource(values), windows, 8, "nonzero", None).budget \
+        == components_tiled.UNKNOWN_KEEP_BYTES
+
+
+def test_tiled_gpu_disk_full_while_writing_bands(monkeypatch, tmp_path):
+    """A band write that fails (disk full) in the GPU output round: the
+    typed DiskFullError surfaces, no output, .partial or scratch is left,
+    and no writer thread outlives the run; the same for components."""
+    import errno
+    import threading
+
+    from gridgraph.core import DiskFullError
+    from gridgraph.core import tile_io
+    write = tile_io.NpySink._write
+    lock = threading.Lock()
+    calls = []
+
+    def failing_write(self, fd, window, block):
+        with lock:
+            calls.append(window)
+            fail = len(calls) == 5
+        if fail:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write(self, fd, window, block)
+
+    monkeypatch.setattr(tile_io.NpySink, "_write", failing_write)
+    shape = (2 * CD_SIDE + 1, CD_SIDE + 3)
+    cost = _plateau_cost(shape, 4)
+    cost[0, 0] = cost[-1, -1] = 1.0
+    with pytest.raises(DiskFullError):
+        cost_distance(cost, [(0, 0), (shape[0] - 1, shape[1] - 1)], 8,
+                      source_ids=[1, 2], backend="cuda", tile_size=CD_SIDE,
+                      out_dir=str(tmp_path))
+    assert len(calls) >= 5
+    _nothing_left(tmp_path)
+    calls.clear()
+    values = np.random.default_rng(2).integers(0, 3, (2 * CC_SIDE + 1,
+                                                      CC_SIDE + 3))
+    with pytest.raises(DiskFullError):
+        connected_components(values.astype(np.float32), 8, backend="cuda",
+                             tile_size=CC_SIDE, out_dir=str(tmp_path))
+    _nothing_left(tmp_path)
+
+
+@pytest.mark.parametrize("operation", ["cost distance", "components"])
+def test_tiled_gpu_cancel_during_the_rounds(operation, tmp_path):
+    """The progress callback stops the run in the middle of the GPU
+    rounds: CancelledError, nothing left, no reader or writer threads."""
+    from gridgraph.core import CancelledError
+    seen = []
+
+    def cancel_midway(fraction):
+        seen.append(fraction)
+        return fraction < 0.5
+
+    with pytest.raises(CancelledError):
+        if operation == "cost distance":
+            cost = _plateau_cost((2 * CD_SIDE + 1, CD_SIDE + 3), 6)
+            cost[0, 0] = 1.0
+            cost_distance(cost, [(0, 0)], 8, backend="cuda",
+                          tile_size=CD_SIDE, out_dir=str(tmp_path),
+                          progress=cancel_midway)
+        else:
+            values = np.random.default_rng(3).integers(
+                0, 3, (2 * CC_SIDE + 1, CC_SIDE + 3)).astype(np.float32)
+            connected_components(values, 8, backend="cuda",
+                                 tile_size=CC_SIDE, out_dir=str(tmp_path),
+                                 progress=cancel_midway)
+    assert 0.0 < max(seen) < 1.0
+    _nothing_left(tmp_path)
+
+
+def test_tiled_gpu_max_cost_and_uint8_nodata():
+    """On the GPU tile rounds: a maximum cost (cells past it unreached),
+    and uint8 costs with a nodata value (barriers) -- the in-memory CPU
+    run's outputs, bit for bit."""
+    shape = (2 * CD_SIDE + 3, CD_SIDE + 5)
+    cost = _plateau_cost(shape, 8)
+    sources = [(0, 0), (shape[0] - 1, 2)]
+    for cell in sources:
+        cost[cell] = 1.0
+    for max_cost in (3.0, 7.5):
+        _same_cost_outputs(
+            cost_distance(cost, sources, 8, source_ids=[1, 2],
+                          max_cost=max_cost, backend="cuda",
+                          tile_size=CD_SIDE),
+            cost_distance(cost, sources, 8, source_ids=[1, 2],
+                          max_cost=max_cost, backend="cpu"))
+    rng = np.random.default_rng(9)
+    small = rng.integers(1, 4, shape).astype(np.uint8)
+    small[rng.random(shape) < 0.15] = 255
+    for cell in sources:
+        small[cell] = 2
+    _same_cost_outputs(
+        cost_distance(small, sources, 4, source_ids=[5, 6], nodata=255,
+                      backend="cuda", tile_size=CD_SIDE),
+        cost_distance(small, sources, 4, source_ids=[5, 6], nodata=255,
+                      backend="cpu"))

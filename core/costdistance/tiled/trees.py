@@ -11,9 +11,11 @@ from .band import _scatter_halo, band_cells
 from .budget import PREDECESSOR_SOURCE, PREDECESSOR_UNREACHED
 
 def _on_device(state):
-    """Whether ``state`` is a tile state on the GPU (a
-    ``_cuda_tiled.DeviceTile``; the tasks then run there)."""
-    return getattr(state, "on_device", False)
+    """Whether ``state`` is a tile state of a run on the GPU (a
+    ``_cuda_tiled.DeviceTile``, or a ``HostTile`` spilled from one or
+    returned by a Dask worker; the tasks then run there)."""
+    return getattr(state, "on_device", False) \
+        or getattr(state, "for_device", False)
 
 
 def _tile_frame(cost_source, window, nodata, state, margin, halo,
