@@ -91,7 +91,7 @@ def test_components_tiles_on_the_gpu(monkeypatch, tmp_path, keep_bytes):
     both modes and connectivities, to disk and in memory."""
     monkeypatch.setattr(components_tiled, "KEEP_BYTES", keep_bytes)
     rng = np.random.default_rng(11)
-    shape = (3 * CC_SIDE + 3, 2 * CC_SIDE + 5)
+    shape = (2 * CC_SIDE + 3, 2 * CC_SIDE + 5)  # 3 x 3 tiles
     values = rng.integers(0, 3, shape).astype(np.float64)
     values[rng.random(shape) < 0.1] = np.nan
     for connectivity, mode in ((4, "equal"), (8, "nonzero")):
@@ -215,16 +215,25 @@ def test_device_budgets_leave_room_for_one_task(monkeypatch):
     """The caches keep states and labels only up to the usable memory less
     one task's working set (floor 0), and a fixed budget when the driver
     cannot say how much is free (never unbounded)."""
+    from gridgraph.core import BackendUnavailableError
     from gridgraph.core.tiling import ArraySource, TileGrid
     task = _cuda_tiled.task_device_bytes(CD_SIDE, CD_SIDE, 2)
     _small_gpu(monkeypatch, task + 1000)
-    assert _cuda_tiled.DeviceStates({}, CD_SIDE, 2).budget == 500
+    assert _cuda_tiled.DeviceStates({}, CD_SIDE, 2).budget == 1000
     values = np.ones((2 * CC_SIDE, CC_SIDE), np.float32)
     windows = [TileGrid(values.shape, CC_SIDE).window(r, 0)
                for r in range(2)]
     rounds = components_tiled.TileRounds(ArraySource(values), windows, 8,
                                          "nonzero", None)
-    assert rounds.budget == 0  # the task's bytes are larger than 1000
+    assert rounds.budget <= task + 1000 - rounds.task_bytes
+    _small_gpu(monkeypatch, rounds.task_bytes + 100)
+    assert components_tiled.TileRounds(
+        ArraySource(values), windows, 8, "nonzero", None).budget \
+        == 100
+    _small_gpu(monkeypatch, rounds.task_bytes - 1)
+    with pytest.raises(BackendUnavailableError, match="tile_size"):
+        components_tiled.TileRounds(ArraySource(values), windows, 8,
+                                    "nonzero", None)
 
     def no_query():
         raise RuntimeError("no memory query")
@@ -260,12 +269,11 @@ def test_tiled_gpu_disk_full_while_writing_bands(monkeypatch, tmp_path):
         write(self, fd, window, block)
 
     monkeypatch.setattr(tile_io.NpySink, "_write", failing_write)
-    shape = (2 * CD_SIDE + 1, CD_SIDE + 3)
+    shape = (CD_SIDE + 1, CD_SIDE + 3)
     cost = _plateau_cost(shape, 4)
-    cost[0, 0] = cost[-1, -1] = 1.0
+    cost[0, 0] = 1.0
     with pytest.raises(DiskFullError):
-        cost_distance(cost, [(0, 0), (shape[0] - 1, shape[1] - 1)], 8,
-                      source_ids=[1, 2], backend="cuda", tile_size=CD_SIDE,
+        cost_distance(cost, [(0, 0)], 8, backend="cuda", tile_size=CD_SIDE,
                       out_dir=str(tmp_path))
     assert len(calls) >= 5
     _nothing_left(tmp_path)
@@ -310,23 +318,23 @@ def test_tiled_gpu_max_cost_and_uint8_nodata():
     """On the GPU tile rounds: a maximum cost (cells past it unreached),
     and uint8 costs with a nodata value (barriers) -- the in-memory CPU
     run's outputs, bit for bit."""
-    shape = (2 * CD_SIDE + 3, CD_SIDE + 5)
+    shape = (CD_SIDE + 3, CD_SIDE + 5)  # 2 x 2 tiles, partial at the edges
     cost = _plateau_cost(shape, 8)
     sources = [(0, 0), (shape[0] - 1, 2)]
     for cell in sources:
         cost[cell] = 1.0
-    for max_cost in (3.0, 7.5):
-        _same_cost_outputs(
-            cost_distance(cost, sources, 8, source_ids=[1, 2],
-                          max_cost=max_cost, backend="cuda",
-                          tile_size=CD_SIDE),
-            cost_distance(cost, sources, 8, source_ids=[1, 2],
-                          max_cost=max_cost, backend="cpu"))
+    cpu = cost_distance(cost, sources, 8, source_ids=[1, 2], max_cost=4.5,
+                        backend="cpu")
+    assert np.isnan(cpu.accumulated).sum() > np.isnan(cost).sum()  # cut
+    _same_cost_outputs(
+        cost_distance(cost, sources, 8, source_ids=[1, 2], max_cost=4.5,
+                      backend="cuda", tile_size=CD_SIDE), cpu)
     rng = np.random.default_rng(9)
     small = rng.integers(1, 4, shape).astype(np.uint8)
     small[rng.random(shape) < 0.15] = 255
     for cell in sources:
         small[cell] = 2
+    assert (small == 255).any()
     _same_cost_outputs(
         cost_distance(small, sources, 4, source_ids=[5, 6], nodata=255,
                       backend="cuda", tile_size=CD_SIDE),
