@@ -137,7 +137,8 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
         tile_summary_kept if keep else tile_summary,
         [(source, window, shape, connectivity, mode, nodata, backend)
          for window in windows],
-        executor, progress.span(*SUMMARY_SPAN), keep=keep)
+        executor, progress.span(*SUMMARY_SPAN), keep=keep,
+        resources=distributed.task_resources(backend, executor))
     kept = None
     if keep:  # (summary, future of the tile's labels)
         kept = [state for _, state in summaries]
@@ -156,11 +157,13 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             if not in_task:
                 sink.write(windows[index], block)
 
+        resources = None  # renumbering runs on the CPU
         if kept is not None:
             function = renumber_kept
             arguments = [(state, window, answers[tile], label_dtype)
                          for state, tile, window in zip(kept, tiles, windows)]
         else:
+            resources = distributed.task_resources(backend, executor)
             function = tile_labels
             arguments = [(source, window, shape, connectivity, mode, nodata,
                           answers[tile], label_dtype, backend)
@@ -168,7 +171,8 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
         tiling.run_tasks(
             functools.partial(tiling.write_in_task, sink, function)
             if in_task else function,
-            arguments, executor, progress.span(*LABEL_SPAN), on_result=write)
+            arguments, executor, progress.span(*LABEL_SPAN), on_result=write,
+            resources=resources)
         del kept, arguments  # the kept labels: released on the workers
         labels = sink.finish()
     return labels, count

@@ -278,6 +278,11 @@ class Problem:
     workers: int  # tile tasks that may run at once
     solves: int = 0
 
+    @property
+    def resources(self):
+        """Dask resources of the tasks that run ``backend``'s kernels."""
+        return distributed.task_resources(self.backend, self.executor)
+
     def window(self, t):
         return self.grid.window(*divmod(int(t), self.grid.tile_cols))
 
@@ -414,7 +419,8 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
     neighbours = tile_neighbours(grid) if WAIT_FOR_LOWER_NEIGHBOURS \
         else None
     pool = tiling.TaskPool(problem.executor, keep=True,
-                           name="solve_round_tile")
+                           name="solve_round_tile",
+                           resources=problem.resources)
     try:
         while True:
             while len(pool) < problem.workers:
@@ -532,7 +538,8 @@ def hops_rounds(problem, bands, states, tile_sources, solved, progress):
     slack = ROUND_DELTA_TILES * grid.tile_size
     flight_key = np.full(grid.count, np.inf)
     reached = max(int(solved.sum()), 1)
-    pool = tiling.TaskPool(problem.executor, keep=True, name="hops_tile")
+    pool = tiling.TaskPool(problem.executor, keep=True, name="hops_tile",
+                           resources=problem.resources)
     try:
         while True:
             while len(pool) < problem.workers:
