@@ -570,7 +570,7 @@ MST_CPU_PHASES = {
         "_list_rounds", "_list_lightest", "_list_hook", "_list_contract", "_sort_tree_edges",
         "_edge_ends", "parent_direction", "exact_total", "spanning_forest",
         "unsorted_forest", "_rounds_lightest", "_rounds_hook", "_rounds_contract",
-        "_forest_direction"],
+        "_forest_direction", "valid_cells"],
     "gridgraph.core.mst._forest_cpu": [
         "_check_edges", "_edge_planes", "_masks_from_planes", "_search_bands",
         "_join_pieces", "_reroot", "_directions", "_planes_from_ids"],
@@ -745,7 +745,22 @@ class _PhaseProgress:
         return True
 
 
-def bench_tiled(workdir, operations, results):
+# per-tile functions of the tiled MST (mstfast): each call's wall time with --tiled-clock
+MST_TILED_PHASES = {
+    "gridgraph.core.mst.tiled.leaf": [
+        "_compress_tile", "_forest_mask", "_local_ids", "valid_mask", "forest_on_device",
+        "leaf_forest"],
+    "gridgraph.core.mst.tiled.expand": [
+        "_final_mask", "_label_mask", "_border_pieces", "_walk_mask", "_mask_weights",
+        "sum_parts", "valid_mask", "orient_pieces", "_surviving", "tile_pieces", "tile_finish"],
+    "gridgraph.core.mst.tiled.driver": [
+        "leaf_round", "merge_hierarchy", "separator_edges", "split_removed", "pieces_round",
+        "finish_round", "leaf_tile"],
+    "gridgraph.core.mst._cuda": ["spanning_forest", "copy_to_host", "copy_to_device"],
+}
+
+
+def bench_tiled(workdir, operations, results, clock_mst=False):
     """The tiled path on the GPU machine at the 40-ft Neuse size (17630 x 12555, 221M cells,
     bench/scale.py's synthetic DEM, MEMORY_LIMIT_MB=4096, outputs to .npy files), CUDA
     backend, in this process: wall time, the time at each phase bound of the driver's
@@ -813,19 +828,61 @@ def bench_tiled(workdir, operations, results):
                                   "sources (parity)", identical_to_cpu=bool(same)))
                     log(json.dumps(results[-1]))
                     del gpu_tiled, cpu
+    if "mst" in operations:
+        # parity (mstfast): tiled on the GPU (tiles of 1024, partial ones at the edges)
+        # against in memory on the CPU, with and without the edge list, 8- and 4-connected
+        crop = np.ascontiguousarray(dem[1000:3501, 2000:5003], dtype=np.float32)
+        for connectivity in (8, 4):
+            cpu = minimum_spanning_tree(crop, connectivity, "max", backend="cpu")
+            for keep in (False, True):
+                with tempfile.TemporaryDirectory(dir=workdir) as out:
+                    gpu_tiled = minimum_spanning_tree(crop, connectivity, "max", backend="cuda",
+                                                      tile_size=1024, out_dir=out, edges=keep)
+                    same = bool(gpu_tiled.trees == cpu.trees
+                                and np.float64(gpu_tiled.total_weight).tobytes()
+                                == np.float64(cpu.total_weight).tobytes()
+                                and np.array_equal(np.asarray(gpu_tiled.parent_direction),
+                                                   cpu.parent_direction, equal_nan=True))
+                    if keep:
+                        same = same and np.array_equal(np.asarray(gpu_tiled.edges), cpu.edges) \
+                            and np.array_equal(np.asarray(gpu_tiled.weights).view(np.uint32),
+                                               cpu.weights.view(np.uint32))
+                    results.append(dict(
+                        operation=f"tiled MST on the GPU (tiles of 1024) vs in memory on the "
+                                  f"CPU, 2501x3003, {connectivity}-conn max, edges={keep} "
+                                  "(parity)", identical_to_cpu=bool(same)))
+                    log(json.dumps(results[-1]))
+                    del gpu_tiled
+            del cpu
     for operation in operations:
         function, bounds = runs[operation]
         with tempfile.TemporaryDirectory(dir=workdir) as out:
             progress = _PhaseProgress(bounds)
-            with _Sampler() as sampler:
-                start = time.perf_counter()
-                result = function(progress, out)
-                elapsed = time.perf_counter() - start
+            clock = _PhaseClock()
+            if clock_mst and operation == "mst":
+                import importlib
+                for module_name, names in MST_TILED_PHASES.items():
+                    module = importlib.import_module(module_name)
+                    clock.wrap(module, [n for n in names if hasattr(module, n)])
+            try:
+                with _Sampler() as sampler:
+                    start = time.perf_counter()
+                    result = function(progress, out)
+                    elapsed = time.perf_counter() - start
+            finally:
+                clock.restore()
             entry = dict(operation=f"tiled {operation}, cuda, 17630 x 12555 (221M cells), "
                                    "limit 4096 MB", end_to_end_s=elapsed,
                          phase_bounds_s={str(b): round(t, 2)
                                          for b, t in progress.passed.items()},
                          thread_seconds=sampler.top())
+            if clock.times:
+                entry["function_seconds"] = {k: round(v, 3) for k, v in sorted(
+                    clock.times.items(), key=lambda kv: -kv[1])}
+            if operation == "mst":
+                from gridgraph.core.mst import tiled as mst_tiled
+                entry.update(trees=int(result.trees), total_weight=float(result.total_weight),
+                             tile_size=mst_tiled.plan(dem, 1, None, 4096, None).grid.tile_size)
             if operation == "costdistance":
                 entry["tile_solves"] = getattr(result, "tile_solves", None)
             results.append(entry)
@@ -1001,6 +1058,8 @@ def main():
                         help="folder of the tiled section's raster and outputs")
     parser.add_argument("--tiled-operations", nargs="*",
                         default=["components", "costdistance", "mst"])
+    parser.add_argument("--tiled-clock", action="store_true",
+                        help="time each per-tile function of the tiled MST (mstfast)")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args()
@@ -1040,7 +1099,8 @@ def main():
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
                               results),
         mst_cpu=lambda: bench_mst_cpu(args.size, args.repeat, results),
-        tiled=lambda: bench_tiled(args.workdir, args.tiled_operations, results),
+        tiled=lambda: bench_tiled(args.workdir, args.tiled_operations, results,
+                                  args.tiled_clock),
         cd_device=lambda: bench_cost_distance_device(args.size, args.repeat, args.bandwidth,
                                                      results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,

@@ -386,11 +386,28 @@ class FakeCudaForest:
             with self.lock:
                 self.inside -= 1
 
+    def low_bits(self, values, valid, connectivity, weight_index,
+                 weight_dtype):
+        """Stands in for ``_cuda.forest_low_bits`` (the leaves without an
+        edge list): the edges of the stand-in forest as low-end bits."""
+        from gridgraph.core._common import Progress
+        edges, _ = self(values, valid, connectivity, weight_index,
+                        weight_dtype, Progress())
+        cols = values.shape[1]
+        low_bits = np.zeros(values.size, dtype=np.uint8)
+        step = edges[:, 1] - edges[:, 0]
+        rank = np.where((step == 1) & (edges[:, 0] % cols != cols - 1), 0,
+                        np.where(step == cols - 1, 1,
+                                 np.where(step == cols, 2, 3)))
+        np.bitwise_or.at(low_bits, edges[:, 0], (1 << rank).astype(np.uint8))
+        return low_bits, len(edges)
+
 
 def test_cuda_tiles_in_threads_one_gpu_solve_at_a_time(monkeypatch):
     from gridgraph.core.mst import _cuda
     fake = FakeCudaForest()
     monkeypatch.setattr(_cuda, "spanning_forest", fake)
+    monkeypatch.setattr(_cuda, "forest_low_bits", fake.low_bits)
     # record overlap of whole leaf tasks too: the CPU work runs in parallel
     original_leaf = tiled.leaf_tile
     running = {"now": 0, "most": 0}

@@ -27,6 +27,7 @@ from numba import njit
 
 from .._common import index_dtype
 from .._unionfind import find_root as _find
+from .._unionfind import merge_sets
 from . import _cpu_blocks
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
@@ -83,9 +84,10 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         # 2 x 2 blocks; in 4-connectivity a block's cells need not touch,
         # and the per-cell scan below was the faster one measured
         return _label_blocks(values, valid, progress, strips)
+    check_valid = valid is not None
     if valid is None:
-        valid = ~np.isnan(values) if values.dtype.kind == "f" else \
-            np.ones(values.shape, dtype=np.bool_)
+        # NaN cells are the only invalid ones: the kernels skip them
+        valid = np.ones((1, 1), dtype=np.bool_)  # never read
     dtype = index_dtype(values.size)
     labels = np.empty((rows, cols), dtype=dtype)
     if values.size == 0:
@@ -109,8 +111,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
 
         def first_pass_rows(strip, top, row_start, row_stop):
             next_labels[strip] = first_pass(
-                values, valid, eight, labels, parent, top, row_start,
-                row_stop, next_labels[strip])
+                values, valid, check_valid, eight, labels, parent, top,
+                row_start, row_stop, next_labels[strip])
 
         _first_passes(pool, strip_starts, strip_stops, rows_per_call,
                       first_pass_rows, progress)
@@ -275,117 +277,168 @@ def _union(parent, first, second):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_rows(values, valid, labels, parent, top, row_start, row_stop,
-                next_label, nonzero, eight):
+def _vertex(values, valid, check_valid, nonzero, row, col):
+    """1 where a cell is labelled, else 0: valid (``valid`` when given,
+    else not NaN: ``v == v``) and, in ``nonzero`` mode, non-zero."""
+    value = values[row, col]
+    inside = valid[row, col] if check_valid else value == value
+    if nonzero:
+        return np.int64(inside & (value != 0))
+    return np.int64(inside)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _select(flag, if_one, if_zero):
+    """``if_one`` where ``flag`` (0 or 1) is 1, else ``if_zero``, with
+    masks: numba's conditional expressions compile to branches here, which
+    a random raster mispredicts."""
+    return if_zero ^ ((if_zero ^ if_one) & -flag)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
+                left_linked, above, above_left, above_right, left, parent,
+                next_label, eight):
+    """A cell's provisional label from its visited neighbours' links (0 or
+    1) and labels (Wu et al.'s decision tree, as masks); returns (label,
+    next label, merge, first, second): when ``merge`` is 1, the sets of
+    labels ``first`` and ``second`` must be joined.
+
+    The left neighbour's label is the one value carried from cell to cell,
+    so it enters last, through one select: everything else is known
+    before it.  Links are transitive (equal values, or foreground), so one
+    merge at most: 4-connected, above with left unless the above-left cell
+    joins them; 8-connected, above-right with above-left or left unless
+    the cell above (which touches all three) is linked."""
+    if eight:
+        linked_above = above_linked | above_right_linked | above_left_linked
+        base = _select(above_linked, above, _select(
+            above_right_linked, above_right,
+            _select(above_left_linked, above_left, next_label)))
+        take_left = vertex & left_linked & (1 - linked_above)
+        merge = vertex & (1 - above_linked) & above_right_linked & (
+            above_left_linked | left_linked)
+        first = above_right
+        second = _select(above_left_linked, above_left, left)
+        new = vertex & (1 - linked_above) & (1 - left_linked)
+    else:
+        base = _select(above_linked, above, next_label)
+        take_left = vertex & left_linked & (1 - above_linked)
+        merge = vertex & above_linked & left_linked & (1 - above_left_linked)
+        first = above
+        second = left
+        new = vertex & (1 - above_linked) & (1 - left_linked)
+    current = _select(take_left, left, base & -vertex)
+    # harmless when no label is made: the next new label writes it again
+    parent[next_label] = next_label
+    return current, next_label + new, merge, first, second
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
+                row_stop, next_label, nonzero, eight):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
     row is ``top``; ``nonzero`` and ``eight`` are compile-time constants.
 
-    Every valid (``equal``) or foreground (``nonzero``) cell has a label
-    other than 0, so a neighbour is linked exactly when its label is not 0
-    and, in ``equal`` mode, its value equals the cell's.  The labels and
-    values of the three cells above slide along in registers, and cells
-    outside the raster or the strip are label 0.
+    Every labelled cell has a label other than 0, so a neighbour above is
+    linked exactly when its label is not 0 and, in ``equal`` mode, its
+    value equals the cell's (``nonzero`` mode reads no values of the row
+    above); the left neighbour's link comes from its value alone.  The
+    labels and values of the three cells above slide along in registers,
+    and cells outside the raster or the strip are label 0.  Labels made
+    in a row are joined after the row: the decisions read links and
+    labels, never roots.
     """
     cols = values.shape[1]
     zero_value = values.dtype.type(0)
+    # the row's merges, made after it: a branch per cell on whether to
+    # merge costs more, mispredicted, than the merges themselves
+    merges = np.empty((cols + 1, 2), dtype=np.int64)
     for row in range(row_start, row_stop):
         has_above = row > top
-        above_left = 0
+        above_left = np.int64(0)
         above_left_value = zero_value
-        above = labels[row - 1, 0] if has_above else 0
-        above_value = values[row - 1, 0] if has_above else zero_value
-        above_right = 0
+        above = np.int64(labels[row - 1, 0]) if has_above else np.int64(0)
+        above_value = values[row - 1, 0] if has_above and not nonzero \
+            else zero_value
+        above_right = np.int64(0)
         above_right_value = zero_value
         if has_above and cols > 1:
-            above_right = labels[row - 1, 1]
-            above_right_value = values[row - 1, 1]
-        left = 0
+            above_right = np.int64(labels[row - 1, 1])
+            if not nonzero:
+                above_right_value = values[row - 1, 1]
+        left = np.int64(0)
+        left_vertex = np.int64(0)
         left_value = zero_value
+        merge_count = 0
         for col in range(cols):
             cell_value = values[row, col]
-            current = 0
-            if valid[row, col] and (not nonzero or cell_value != 0):
-                if nonzero:
-                    # foreground neighbours are exactly the labelled ones
-                    above_linked = above != 0
-                    left_linked = left != 0
-                    above_left_linked = above_left != 0
-                    above_right_linked = above_right != 0
-                else:
-                    above_linked = above != 0 and above_value == cell_value
-                    left_linked = left != 0 and left_value == cell_value
-                    above_left_linked = (above_left != 0
-                                         and above_left_value == cell_value)
-                    above_right_linked = (above_right != 0
-                                          and above_right_value == cell_value)
-                if eight:
-                    # Wu et al.'s decision tree.  Links are transitive (equal
-                    # values, or foreground); the cell above touches every
-                    # other visited neighbour and above-left touches left, so
-                    # only above-right may need a merge.
-                    if above_linked:
-                        current = above
-                    elif above_right_linked:
-                        current = above_right
-                        if above_left_linked:
-                            current = _union(parent, above_right, above_left)
-                        elif left_linked:
-                            current = _union(parent, above_right, left)
-                    elif above_left_linked:
-                        current = above_left
-                    elif left_linked:
-                        current = left
-                else:
-                    if above_linked:
-                        current = above
-                        # a linked above-left cell already joins them
-                        if left_linked and left != above and \
-                                not above_left_linked:
-                            current = _union(parent, above, left)
-                    elif left_linked:
-                        current = left
-                if current == 0:
-                    current = next_label
-                    parent[next_label] = next_label
-                    next_label += 1
+            vertex = _vertex(values, valid, check_valid, nonzero, row, col)
+            if nonzero:
+                # foreground neighbours are exactly the labelled ones
+                above_linked = np.int64(above != 0)
+                above_left_linked = np.int64(above_left != 0)
+                above_right_linked = np.int64(above_right != 0)
+                left_linked = left_vertex
+            else:
+                above_linked = np.int64((above != 0)
+                                        & (above_value == cell_value))
+                above_left_linked = np.int64(
+                    (above_left != 0) & (above_left_value == cell_value))
+                above_right_linked = np.int64(
+                    (above_right != 0) & (above_right_value == cell_value))
+                left_linked = left_vertex & np.int64(left_value == cell_value)
+            current, next_label, merge, first, second = _cell_label(
+                vertex, above_linked, above_left_linked, above_right_linked,
+                left_linked, above, above_left, above_right, left, parent,
+                next_label, eight)
+            # every cell writes its pair; a merge keeps it
+            merges[merge_count, 0] = first
+            merges[merge_count, 1] = second
+            merge_count += merge
             labels[row, col] = current
             left = current
+            left_vertex = vertex
             left_value = cell_value
             above_left = above
             above_left_value = above_value
             above = above_right
             above_value = above_right_value
             if has_above and col + 2 < cols:
-                above_right = labels[row - 1, col + 2]
-                above_right_value = values[row - 1, col + 2]
+                above_right = np.int64(labels[row - 1, col + 2])
+                if not nonzero:
+                    above_right_value = values[row - 1, col + 2]
             else:
-                above_right = 0
+                above_right = np.int64(0)
+        for merge_index in range(merge_count):
+            merge_sets(parent, merges[merge_index, 0],
+                       merges[merge_index, 1])
     return next_label
 
 
 @njit(cache=True, nogil=True)
-def _first_pass_nonzero(values, valid, eight, labels, parent, top, row_start,
-                        row_stop, next_label):
+def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
+                        top, row_start, row_stop, next_label):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
     first row is ``top`` (its rows above ``row_start`` already labelled);
     returns the next unused provisional label."""
     # one specialised loop per connectivity: no flag tests per cell
     if eight:
-        return _label_rows(values, valid, labels, parent, top, row_start,
-                           row_stop, next_label, True, True)
-    return _label_rows(values, valid, labels, parent, top, row_start,
-                       row_stop, next_label, True, False)
+        return _label_rows(values, valid, check_valid, labels, parent, top,
+                           row_start, row_stop, next_label, True, True)
+    return _label_rows(values, valid, check_valid, labels, parent, top,
+                       row_start, row_stop, next_label, True, False)
 
 
 @njit(cache=True, nogil=True)
-def _first_pass_equal(values, valid, eight, labels, parent, top, row_start,
-                      row_stop, next_label):
+def _first_pass_equal(values, valid, check_valid, eight, labels, parent, top,
+                      row_start, row_stop, next_label):
     """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
-        return _label_rows(values, valid, labels, parent, top, row_start,
-                           row_stop, next_label, False, True)
-    return _label_rows(values, valid, labels, parent, top, row_start,
-                       row_stop, next_label, False, False)
+        return _label_rows(values, valid, check_valid, labels, parent, top,
+                           row_start, row_stop, next_label, False, True)
+    return _label_rows(values, valid, check_valid, labels, parent, top,
+                       row_start, row_stop, next_label, False, False)
 
 
 @njit(cache=True, nogil=True)

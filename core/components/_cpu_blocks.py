@@ -11,7 +11,10 @@ of the memory of a label raster.  (4-connectivity keeps the per-cell scan of
 measured slower on the GPU machine's Xeon.)  Whether two neighbouring blocks are linked is
 read off the few cells along their shared side; known links (cells already
 joined when the neighbours were labelled) skip the union, as in Wu, Otoo &
-Suzuki's decision tree.
+Suzuki's decision tree.  No branch on the data in the scan: links are 0/1
+masks, labels masked selects, and a block row's unions are listed as it is
+scanned and made after it (a mispredicted branch per block cost more than
+the unions).
 
 Labels must come out numbered in raster scan order of each component's first
 *cell* (scipy's numbering), and a block row covers two cell rows: the block
@@ -55,6 +58,19 @@ def _foreground_if(values, valid, check_valid, row, col, inside):
     return False
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bit(values, valid, check_valid, row, col):
+    """:func:`_foreground` as 0 or 1."""
+    return np.int64(_foreground(values, valid, check_valid, row, col))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bit_if(values, valid, check_valid, row, col, inside):
+    """:func:`_foreground_if` as 0 or 1."""
+    return np.int64(_foreground_if(values, valid, check_valid, row, col,
+                                   inside))
+
+
 @njit(cache=True, nogil=True)
 def _union_keyed(parent, key, first, second):
     """Merge two sets: the smaller root label stays root and keeps the
@@ -72,55 +88,71 @@ def _union_keyed(parent, key, first, second):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _select(flag, if_one, if_zero):
+    """``if_one`` where ``flag`` (0 or 1) is 1, else ``if_zero``, with
+    masks: numba's conditional expressions compile to branches here, which
+    a random raster mispredicts."""
+    return if_zero ^ ((if_zero ^ if_one) & -flag)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _block_8(o, p, s, t, h, i, j, k, n, r, q_linked_p, r_linked_q,
              s_linked_p, s_linked_q, above_left, above, above_right, left,
-             parent, key, r0, r1, c0, cols, row_first, next_label):
+             parent, key, merges, merge_count, r0, c0, cols, row_first,
+             next_label):
     """The label of block X from its cells and its neighbours' (see
-    :func:`first_pass_8`); returns (label, next label, X-Q, X-R, X-S
-    links).  The links are bitwise expressions and the first linked
-    neighbour's label a select, so a random mask costs one unpredictable
-    branch per block (union or not), not one per test.  Unions are skipped
-    where the labels are already joined by a direct link: ``q_linked_p``
-    (Q was linked to P when Q was labelled), ``r_linked_q``, ``s_linked_p``
-    and ``s_linked_q``."""
+    :func:`first_pass_8`; every flag is 0 or 1); returns (label, next
+    label, merge count, X-Q, X-R, X-S links).
+
+    No branch on the data: the links are bitwise expressions, the label a
+    chain of masked selects in which S's label (the one value carried from
+    block to block) enters last, and the unions the block needs are
+    written to ``merges`` (every block writes its three pairs; the count
+    keeps those needed), made at the end of the block row.  Unions are
+    skipped where the labels are already joined by a direct link:
+    ``q_linked_p`` (Q was linked to P when Q was labelled), ``r_linked_q``,
+    ``s_linked_p`` and ``s_linked_q``."""
     top_cell = o | p
+    any_cell = top_cell | s | t
     link_q = top_cell & (i | j)
     link_p = o & h
     link_r = p & k
     link_s = (o | s) & (n | r)
     linked_above = link_q | link_p | link_r
-    current = above if link_q else (above_left if link_p else (
-        above_right if link_r else (left if link_s else 0)))
-    union_p = link_p & link_q & ~q_linked_p
-    union_r = link_r & ((link_q & ~r_linked_q) | (~link_q & link_p))
-    union_s = link_s & linked_above & ~(
+    base = _select(link_q, above, _select(
+        link_p, above_left, _select(link_r, above_right, next_label)))
+    take_left = link_s & (1 - linked_above)
+    current = _select(take_left, left, base & -any_cell)
+    union_p = link_p & link_q & (1 - q_linked_p)
+    union_r = link_r & ((link_q & (1 - r_linked_q)) | ((1 - link_q) & link_p))
+    union_s = link_s & linked_above & (1 - (
         (s_linked_p & (link_p | (link_q & q_linked_p)))
-        | (s_linked_q & (link_q | (link_p & q_linked_p))))
-    if union_p | union_r | union_s:
-        if union_p and current != above_left:
-            current = _union_keyed(parent, key, current, above_left)
-        if union_r and current != above_right:
-            current = _union_keyed(parent, key, current, above_right)
-        if union_s and current != left:
-            current = _union_keyed(parent, key, current, left)
-    elif current == 0:
-        if o | p | s | t:
-            first = r0 * cols + c0 if o else (r0 * cols + c0 + 1 if p else (
-                r1 * cols + c0 if s else r1 * cols + c0 + 1))
-            # the block's first cell in scan order
-            parent[next_label] = next_label
-            key[next_label] = first
-            current = next_label
-            next_label += 1
-    elif link_s & ~linked_above & top_cell:
-        # X took S's label only; a label made in this block row is a root
-        # (made new or by a union, or copied from the left), and X's top
-        # cell may precede its first cell
-        if left >= row_first:
-            first = r0 * cols + (c0 if o else c0 + 1)
-            if first < key[left]:
-                key[left] = first
-    return current, next_label, link_q, link_r, link_s
+        | (s_linked_q & (link_q | (link_p & q_linked_p)))))
+    merges[merge_count, 0] = base
+    merges[merge_count, 1] = above_left
+    merge_count += union_p
+    merges[merge_count, 0] = base
+    merges[merge_count, 1] = above_right
+    merge_count += union_r
+    merges[merge_count, 0] = base
+    merges[merge_count, 1] = left
+    merge_count += union_s
+    # a new label: its key is the block's first cell in scan order
+    # (written always, kept only when the label is made)
+    first = r0 * cols + c0 + _select(o, 0, _select(p, 1, _select(
+        s, cols, cols + 1)))
+    parent[next_label] = next_label
+    key[next_label] = first
+    next_label += any_cell & (1 - linked_above) & (1 - link_s)
+    # X took S's label only: a label made in this block row is a root
+    # (the row's unions come after it), and X's top cell may precede its
+    # first cell
+    top_first = r0 * cols + c0 + 1 - o
+    lower = take_left & top_cell & np.int64(left >= row_first)
+    left_key = key[left]
+    key[left] = _select(lower & np.int64(top_first < left_key), top_first,
+                        left_key)
+    return current, next_label, merge_count, link_q, link_r, link_s
 
 
 @njit(cache=True, nogil=True)
@@ -145,6 +177,8 @@ def first_pass_8(values, valid, check_valid, blocks, parent, key,
     block_cols = blocks.shape[1]
     # blocks whose two columns and the cell above-right lie in the raster
     inner_cols = (cols - 1) // 2
+    # a block row's unions, made after it (three pairs a block at most)
+    merges = np.empty((3 * block_cols + 3, 2), dtype=np.int64)
     for block_row in range(block_row_start, block_row_stop):
         r0 = 2 * block_row
         r1 = r0 + 1
@@ -156,33 +190,36 @@ def first_pass_8(values, valid, check_valid, blocks, parent, key,
         previous_flags = (block_row - 1) & 1
         flags = block_row & 1
         # sliding state: S and its right column, P and h, Q and i
-        left = 0
-        n = r = h = False
-        s_linked_p = s_linked_q = False
-        above_left = 0
-        i = _foreground_if(values, valid, check_valid, ra, 0, has_above)
-        above = blocks[block_row - 1, 0] if has_above else 0
+        left = np.int64(0)
+        merge_count = 0
+        n = r = h = np.int64(0)
+        s_linked_p = s_linked_q = np.int64(0)
+        above_left = np.int64(0)
+        i = _bit_if(values, valid, check_valid, ra, 0, has_above)
+        above = np.int64(blocks[block_row - 1, 0]) if has_above \
+            else np.int64(0)
         start = 0
         if has_above and has_r1:
             # the interior: no edge tests
             for block_col in range(inner_cols):
                 c0 = 2 * block_col
-                o = _foreground(values, valid, check_valid, r0, c0)
-                p = _foreground(values, valid, check_valid, r0, c0 + 1)
-                s = _foreground(values, valid, check_valid, r1, c0)
-                t = _foreground(values, valid, check_valid, r1, c0 + 1)
-                j = _foreground(values, valid, check_valid, ra, c0 + 1)
-                k = _foreground(values, valid, check_valid, ra, c0 + 2)
-                above_right = blocks[block_row - 1, block_col + 1]
-                current, next_label, link_q, link_r, link_s = _block_8(
+                o = _bit(values, valid, check_valid, r0, c0)
+                p = _bit(values, valid, check_valid, r0, c0 + 1)
+                s = _bit(values, valid, check_valid, r1, c0)
+                t = _bit(values, valid, check_valid, r1, c0 + 1)
+                j = _bit(values, valid, check_valid, ra, c0 + 1)
+                k = _bit(values, valid, check_valid, ra, c0 + 2)
+                above_right = np.int64(blocks[block_row - 1, block_col + 1])
+                (current, next_label, merge_count, link_q, link_r,
+                 link_s) = _block_8(
                     o, p, s, t, h, i, j, k, n, r,
-                    linked_left[previous_flags, block_col],
-                    linked_left[previous_flags, block_col + 1],
+                    np.int64(linked_left[previous_flags, block_col]),
+                    np.int64(linked_left[previous_flags, block_col + 1]),
                     s_linked_p, s_linked_q, above_left, above, above_right,
-                    left, parent, key, r0, r1, c0, cols, row_first,
-                    next_label)
+                    left, parent, key, merges, merge_count, r0, c0, cols,
+                    row_first, next_label)
                 blocks[block_row, block_col] = current
-                linked_left[flags, block_col] = link_s
+                linked_left[flags, block_col] = link_s != 0
                 left = current
                 s_linked_p = link_q  # X becomes S: its Q is the next P
                 s_linked_q = link_r
@@ -197,26 +234,29 @@ def first_pass_8(values, valid, check_valid, blocks, parent, key,
             c0 = 2 * block_col
             has_c1 = c0 + 1 < cols
             has_k = has_above & (c0 + 2 < cols)
-            o = _foreground(values, valid, check_valid, r0, c0)
-            p = _foreground_if(values, valid, check_valid, r0, c0 + 1, has_c1)
-            s = _foreground_if(values, valid, check_valid, r1_read, c0,
-                               has_r1)
-            t = _foreground_if(values, valid, check_valid, r1_read, c0 + 1,
-                               has_r1 & has_c1)
-            j = _foreground_if(values, valid, check_valid, ra, c0 + 1,
-                               has_above & has_c1)
-            k = _foreground_if(values, valid, check_valid, ra, c0 + 2, has_k)
-            above_right = blocks[block_row - 1, block_col + 1] if has_k else 0
-            q_linked_p = linked_left[previous_flags, block_col] \
-                if has_above else False
-            r_linked_q = linked_left[previous_flags, block_col + 1] \
-                if has_k else False
-            current, next_label, link_q, link_r, link_s = _block_8(
+            o = _bit(values, valid, check_valid, r0, c0)
+            p = _bit_if(values, valid, check_valid, r0, c0 + 1, has_c1)
+            s = _bit_if(values, valid, check_valid, r1_read, c0, has_r1)
+            t = _bit_if(values, valid, check_valid, r1_read, c0 + 1,
+                        has_r1 & has_c1)
+            j = _bit_if(values, valid, check_valid, ra, c0 + 1,
+                        has_above & has_c1)
+            k = _bit_if(values, valid, check_valid, ra, c0 + 2, has_k)
+            above_right = np.int64(blocks[block_row - 1, block_col + 1]) \
+                if has_k else np.int64(0)
+            q_linked_p = np.int64(linked_left[previous_flags, block_col]) \
+                if has_above else np.int64(0)
+            r_linked_q = np.int64(
+                linked_left[previous_flags, block_col + 1]) \
+                if has_k else np.int64(0)
+            (current, next_label, merge_count, link_q, link_r,
+             link_s) = _block_8(
                 o, p, s, t, h, i, j, k, n, r, q_linked_p, r_linked_q,
                 s_linked_p, s_linked_q, above_left, above, above_right, left,
-                parent, key, r0, r1, c0, cols, row_first, next_label)
+                parent, key, merges, merge_count, r0, c0, cols, row_first,
+                next_label)
             blocks[block_row, block_col] = current
-            linked_left[flags, block_col] = link_s
+            linked_left[flags, block_col] = link_s != 0
             left = current
             s_linked_p = link_q
             s_linked_q = link_r
@@ -226,6 +266,9 @@ def first_pass_8(values, valid, check_valid, blocks, parent, key,
             i = k
             above_left = above
             above = above_right
+        for merge_index in range(merge_count):
+            _union_keyed(parent, key, merges[merge_index, 0],
+                         merges[merge_index, 1])
     return next_label
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common import (as_progress, check_common_arguments, check_connectivity,
-                       check_number, resolve_backend, valid_mask)
+                       check_number, resolve_backend)
 from ..tiling import check_unsupported_scale_options, load_raster
 from ..errors import InvalidInputError
 
@@ -147,8 +147,8 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
             edges=tree_edges, weights=weights, total_weight=total_weight,
             trees=trees, parent_direction=parent_direction,
             shape=array.shape)
-    valid = valid_mask(array, nodata)
     from . import _cpu
+    valid = _cpu.valid_cells(array, nodata)  # valid_mask on all cores
     if edges:
         tree_edges, weights = _cpu.spanning_forest(
             array, valid, connectivity, WEIGHTS.index(weight), weight_dtype,

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .._common import index_dtype
+from .._common import index_dtype, nodata_in_dtype
 from ..errors import InvalidInputError
 # the sort of the tree edges and the exact total live in modules of their
 # own; their names stay importable from here
@@ -42,6 +42,11 @@ from ._sort_cpu import _sort_tree_edges  # noqa: F401
 # Cells per kernel call between progress reports: a fraction of a second
 # on the 2-core test machine.
 _BAND_CELLS = 1 << 22
+
+# Round 1's per-cell arrays (lightest edge ids, components) are int32 while
+# every edge id (< 4 * cells) fits: half the memory traffic of int64.
+# Tests lower it to run the int64 kernels on small rasters.
+_INT32_EDGE_IDS = 2**31 - 1
 
 # Below this many cells the kernels run on one thread: waking the worker
 # threads costs more than they save, and far more on a busy machine.
@@ -61,6 +66,28 @@ def _threads_for(n_items):
         yield
     finally:
         numba.set_num_threads(previous)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _valid_cells(values, has_nodata, nodata, valid):
+    rows, cols = values.shape
+    for r in prange(rows):
+        for c in range(cols):
+            x = values[r, c]
+            valid[r, c] = x == x and not (has_nodata and x == nodata)
+
+
+def valid_cells(array, nodata):
+    """:func:`gridgraph.core._common.valid_mask` of a 2-D raster on all
+    cores: not NaN and not equal to ``nodata``."""
+    value = nodata_in_dtype(array.dtype, nodata)
+    valid = np.empty(array.shape, dtype=bool)
+    if valid.size == 0:
+        return valid
+    with _threads_for(valid.size):
+        _valid_cells(array, value is not None,
+                     array.dtype.type(0) if value is None else value, valid)
+    return valid
 
 
 @njit(inline="always")
@@ -681,6 +708,9 @@ def _unsorted_forest(array, valid, connectivity, weight_index, weight_dtype,
     # two arenas are reused: [lightest edge | its weight] then the list of
     # crossing edges; [root | root label] then the list's second buffer.
     label_dtype = np.dtype(index_dtype(n_cells))
+    compact = 4 * n_cells + 4 <= _INT32_EDGE_IDS
+    edge_dtype = np.int32 if compact else np.int64
+    cell_dtype = np.int32 if compact else np.int64
     weight_size = np.dtype(weight_dtype).itemsize
     first_arena = np.empty(n_cells * (8 + weight_size), dtype=np.uint8)
     second_arena = np.empty(n_cells * (8 + label_dtype.itemsize),
@@ -688,12 +718,12 @@ def _unsorted_forest(array, valid, connectivity, weight_index, weight_dtype,
 
     # Round 1 on the implicit grid.
     best_edge, best_weight = _carve(first_arena, n_cells,
-                                    (np.int64, weight_dtype))
+                                    (edge_dtype, weight_dtype))
     _by_bands(_grid_lightest_edges, progress.span(0.0, 0.13), values, valid,
               eight, weight_index, half, best_weight, best_edge)
     rows = values.shape[0]
     component, root_label = _carve(second_arena, n_cells,
-                                   (np.int64, label_dtype))
+                                   (cell_dtype, label_dtype))
     root_offsets = np.zeros(rows + 1, dtype=np.int64)
     tree_offsets = np.zeros(rows + 1, dtype=np.int64)
     _by_bands(_hook_cells, progress.span(0.13, 0.27), valid, best_edge,

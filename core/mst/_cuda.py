@@ -722,3 +722,50 @@ def minimum_spanning_tree(array, nodata, connectivity, weight_index,
         timer.mark("edges to host")
     progress(1.0)
     return edges, weights, total, trees, host_direction
+
+
+@cuda.jit(cache=True)
+def _low_bits_from_flags(flags, n, low_bits):
+    """Bit k of ``low_bits[v]``: the tree edge of rank k whose low end is v
+    (``flags`` holds one byte per edge id, ``low * 4 + rank``)."""
+    v = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if v < n:
+        base = v * 4
+        low_bits[v] = flags[base] | (flags[base + 1] << 1) \
+            | (flags[base + 2] << 2) | (flags[base + 3] << 3)
+
+
+def forest_low_bits(array, valid, connectivity, weight_index, weight_dtype):
+    """The minimum spanning forest of :func:`spanning_forest` as one byte
+    per cell (bit k: the tree edge of rank k, 0 right, 1 down-left, 2
+    down, 3 down-right, whose low end is that cell) and its edge count:
+    no sort and no edge list cross to the host (the tiled MST's leaf tiles
+    without an edge list).  Returns (uint8 array of rows * cols, k)."""
+    from ._cuda_tree import _fill, _flag_tree_edges
+    weight_dtype = np.dtype(weight_dtype)
+    values = np.ascontiguousarray(array, dtype=weight_dtype)
+    valid = np.ascontiguousarray(valid, dtype=bool)
+    rows, cols = values.shape
+    n = rows * cols
+    if n == 0:
+        return np.zeros(0, dtype=np.uint8), 0
+    check_device_memory(
+        device_bytes(n, weight_dtype),
+        f"the minimum spanning tree of a {rows} x {cols} raster")
+    d_values = copy_to_device(values)
+    d_valid = copy_to_device(valid.view(np.uint8))
+    forest = _tree_edge_keys(d_values, d_valid, rows, cols, connectivity,
+                             weight_index, weight_dtype, None,
+                             CONTRACT_BELOW, None, PhaseTimer(None))
+    del d_values, d_valid, forest.parent
+    flags = cuda.device_array(4 * n, dtype=np.uint8)
+    _fill[blocks_for(4 * n, FLAT_THREADS), FLAT_THREADS](flags, 4 * n, 0)
+    if forest.k > 0:
+        _flag_tree_edges[blocks_for(forest.k, FLAT_THREADS), FLAT_THREADS](
+            forest.keys, forest.ids if forest.ids is not None else forest.keys,
+            forest.k, forest.packed, flags)
+    low_bits = cuda.device_array(n, dtype=np.uint8)
+    _low_bits_from_flags[blocks_for(n, FLAT_THREADS), FLAT_THREADS](
+        flags, n, low_bits)
+    del flags
+    return copy_to_host(low_bits), forest.k

@@ -119,6 +119,29 @@ def _masks_from_planes(planes, rows, cols, masks):
 
 
 @njit(cache=True, nogil=True, parallel=True)
+def _masks_from_low_bits(low_bits, rows, cols, masks):
+    """:func:`_masks_from_planes` from one byte per cell whose bit p is the
+    edge of plane p from that cell (the tiled MST's forest bitmask; its
+    bits 4-7 are ignored)."""
+    for r in prange(rows):
+        for c in range(cols):
+            v = np.int64(r) * cols + c
+            bits = np.int64(low_bits[v])
+            mask = (bits & 1) | (((bits >> 2) & 1) << 3) \
+                | (((bits >> 1) & 1) << 6) | (((bits >> 3) & 1) << 7)
+            if c > 0:
+                mask |= (np.int64(low_bits[v - 1]) & 1) << 2
+            if r > 0:
+                up = v - cols
+                mask |= ((np.int64(low_bits[up]) >> 2) & 1) << 1
+                if c + 1 < cols:
+                    mask |= ((np.int64(low_bits[up + 1]) >> 1) & 1) << 4
+                if c > 0:
+                    mask |= ((np.int64(low_bits[up - 1]) >> 3) & 1) << 5
+            masks[v] = mask
+
+
+@njit(cache=True, nogil=True, parallel=True)
 def _search_bands(masks, valid_flat, band_cells, steps, state, budget, stack,
                   piece, code):
     """Depth-first search of each band's pieces, bands in parallel.
@@ -274,6 +297,22 @@ def _reroot(piece_offset, entry_cell, entry_code, steps, code):
 
 
 @njit(cache=True, nogil=True, parallel=True)
+def _reroot_at(cells, steps, code):
+    """Re-root the tree of each of ``cells`` (one cell per tree) there: the
+    directions on the path from it to its root turn around."""
+    for i in prange(cells.size):
+        x = np.int64(cells[i])
+        toward = np.int64(_ROOT)
+        while True:
+            old = np.int64(code[x])
+            code[x] = toward
+            if old == _ROOT:
+                break
+            toward = _OPPOSITE[old]
+            x += steps[old]
+
+
+@njit(cache=True, nogil=True, parallel=True)
 def _directions(code, degrees, direction):
     for v in prange(code.size):
         c = code[v]
@@ -390,16 +429,51 @@ def _walk_forest(planes_of, valid, progress, want_direction, want_labels,
     return direction, labels, trees
 
 
+def walk_tile_forest(low_bits, valid_flat, rows, cols, want_direction,
+                     want_labels, roots=None):
+    """:func:`walk_forest` of a forest given as one byte per cell whose bit
+    p is the edge of plane p (0 right, 1 down-left, 2 down, 3 down-right)
+    from that cell (bits 4-7 ignored): the tiled MST's tile forests.
+
+    ``roots`` (cells, degrees), at most one cell per tree: those trees are
+    rooted there instead of at their lowest cell, and those cells get
+    these degrees instead of 0 (a tile piece whose parent lies in another
+    tile).  Returns (direction, labels, trees), flat.
+    """
+    n = valid_flat.size
+    band_rows = _band_rows(rows, n, None)
+    previous_threads = numba.get_num_threads()
+    if band_rows.size == 2:
+        numba.set_num_threads(1)
+    try:
+        if n == 0:
+            return _walk(None, valid_flat, rows, cols, band_rows, None,
+                         want_direction, want_labels)
+        masks = np.empty(n, dtype=np.uint8)
+        _masks_from_low_bits(low_bits, rows, cols, masks)
+        return _walk_masks(masks, valid_flat, rows, cols, band_rows, None,
+                           want_direction, want_labels, roots)
+    finally:
+        numba.set_num_threads(previous_threads)
+
+
 def _walk(planes, valid_flat, rows, cols, band_rows, progress, want_direction,
           want_labels):
     n = valid_flat.size
-    n_bands = band_rows.size - 1
     if n == 0:
         return (np.empty(0, np.float32) if want_direction else None,
                 np.empty(0, index_dtype(0)) if want_labels else None, 0)
     masks = np.empty(n, dtype=np.uint8)
     _masks_from_planes(planes, rows, cols, masks)
     del planes
+    return _walk_masks(masks, valid_flat, rows, cols, band_rows, progress,
+                       want_direction, want_labels)
+
+
+def _walk_masks(masks, valid_flat, rows, cols, band_rows, progress,
+                want_direction, want_labels, roots=None):
+    n = valid_flat.size
+    n_bands = band_rows.size - 1
     if progress is not None:
         progress(0.1)
     steps = (PARENT_OFFSETS[:, 0] * cols + PARENT_OFFSETS[:, 1]).astype(
@@ -429,8 +503,13 @@ def _walk(planes, valid_flat, rows, cols, band_rows, progress, want_direction,
     direction = labels = None
     if want_direction:
         _reroot(piece_offset, entry_cell, entry_code, steps, code)
+        if roots is not None:
+            _reroot_at(np.ascontiguousarray(roots[0], dtype=np.int64), steps,
+                       code)
         direction = np.empty(n, dtype=np.float32)
         _directions(code, PARENT_DEGREES, direction)
+        if roots is not None:
+            direction[roots[0]] = roots[1]
     if want_labels:
         is_root = root_piece == np.arange(root_piece.size)
         tree_number = np.cumsum(is_root, dtype=np.int64)[root_piece]

@@ -4,102 +4,74 @@ across tiles, its parent directions and its sorted edges."""
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ... import tiling
 from ..._common import valid_mask
 from .. import PARENT_DEGREES, PARENT_OFFSETS
 from .._cpu import _edge_weight, _lighter, sum_parts
-from .forest import (_BIT_DCOL, _BIT_DROW, _forest_mask, _lowest_bit,
-                     _popcount)
+from .._forest_cpu import walk_tile_forest
+from .forest import _BIT_DCOL, _BIT_DROW, _lowest_bit, _popcount
 
 # --------------------------------------------------------------------------
 # round 3: the final forest per tile, its roots, its sorted edges
 
 
 def _final_mask(msf, window, removed_local):
-    """The bitmask of the tile's final internal edges: its MSF (local ids
-    and weights, or the low-end bits per cell) minus the removed ones."""
+    """The tile's final internal edges as low-end bits (bit k of a cell:
+    the edge of rank k whose low end it is): its MSF (local ids and
+    weights, or the low-end bits per cell) minus the removed ones."""
     if len(msf) == 1:
-        mask = _mask_from_low_bits(msf[0], window.rows, window.cols)
+        low_bits = np.bitwise_and(msf[0], 0x0F)
     else:
-        mask = _forest_mask(msf[0], window.rows, window.cols)
-    _clear_edges(mask, removed_local, window.cols)
-    return mask
+        low_bits = _low_bits_from_ids(msf[0], window.rows * window.cols)
+    _clear_edges(low_bits, removed_local)
+    return low_bits
 
 
 @njit(cache=True, nogil=True)
-def _mask_from_low_bits(low_bits, rows, cols):
-    """The full bitmask (both ends of every edge) from the low-end bits."""
-    mask = low_bits.copy()
-    for v in range(rows * cols):
-        bits = np.int64(low_bits[v]) & 0x0F
-        while bits:
-            rank = _lowest_bit(bits)
-            bits &= bits - 1
-            high = v + _BIT_DROW[rank] * cols + _BIT_DCOL[rank]
-            mask[high] |= np.uint8(1 << (rank + 4))
-    return mask
+def _low_bits_from_ids(local_id, n):
+    """The low-end bits of the edges with these local ids (low * 4 +
+    rank); one thread: two edges may share a low end."""
+    low_bits = np.zeros(n, dtype=np.uint8)
+    for k in range(local_id.size):
+        e = np.int64(local_id[k])
+        low_bits[e >> 2] |= np.uint8(1 << (e & 3))
+    return low_bits
 
 
-@njit(cache=True, nogil=True)
-def _mask_weights(mask, values, cols, weight_index, half):
-    """Weights of the edges in a tile's bitmask (by their low end), in
-    cell order, recomputed with the kernels' weight function."""
-    count = 0
-    for v in range(mask.size):
-        count += _popcount(np.int64(mask[v]) & 0x0F)
-    out = np.empty(count, dtype=values.dtype)
-    j = 0
-    for v in range(mask.size):
-        bits = np.int64(mask[v]) & 0x0F
-        while bits:
-            rank = _lowest_bit(bits)
-            bits &= bits - 1
-            high = v + _BIT_DROW[rank] * cols + _BIT_DCOL[rank]
-            out[j] = _edge_weight(values[v], values[high], weight_index, half)
-            j += 1
+@njit(cache=True, nogil=True, parallel=True)
+def _mask_weights(low_bits, values, rows, cols, weight_index, half):
+    """Weights of the edges in a tile's low-end bits, in cell order,
+    recomputed with the kernels' weight function (rows in parallel)."""
+    offsets = np.zeros(rows + 1, dtype=np.int64)
+    for r in prange(rows):
+        count = 0
+        for v in range(r * cols, (r + 1) * cols):
+            count += _popcount(np.int64(low_bits[v]) & 0x0F)
+        offsets[r + 1] = count
+    for r in range(rows):
+        offsets[r + 1] += offsets[r]
+    out = np.empty(offsets[rows], dtype=values.dtype)
+    for r in prange(rows):
+        j = offsets[r]
+        for v in range(r * cols, (r + 1) * cols):
+            bits = np.int64(low_bits[v]) & 0x0F
+            while bits:
+                rank = _lowest_bit(bits)
+                bits &= bits - 1
+                high = v + _BIT_DROW[rank] * cols + _BIT_DCOL[rank]
+                out[j] = _edge_weight(values[v], values[high], weight_index,
+                                      half)
+                j += 1
     return out
 
 
 @njit(cache=True, nogil=True)
-def _clear_edges(mask, local_id, cols):
+def _clear_edges(low_bits, local_id):
     for k in range(local_id.size):
-        low = np.int64(local_id[k]) >> 2
-        rank = np.int64(local_id[k]) & 3
-        high = low + _BIT_DROW[rank] * cols + _BIT_DCOL[rank]
-        mask[low] &= np.uint8(~(1 << rank) & 0xFF)
-        mask[high] &= np.uint8(~(1 << (rank + 4)) & 0xFF)
-
-
-@njit(cache=True, nogil=True)
-def _label_mask(mask, valid, rows, cols):
-    """Pieces of the forest: labels 1.. in scan order of first cells."""
-    n = rows * cols
-    labels = np.zeros(n, dtype=np.int32)
-    queue = np.empty(max(n, 1), dtype=np.int64)
-    count = 0
-    for root in range(n):
-        if labels[root] != 0 or not valid[root]:
-            continue
-        count += 1
-        labels[root] = count
-        head = 0
-        tail = 1
-        queue[0] = root
-        while head < tail:
-            v = queue[head]
-            head += 1
-            bits = np.int64(mask[v])
-            while bits:
-                bit = _lowest_bit(bits)
-                bits &= bits - 1
-                u = v + _BIT_DROW[bit] * cols + _BIT_DCOL[bit]
-                if labels[u] == 0:
-                    labels[u] = count
-                    queue[tail] = u
-                    tail += 1
-    return labels.reshape(rows, cols)
+        e = np.int64(local_id[k])
+        low_bits[e >> 2] &= np.uint8(~(1 << (e & 3)) & 0xFF)
 
 
 @dataclass
@@ -125,8 +97,10 @@ def tile_pieces(source, window, nodata, msf, removed_local):
     """
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    mask = _final_mask(msf, window, removed_local)
-    labels = _label_mask(mask, valid.reshape(-1), window.rows, window.cols)
+    low_bits = _final_mask(msf, window, removed_local)
+    labels = walk_tile_forest(low_bits, valid.reshape(-1), window.rows,
+                              window.cols, False, True)[1]
+    labels = labels.reshape(window.rows, window.cols)
     border, first_cell = _border_pieces(labels)
     return PiecesMessage(
         first_cell=first_cell, top=border[labels[0]] + 1,
@@ -307,10 +281,8 @@ def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
     valid = valid_mask(values, nodata)
     rows, cols = window.rows, window.cols
     mask = _final_mask(msf, window, removed_local)
-    direction = np.full(rows * cols, np.nan, dtype=np.float32)
-    root_local, root_degrees = roots
-    _walk_mask(mask, valid.reshape(-1), rows, cols, root_local, root_degrees,
-               _direction_table(), direction)
+    direction = walk_tile_forest(mask, valid.reshape(-1), rows, cols, True,
+                                 False, roots)[0]
     sep_w, sep_e = own_separators
     if len(msf) == 2:
         ids, weights = _surviving(msf[0], msf[1], mask, cols, window.row,
@@ -319,7 +291,7 @@ def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
         parts = sum_parts(run_w)
         return direction.reshape(rows, cols), run_e, run_w, parts, run_e.size
     typed = np.ascontiguousarray(values, dtype=weight_dtype).reshape(-1)
-    weights = _mask_weights(mask, typed, cols, weight_index,
+    weights = _mask_weights(mask, typed, rows, cols, weight_index,
                             typed.dtype.type(0.5))
     parts = sum_parts(sep_w, sum_parts(weights))
     return (direction.reshape(rows, cols), None, None, parts,
@@ -346,47 +318,6 @@ def _surviving(local_id, weight, mask, cols, row0, col0, raster_cols):
             weights[j] = weight[k]
             j += 1
     return ids, weights
-
-
-@njit(cache=True, nogil=True)
-def _walk_mask(mask, valid, rows, cols, root_local, root_degrees, table,
-               direction):
-    """Breadth-first search of every piece from its root: the given roots
-    first (border pieces), then each remaining piece from its first cell.
-    Writes the degrees toward each cell's parent."""
-    n = rows * cols
-    seen = np.zeros(n, dtype=np.bool_)
-    queue = np.empty(max(n, 1), dtype=np.int64)
-    for k in range(root_local.size + n):
-        if k < root_local.size:
-            root = root_local[k]
-            if seen[root]:
-                continue
-            direction[root] = root_degrees[k]
-        else:
-            root = k - root_local.size
-            if seen[root] or not valid[root]:
-                continue
-            direction[root] = 0.0
-        seen[root] = True
-        head = 0
-        tail = 1
-        queue[0] = root
-        while head < tail:
-            v = queue[head]
-            head += 1
-            bits = np.int64(mask[v])
-            while bits:
-                bit = _lowest_bit(bits)
-                bits &= bits - 1
-                u = v + _BIT_DROW[bit] * cols + _BIT_DCOL[bit]
-                if seen[u]:
-                    continue
-                seen[u] = True
-                # u's parent is v, one step back along the bit
-                direction[u] = table[1 - _BIT_DROW[bit], 1 - _BIT_DCOL[bit]]
-                queue[tail] = u
-                tail += 1
 
 
 @njit(cache=True, nogil=True)

@@ -10,7 +10,7 @@ heaviest edge.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..._unionfind import find_root as _find
 from .._cpu import _edge_weight, _lighter
@@ -287,11 +287,34 @@ def _compress_tile(mask, values, rows, cols, row0, col0, raster_rows,
     return out_a[:emitted], out_b[:emitted], out_w[:emitted], out_e[:emitted]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
+def _full_mask(low_bits, rows, cols):
+    """The bitmask (both ends of every edge, as :func:`_forest_mask`) from
+    the low-end bits; each cell gathers its high-end bits (rows in
+    parallel)."""
+    mask = np.empty(rows * cols, dtype=np.uint8)
+    for r in prange(rows):
+        for c in range(cols):
+            v = np.int64(r) * cols + c
+            bits = np.int64(low_bits[v]) & 0x0F
+            if c > 0:
+                bits |= (np.int64(low_bits[v - 1]) & 1) << 4
+            if r > 0:
+                up = v - cols
+                bits |= ((np.int64(low_bits[up]) >> 2) & 1) << 6
+                if c + 1 < cols:
+                    bits |= ((np.int64(low_bits[up + 1]) >> 1) & 1) << 5
+                if c > 0:
+                    bits |= ((np.int64(low_bits[up - 1]) >> 3) & 1) << 7
+            mask[v] = bits
+    return mask
+
+
+@njit(cache=True, nogil=True, parallel=True)
 def _local_ids(edges, cols):
     """``low * 4 + rank`` of (low, high) pairs in a tile's numbering."""
     out = np.empty(edges.shape[0], dtype=np.int32)
-    for k in range(edges.shape[0]):
+    for k in prange(edges.shape[0]):
         low = edges[k, 0]
         step = edges[k, 1] - low
         if step == 1 and low % cols != cols - 1:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._common import Progress, valid_mask
-from .forest import Graph, _compress_tile, _forest_mask, _local_ids
+from .forest import (Graph, _compress_tile, _forest_mask, _full_mask,
+                     _local_ids)
 
 # One CUDA solve at a time: tile threads share the device (its memory is
 # sized for one tile's solve) and numba's CUDA layer is not meant to be
@@ -52,25 +53,33 @@ def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
         from .. import _cpu as kernels
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    if backend == "cuda":
+    rows, cols = window.rows, window.cols
+    if backend == "cuda" and not keep_edges:
+        # the forest crosses to the host as one byte per cell: no sort
         with _GPU_LOCK:
+            low_bits, n_edges = kernels.forest_low_bits(
+                values, valid, connectivity, weight_index, weight_dtype)
+        mask = _full_mask(low_bits, rows, cols)
+        forest = (low_bits,)
+    else:
+        if backend == "cuda":
+            with _GPU_LOCK:
+                edges, weights = kernels.spanning_forest(
+                    values, valid, connectivity, weight_index, weight_dtype,
+                    Progress())
+        else:
             edges, weights = kernels.spanning_forest(
                 values, valid, connectivity, weight_index, weight_dtype,
                 Progress())
-    else:
-        edges, weights = kernels.spanning_forest(
-            values, valid, connectivity, weight_index, weight_dtype,
-            Progress())
-    rows, cols = window.rows, window.cols
-    local_id = _local_ids(edges, cols)
-    del edges
-    mask = _forest_mask(local_id, rows, cols)
-    n_edges = int(local_id.size)
-    if keep_edges:
-        forest = (local_id, weights)
-    else:
-        forest = (np.bitwise_and(mask, 0x0F),)
-        del local_id, weights
+        local_id = _local_ids(edges, cols)
+        del edges
+        mask = _forest_mask(local_id, rows, cols)
+        n_edges = int(local_id.size)
+        if keep_edges:
+            forest = (local_id, weights)
+        else:
+            forest = (np.bitwise_and(mask, 0x0F),)
+            del local_id, weights
     typed = np.ascontiguousarray(values, dtype=weight_dtype)
     a, b, w, e = _compress_tile(
         mask, typed.reshape(-1), rows, cols,
