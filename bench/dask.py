@@ -274,7 +274,8 @@ def main():
     from distributed import Client, LocalCluster
     crops = []
     for path in (dem, mask):
-        crop = path.replace(".npy", "-crop.npy")
+        # named per process: two benches may share the inputs' folder
+        crop = path.replace(".npy", f"-crop-{os.getpid()}.npy")
         np.save(crop, np.load(path, mmap_mode="r")[:2 * args.tile_size,
                                                    :2 * args.tile_size])
         crops.append(crop)
@@ -314,6 +315,7 @@ def main():
                 same = reference.setdefault(operation, digests) == digests
                 rows.append(dict(operation=operation, workers=workers,
                                  seconds=seconds, same=same, note=note,
+                                 digests=digests,
                                  load=(load_before, os.getloadavg()[0]),
                                  tenths=tenths(marks, seconds)))
                 print(rows[-1], flush=True)
