@@ -179,7 +179,7 @@ def bench_components(size, repeat, threads, mask_names=None):
                 return ndimage.label(mask, structure=structure)[0]
 
             peers = [("scipy.ndimage.label", scipy_label, "identical")]
-            if peer_available("cv2"):
+            if components and peer_available("cv2"):
                 import cv2
 
                 def opencv():
@@ -284,6 +284,18 @@ def bench_cost_distance(size, repeat, folder, peer_names=None):
 
     peers = [("skimage MCP_Geometric", mcp)] \
         if peer_available("skimage.graph") else []
+    if peer_names and "heap" in peer_names:
+        # our own sequential heap search, as a peer of the search solve
+        # picks (identical rasters required)
+        def heap_search():
+            from gridgraph.core.costdistance import _cpu as cost_cpu
+            saved = cost_cpu.BLOCKS_MIN_THREADS
+            cost_cpu.BLOCKS_MIN_THREADS = 1 << 30
+            try:
+                return ours()
+            finally:
+                cost_cpu.BLOCKS_MIN_THREADS = saved
+        peers.append(("GridGraph heap search (one thread)", heap_search))
     if peer_available("whitebox_workflows"):
         run = guarded("whitebox-workflows", whitebox_cost_distance, cost,
                       source, folder)
@@ -304,6 +316,9 @@ def bench_cost_distance(size, repeat, folder, peer_names=None):
         error = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
         # xarray-spatial computes and returns float32
         tolerance = 1e-4 if "float32" in peer_name else 1e-6
+        if "GridGraph" in peer_name:
+            tolerance = 0.0
+            assert np.array_equal(a, b, equal_nan=True)
         assert error <= tolerance, \
             f"cost distance differs from {peer_name}: {error}"
         rows.append(row("cost distance 8-conn, 1 source, all outputs",
@@ -393,7 +408,8 @@ def bench_segments(size, repeat):
                 t_ours, t_peer, "same partition")]
 
 
-def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks")):
+def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks"),
+                   components=True):
     """Our cost distance (heap and blocks) and components (4 and 8) at each
     thread count, beside OpenCV with as many threads.  Parity: every cost
     distance run gives the first one's rasters bit for bit, every labelling
@@ -408,7 +424,7 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks")):
     mask_u8 = mask.astype(np.uint8)
     expected_labels = {
         c: ndimage.label(mask, ndimage.generate_binary_structure(2, c // 4))[0]
-        for c in (4, 8)}
+        for c in ((4, 8) if components else ())}
     reference = None
     rows = []
     saved = components_cpu._cpu_count
@@ -426,13 +442,18 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks")):
 
                 def run(mode=mode):
                     saved_min = cost_cpu.BLOCKS_MIN_THREADS
+                    saved_search = cost_cpu.BLOCK_SEARCH
                     cost_cpu.BLOCKS_MIN_THREADS = {
-                        "blocks": 1, "heap": 1 << 30}.get(mode, saved_min)
+                        "blocks": 1, "small-blocks": 1,
+                        "heap": 1 << 30}.get(mode, saved_min)
+                    if mode == "small-blocks":  # the 64² blocks
+                        cost_cpu.BLOCK_SEARCH = "small"
                     try:
                         return cost_distance(cost, [source], connectivity=8,
                                              backend="cpu")
                     finally:
                         cost_cpu.BLOCKS_MIN_THREADS = saved_min
+                        cost_cpu.BLOCK_SEARCH = saved_search
                 row[name], result = timed(run, repeat)
                 got = (result.accumulated, result.direction, result.allocation)
                 if reference is None:
@@ -440,7 +461,7 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks")):
                 assert all(np.array_equal(x, y, equal_nan=True)
                            for x, y in zip(got, reference)), \
                     f"{name} at {threads} threads differs"
-            for connectivity in (4, 8):
+            for connectivity in (4, 8) if components else ():
                 row[f"components {connectivity}-conn"], result = timed(
                     lambda: connected_components(
                         mask_u8, connectivity=connectivity, mode="nonzero",
@@ -448,7 +469,7 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks")):
                 assert np.array_equal(result.labels,
                                       expected_labels[connectivity]), \
                     f"components at {threads} threads differ from scipy"
-            if peer_available("cv2"):
+            if components and peer_available("cv2"):
                 import cv2
                 cv2.setNumThreads(threads)
                 for connectivity in (4, 8):
@@ -628,8 +649,12 @@ def main():
     parser.add_argument("--scaling-cost", nargs="+",
                         default=["heap", "blocks"],
                         help="cost distance searches in the scaling table: "
-                        "heap, blocks, auto (the one solve picks); a "
-                        "trailing <=2 runs one at 1 and 2 threads only")
+                        "heap, blocks, small-blocks, auto (the one solve "
+                        "picks); a trailing <=2 runs one at 1 and 2 threads "
+                        "only")
+    parser.add_argument("--scaling-components", choices=["yes", "no"],
+                        default="yes",
+                        help="components and OpenCV in the scaling table")
     parser.add_argument("--qgis", action="store_true",
                         help="also time qgis_process against GRASS")
     parser.add_argument("--json", help="write the rows to this JSON file")
@@ -654,7 +679,9 @@ def main():
                 rows.extend(bench_qgis_process(size, args.repeat, folder))
             print(f"done {size}", file=sys.stderr, flush=True)
     scaling = thread_scaling(max(args.sizes), args.threads, args.repeat,
-                             args.scaling_cost) if args.threads else []
+                             args.scaling_cost,
+                             args.scaling_components == "yes") \
+        if args.threads else []
     table = ["| operation | peer | size | GridGraph (s) | peer (s) | peer / GridGraph | check | GridGraph CPU time |",
              "|---|---|---|---|---|---|---|---|"]
     for name, peer, size, t_ours, t_peer, check, usage in rows:

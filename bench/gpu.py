@@ -760,7 +760,7 @@ MST_TILED_PHASES = {
 }
 
 
-def bench_tiled(workdir, operations, results, clock_mst=False):
+def bench_tiled(workdir, operations, results, clock_mst=False, cpu_components=False):
     """The tiled path on the GPU machine at the 40-ft Neuse size (17630 x 12555, 221M cells,
     bench/scale.py's synthetic DEM, MEMORY_LIMIT_MB=4096, outputs to .npy files), CUDA
     backend, in this process: wall time, the time at each phase bound of the driver's
@@ -808,11 +808,15 @@ def bench_tiled(workdir, operations, results, clock_mst=False):
             small_runs[operation]()
     if "costdistance" in operations:
         # parity: tiled on the GPU against in memory on the CPU, odd shapes whose tiles of
-        # 1024 leave partial ones, a smooth cost and integer plateaus (zero costs, ties)
+        # 1024 leave partial ones, a smooth cost and integer plateaus (zero costs, ties),
+        # and a 4096² crop (4 x 4 tiles)
         crop = np.ascontiguousarray(dem[1000:3501, 2000:5003], dtype=np.float32)
+        square = np.ascontiguousarray(dem[5000:9096, 3000:7096], dtype=np.float32)
         sources = [(10, 10), (1200, 1500), (2400, 2990)]
-        for name, cost in (("fractal", crop), ("plateaus", np.floor(crop / 150))):
-            for connectivity in (8, 16):
+        for name, cost, connectivities in (
+                ("fractal", crop, (8, 16)), ("plateaus", np.floor(crop / 150), (8, 16)),
+                ("fractal 4096x4096 crop", square, (8,))):
+            for connectivity in connectivities:
                 with tempfile.TemporaryDirectory(dir=workdir) as out:
                     gpu_tiled = cost_distance(cost, sources, connectivity, backend="cuda",
                                               tile_size=1024, out_dir=out)
@@ -828,6 +832,34 @@ def bench_tiled(workdir, operations, results, clock_mst=False):
                                   "sources (parity)", identical_to_cpu=bool(same)))
                     log(json.dumps(results[-1]))
                     del gpu_tiled, cpu
+    if "components" in operations:
+        # parity: tiled on the GPU (labels kept on the device) against in memory on the CPU
+        from gridgraph.core.components import _cuda_tiled as components_tiled
+        crop = np.ascontiguousarray(dem[1000:3501, 2000:5003], dtype=np.float32)
+        plateaus = np.floor(crop / 150)
+        mask = (np.random.default_rng(1).random(crop.shape) < 0.6).astype(np.uint8)
+        for name, values, connectivity, mode, keeps in (
+                ("plateaus", plateaus, 4, "equal", (None,)),
+                ("plateaus", plateaus, 8, "equal", (None, 0)),
+                ("random 0/1", mask, 8, "nonzero", (None,))):
+            for keep in keeps:
+                components_tiled.KEEP_BYTES = keep
+                with tempfile.TemporaryDirectory(dir=workdir) as out:
+                    gpu_tiled = connected_components(values, connectivity, mode,
+                                                     backend="cuda", tile_size=1024,
+                                                     out_dir=out)
+                    cpu = connected_components(values, connectivity, mode,
+                                               backend="cpu")
+                    same = (gpu_tiled.count == cpu.count and np.array_equal(
+                        np.asarray(gpu_tiled.labels), cpu.labels))
+                components_tiled.KEEP_BYTES = None
+                results.append(dict(
+                    operation=f"tiled components on the GPU (tiles of 1024"
+                              f"{', labelled twice' if keep == 0 else ''}) vs in "
+                              f"memory on the CPU, {name} 2501x3003, {connectivity}-conn, "
+                              f"{mode} (parity)", identical_to_cpu=bool(same)))
+                log(json.dumps(results[-1]))
+                del gpu_tiled, cpu
     if "mst" in operations:
         # parity (mstfast): tiled on the GPU (tiles of 1024, partial ones at the edges)
         # against in memory on the CPU, with and without the edge list, 8- and 4-connected
@@ -885,6 +917,18 @@ def bench_tiled(workdir, operations, results, clock_mst=False):
                              tile_size=mst_tiled.plan(dem, 1, None, 4096, None).grid.tile_size)
             if operation == "costdistance":
                 entry["tile_solves"] = getattr(result, "tile_solves", None)
+            if operation == "components" and cpu_components:
+                # the CPU backend on the same machine and raster (in process, 16 cores)
+                with tempfile.TemporaryDirectory(dir=workdir) as cpu_out:
+                    start = time.perf_counter()
+                    cpu_result = connected_components(
+                        dem, 8, "equal", backend="cpu", memory_limit_mb=4096,
+                        out_dir=cpu_out)
+                    entry["cpu_backend_s"] = time.perf_counter() - start
+                    entry["identical_to_cpu_backend"] = bool(
+                        cpu_result.count == result.count and np.array_equal(
+                            np.asarray(cpu_result.labels), np.asarray(result.labels)))
+                    del cpu_result
             results.append(entry)
             log(json.dumps(entry, default=float))
             del result
@@ -1058,6 +1102,8 @@ def main():
                         help="folder of the tiled section's raster and outputs")
     parser.add_argument("--tiled-operations", nargs="*",
                         default=["components", "costdistance", "mst"])
+    parser.add_argument("--tiled-cpu", action="store_true",
+                        help="also time the CPU backend's tiled components at full size")
     parser.add_argument("--tiled-clock", action="store_true",
                         help="time each per-tile function of the tiled MST (mstfast)")
     parser.add_argument("--json")
@@ -1100,7 +1146,7 @@ def main():
                               results),
         mst_cpu=lambda: bench_mst_cpu(args.size, args.repeat, results),
         tiled=lambda: bench_tiled(args.workdir, args.tiled_operations, results,
-                                  args.tiled_clock),
+                                  args.tiled_clock, args.tiled_cpu),
         cd_device=lambda: bench_cost_distance_device(args.size, args.repeat, args.bandwidth,
                                                      results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,

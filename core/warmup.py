@@ -154,16 +154,18 @@ def warm_up(dtypes=DTYPES, progress=None):
 def _warm_block_search(cost_distance):
     """Where numba has enough threads, cost distance takes its parallel
     block search from BLOCKS_MIN_CELLS cells on (costdistance._cpu.solve):
-    one raster of that size compiles it (its kernels work on the search's
-    float64 state, so one dtype does)."""
+    a small raster in small blocks compiles it (its kernels work on the
+    search's float64 state, so one dtype does)."""
     import numba
 
-    from .costdistance import _cpu
+    from ._common import Progress
+    from .costdistance import _cpu, _step_lengths
     if numba.get_num_threads() < _cpu.BLOCKS_MIN_THREADS:
         return
-    side = int(np.ceil(np.sqrt(_cpu.BLOCKS_MIN_CELLS)))
-    cost_distance(np.ones((side, side), dtype=np.float32), [(0, 0)],
-                  connectivity=8, backend="cpu")
+    cost = np.ones((64, 64))
+    _cpu.solve(cost, np.ones(cost.shape, dtype=bool), np.array([[0, 0]]),
+               np.array([1]), 8, _step_lengths(8, None), np.inf, Progress(),
+               blocks=16)
 
 
 def start_in_background(log=None):

@@ -20,6 +20,13 @@ from gridgraph.core.costdistance import _cpu, _step_lengths
 from gridgraph.tests.rasters import fractal_surface, maze_cost
 
 
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    # this file tests the small-block search; the block heaps have
+    # test_costdistance_block_heaps.py
+    monkeypatch.setattr(_cpu, "BLOCK_SEARCH", "small")
+
+
 def solve_both(cost, sources, ids, connectivity, max_cost, side):
     valid = ~np.isnan(cost)
     step_lengths = _step_lengths(connectivity, (1.0, 1.0))

@@ -319,12 +319,14 @@ def device_bytes(n_cells, value_itemsize):
 
 
 def label_device(values, valid, rows, cols, connectivity, nonzero,
-                 progress=None, stats=None):
+                 progress=None, stats=None, roots=False):
     """Label device arrays; returns (device labels, count).
 
     ``values`` and ``valid`` (uint8) are flat device arrays of rows * cols
     cells; the labels come back flat, in :func:`index_dtype` of the size.
-    ``stats`` (a dict) receives the time of each phase.
+    ``stats`` (a dict) receives the time of each phase.  With ``roots``
+    also the root bits (bit i % 32 of word i // 32: cell i is the first
+    cell of its component): (labels, count, root_bits).
     """
     timer = PhaseTimer(stats)
     n = rows * cols
@@ -355,6 +357,8 @@ def label_device(values, valid, rows, cols, connectivity, nonzero,
     _label_cells[blocks_for(n, FLAT_THREADS), FLAT_THREADS](
         parent, n, root_bits, word_roots, labels)
     timer.mark("number")
+    if roots:
+        return labels, count, root_bits
     return labels, count
 
 

@@ -132,17 +132,24 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     shape = (rows, cols)
     eight = connectivity == 8
 
-    keep = _keep_labels(executor, rows * cols)
-    summaries = tiling.run_tasks(
-        tile_summary_kept if keep else tile_summary,
-        [(source, window, shape, connectivity, mode, nodata, backend)
-         for window in windows],
-        executor, progress.span(*SUMMARY_SPAN), keep=keep,
-        resources=distributed.task_resources(backend, executor))
-    kept = None
-    if keep:  # (summary, future of the tile's labels)
-        kept = [state for _, state in summaries]
-        summaries = [summary for summary, _ in summaries]
+    on_gpu = kept = None
+    if backend == "cuda" and executor is None:
+        # the GPU rounds (labels kept on the device, reads ahead, writes
+        # overlapped): components/_cuda_tiled.py
+        from ._cuda_tiled import TileRounds
+        on_gpu = TileRounds(source, windows, connectivity, mode, nodata)
+        summaries = on_gpu.summaries(shape, progress.span(*SUMMARY_SPAN))
+    else:
+        keep = _keep_labels(executor, rows * cols)
+        summaries = tiling.run_tasks(
+            tile_summary_kept if keep else tile_summary,
+            [(source, window, shape, connectivity, mode, nodata, backend)
+             for window in windows],
+            executor, progress.span(*SUMMARY_SPAN), keep=keep,
+            resources=distributed.task_resources(backend, executor))
+        if keep:  # (summary, future of the tile's labels)
+            kept = [state for _, state in summaries]
+            summaries = [summary for summary, _ in summaries]
     by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
     answers, count = merge(grid, by_tile, eight, mode == "equal")
     progress(LABEL_SPAN[0])
@@ -168,11 +175,15 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             arguments = [(source, window, shape, connectivity, mode, nodata,
                           answers[tile], label_dtype, backend)
                          for tile, window in zip(tiles, windows)]
-        tiling.run_tasks(
-            functools.partial(tiling.write_in_task, sink, function)
-            if in_task else function,
-            arguments, executor, progress.span(*LABEL_SPAN), on_result=write,
-            resources=resources)
+        if on_gpu is not None:
+            on_gpu.write_labels(sink, [answers[tile] for tile in tiles],
+                                label_dtype, progress.span(*LABEL_SPAN))
+        else:
+            tiling.run_tasks(
+                functools.partial(tiling.write_in_task, sink, function)
+                if in_task else function, arguments, executor,
+                progress.span(*LABEL_SPAN), on_result=write,
+                resources=resources)
         del kept, arguments  # the kept labels: released on the workers
         labels = sink.finish()
     return labels, count

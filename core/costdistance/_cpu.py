@@ -65,12 +65,17 @@ INITIAL_HEAP_CAPACITY = 1 << 16
 POPS_PER_CHUNK = 1 << 17
 
 # From this many cells on, and with at least BLOCKS_MIN_THREADS threads, the
-# search runs on blocks of cells in parallel (_blocks_cpu).  One thread
-# spends about twice the heap search's time on blocks (2048² fractal,
-# 2026-11-24), so two threads only break even.
-BLOCKS_MIN_CELLS = 1 << 16
+# search runs on blocks of cells in parallel (_blocks_heaps).  One thread
+# spends about 1.05x the heap search's CPU time on its large blocks (4096²
+# fractal, 2026-11-24), so two threads pay where the cores are free.
+BLOCKS_MIN_CELLS = 1 << 20
 
-BLOCKS_MIN_THREADS = 4
+BLOCKS_MIN_THREADS = 2
+
+# The block search: "heaps" (large blocks keeping their heaps between
+# rounds, _blocks_heaps) or "small" (64² blocks re-listed each round,
+# _blocks_cpu).  Both give the heap search's rasters bit for bit.
+BLOCK_SEARCH = "heaps"
 
 
 def _state_dtype(index):
@@ -145,7 +150,15 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     if blocks is None:
         blocks = n_cells >= BLOCKS_MIN_CELLS \
             and numba.get_num_threads() >= BLOCKS_MIN_THREADS
-    if blocks:
+    if blocks and BLOCK_SEARCH == "heaps":
+        from . import _blocks_heaps
+        side = _blocks_heaps.block_side(rows, cols, numba.get_num_threads()) \
+            if blocks is True else int(blocks)
+        _blocks_heaps.search(state, rows, cols, source_index, neighbour_drow,
+                             neighbour_dcol, neighbour_delta, passed_delta_a,
+                             passed_delta_b, step_lengths, margin, max_cost,
+                             progress, side)
+    elif blocks:
         from . import _blocks_cpu
         side = _blocks_cpu.BLOCK_SIDE if blocks is True else int(blocks)
         _blocks_cpu.search(state, rows, cols, source_index, neighbour_drow,

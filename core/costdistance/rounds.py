@@ -234,6 +234,9 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
                       // (STATE_BYTES_PER_CELL * size * size))
     with tiling.scratch_folder(out_dir) as folder:
         states = StateCache(folder, cache_tiles)
+        if backend == "cuda" and not distributed.is_distributed(executor):
+            from ._cuda_tiled import DeviceStates  # states kept on the GPU
+            states = DeviceStates(states)
         solved = distance_rounds(problem, bands, states, tile_sources,
                                  progress.span(*DISTANCE_SPAN))
         solves = problem.solves

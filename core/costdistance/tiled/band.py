@@ -192,12 +192,17 @@ def _gather_halo(row0, col0, rows, cols, margin, raster_rows, raster_cols,
                  band_distance, band_hops, band_label, band_flag,
                  halo_distance, halo_hops, halo_cost, halo_label, halo_flag,
                  label_mode):
-    """Fill the halo arrays (frame order) from the global band arrays."""
+    """Fill the halo arrays (frame order) from the global band arrays.
+
+    Only the ring is visited: whole rows above and below the tile, the
+    ``margin`` cells either side of it in between (a loop over the frame
+    skipping the tile cost 20-50 ms a 4096² tile)."""
+    frame_cols = cols + 2 * margin
     k = 0
     for fr in range(rows + 2 * margin):
-        for fc in range(cols + 2 * margin):
-            if margin <= fr < rows + margin and margin <= fc < cols + margin:
-                continue
+        inside_rows = margin <= fr < rows + margin
+        for j in range(2 * margin if inside_rows else frame_cols):
+            fc = j if not inside_rows or j < margin else j + cols
             row = row0 + fr - margin
             col = col0 + fc - margin
             if 0 <= row < raster_rows and 0 <= col < raster_cols:
@@ -227,9 +232,9 @@ def _scatter_halo(rows, cols, margin, halo_distance, halo_hops, halo_cost,
     with_labels = halo_label.size > 0
     k = 0
     for fr in range(rows + 2 * margin):
-        for fc in range(frame_cols):
-            if margin <= fr < rows + margin and margin <= fc < cols + margin:
-                continue
+        inside_rows = margin <= fr < rows + margin
+        for j in range(2 * margin if inside_rows else frame_cols):
+            fc = j if not inside_rows or j < margin else j + cols
             cell = fr * frame_cols + fc
             frame_distance[cell] = halo_distance[k]
             frame_hops[cell] = halo_hops[k]

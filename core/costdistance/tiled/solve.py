@@ -208,6 +208,11 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
     relaxed into the neighbours once it is settled) and the least pending
     distance, the tile's next key -- and the new state (kept where it was
     computed)."""
+    if backend == "cuda":  # the state stays on the GPU (_cuda_tiled)
+        from .. import _cuda_tiled
+        return _cuda_tiled.solve_round_tile(
+            cost_source, window, nodata, state, source_local, seeds, margin,
+            offsets, step_lengths, max_cost, passed)
     distance, hops, pending_key = solve_tile(
         cost_source, window, nodata, state, source_local, seeds, margin,
         offsets, step_lengths, max_cost, passed, backend, bound)

@@ -10,6 +10,12 @@ from .._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
 from .band import _scatter_halo, band_cells
 from .budget import PREDECESSOR_SOURCE, PREDECESSOR_UNREACHED
 
+def _on_device(state):
+    """Whether ``state`` is a tile state on the GPU (a
+    ``_cuda_tiled.DeviceTile``; the tasks then run there)."""
+    return getattr(state, "on_device", False)
+
+
 def _tile_frame(cost_source, window, nodata, state, margin, halo,
                 frame_label, frame_flag, frame_known):
     """A tile's (distance, hops, cost) with its ``margin``-wide halo, flat
@@ -143,7 +149,13 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
     ``source_local`` (its sources, on its first visit) and from the hops of
     its :class:`Halo`.  Pure: returns ``(band_hops, state)``, the new hops
     of its band cells and its new state.  ``backend`` "cuda" runs the
-    search on the GPU (``_cuda.relax_frame_hops``; same final hops)."""
+    task on the GPU (``_cuda_tiled.hops_tile``: the frame and the state
+    stay on the device; same final hops)."""
+    if backend == "cuda":
+        from .. import _cuda_tiled  # frame and state on the device
+        return _cuda_tiled.hops_tile(cost_source, window, nodata, state,
+                                     margin, source_local, halo, offsets,
+                                     passed, step_lengths)
     rows, cols = window.rows, window.cols
     frame_cols = cols + 2 * margin
     n = (rows + 2 * margin) * frame_cols
@@ -151,17 +163,10 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
         cost_source, window, nodata, state, margin, halo,
         np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(n, np.bool_))
     band_r, band_c = band_cells(rows, cols, margin)
-    if backend == "cuda":
-        from .. import _cuda
-        _cuda.relax_frame_hops(frame_distance, frame_hops, frame_cost,
-                               rows + 2 * margin, frame_cols, margin,
-                               source_local, len(offsets), step_lengths)
-    else:
-        _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols,
-                    margin, band_r, band_c, source_local,
-                    np.ascontiguousarray(offsets[:, 0]),
-                    np.ascontiguousarray(offsets[:, 1]), passed,
-                    step_lengths)
+    _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
+                band_r, band_c, source_local,
+                np.ascontiguousarray(offsets[:, 0]),
+                np.ascontiguousarray(offsets[:, 1]), passed, step_lengths)
     hops = np.ascontiguousarray(frame_hops.reshape(
         rows + 2 * margin, frame_cols)[margin:margin + rows,
                                        margin:margin + cols]).reshape(-1)
@@ -241,6 +246,11 @@ def tile_band_labels(cost_source, window, nodata, state, margin,
     band cell, its source id (flag 0) or the band index its tree leaves
     the tile through (flag 1), from :func:`tile_trees` with a label-mode-1
     halo.  Returns ``(band_label, band_flag)``."""
+    if _on_device(state):
+        from .. import _cuda_tiled
+        return _cuda_tiled.tile_band_labels(
+            cost_source, window, nodata, state, margin, source_local,
+            source_ids, halo, offsets, passed, step_lengths)
     _, label, flag = tile_trees(cost_source, window, nodata, state, margin,
                                 source_local, source_ids, halo, offsets,
                                 passed, step_lengths)
@@ -257,6 +267,12 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
     ``halo`` is None when neither direction nor allocation is wanted;
     ``single_id`` is the allocation of every reached cell when there is
     only one source id (else the halo holds the resolved labels)."""
+    if _on_device(state):
+        from .. import _cuda_tiled
+        return _cuda_tiled.tile_outputs(
+            cost_source, window, nodata, state, margin, source_local,
+            source_ids, halo, offsets, passed, step_lengths, outputs,
+            single_id)
     from .. import GRASS_DIRECTION_DEGREES
     shape = (window.rows, window.cols)
     distance = state[0].reshape(shape)
@@ -281,6 +297,10 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
 def write_outputs(sinks, function, cost_source, window, *arguments):
     """``function``'s blocks written to their ``sinks`` (a dict by output
     name) in the task; returns None so nothing travels back."""
+    if function is tile_outputs and _on_device(arguments[1]):
+        from .. import _cuda_tiled  # blocks computed on the device
+        return _cuda_tiled.write_outputs(sinks, cost_source, window,
+                                         *arguments)
     blocks = function(cost_source, window, *arguments)
     for name, sink in sinks.items():
         sink.write(window, blocks[name])
