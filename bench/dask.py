@@ -224,6 +224,11 @@ def main():
                         help="tile kernels (auto picks CUDA where a GPU is: "
                         "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--gpu-workers", action="store_true",
+                        help="workers with the GPU resource (resources="
+                        "{'GPU': 1}): with --backend cuda the CUDA tile "
+                        "tasks run there (every worker shares this "
+                        "machine's GPU)")
     parser.add_argument("--json", help="write the rows to this file (for "
                         "bench/plot.py), after each run")
     parser.add_argument("--inputs-only", action="store_true",
@@ -287,7 +292,9 @@ def main():
         with LocalCluster(n_workers=workers, threads_per_worker=1,
                           processes=True, host="127.0.0.1",
                           dashboard_address=None,
-                          memory_limit=args.memory_limit) as cluster, \
+                          memory_limit=args.memory_limit,
+                          resources={"GPU": 1} if args.gpu_workers
+                          else None) as cluster, \
                 Client(cluster, set_as_default=False) as client:
             for operation in args.operations:
                 out_dir = os.path.join(args.workdir, f"out-{operation}")
