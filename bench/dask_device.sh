@@ -6,7 +6,10 @@
 #                                   same time: 2 of 16 cores), then 8 and 16
 #   bench/dask_device.sh four    -- 4 workers, then the GPU-worker check
 # Run from the checkout's root; results (JSON rows with output digests,
-# logs) go to $OUT.  The machine needs the numpy 2.3.5 wheel (DEVICE.md).
+# logs) go to $OUT.  The machine needs the numpy 2.3.5 wheel (DEVICE.md) and
+# Dask: wheels of distributed and its dependencies (pip download
+# --only-binary=:all: --python-version 3.12 ... distributed==2024.12.1),
+# installed with pip --no-index --find-links.
 set -u
 OUT=${OUT:-/tmp/gg-dask-out}
 W=/tmp/gg-dask

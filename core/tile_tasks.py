@@ -12,11 +12,11 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from . import distributed
 from ._common import Progress
 
-# Tasks in flight per Dask worker thread in a round of independent tasks:
-# several queued on the cluster keep a worker busy while the driver takes
-# in the last results and submits (a components tile task takes ~20 ms, as
-# long as a few of the driver's round trips).
-DASK_IN_FLIGHT_PER_THREAD = 4
+# Tasks in flight per Dask worker thread in a round of independent tasks
+# (one queued behind each running one).  4 measured the same as 2 on the
+# H100 host's CPUs (components, neuse40, 8 workers: 2.29 s against 2.28 s,
+# 2026-11-24 12:23 UTC, bench/dask_variants.py).
+DASK_IN_FLIGHT_PER_THREAD = 2
 
 def executor_workers(executor):
     """How many tile tasks may run at once under ``executor``: 1 in-process,
@@ -161,10 +161,15 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
                 future = client.submit(function, *next(tasks), key=key,
                                        pure=False, resources=resources)
                 if keep:
+                    # the split runs where the result is: with resources
+                    # (a GPU task's state may live on its device) on a
+                    # worker that has them, never moved to another kind
                     message = client.submit(operator.getitem, future, 0,
-                                            key=key + "-message")
+                                            key=key + "-message",
+                                            resources=resources)
                     state = client.submit(operator.getitem, future, 1,
-                                          key=key + "-state")
+                                          key=key + "-state",
+                                          resources=resources)
                     in_flight[message] = (next_task, state)
                     completed.add(message)
                 else:
@@ -254,9 +259,11 @@ class TaskPool:
         state = None
         if self.keep:
             state = client.submit(operator.getitem, future, 1,
-                                  key=key + "-state")
+                                  key=key + "-state",
+                                  resources=self.resources)
             future = client.submit(operator.getitem, future, 0,
-                                   key=key + "-message")
+                                   key=key + "-message",
+                                   resources=self.resources)
         self.outstanding[future] = (tag, state)
         self._completed.add(future)
 

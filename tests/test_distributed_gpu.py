@@ -142,5 +142,6 @@ def test_cuda_tasks_run_on_the_gpu_worker_only(gpu_cluster, tmp_path):
             continue  # the getitem tasks splitting a result: anywhere
         placed.setdefault(name.split("-")[0], set()).add(task["worker"])
     # the CUDA tasks: on the GPU worker only
-    for name in ("solve_round_tile", "hops_tile", "tile_summary_kept"):
+    for name in ("solve_round_tile", "hops_tile", "tile_summary",
+                 "tile_labels"):
         assert placed.get(name) == {gpu[0]}, (name, placed)
