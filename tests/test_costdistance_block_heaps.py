@@ -136,6 +136,7 @@ def test_automatic_choice_uses_the_block_heaps(monkeypatch):
                         lambda *a, **k: calls.append(a[-1]) or search(*a, **k))
     monkeypatch.setattr(_cpu, "BLOCKS_MIN_CELLS", 100)
     monkeypatch.setattr(_cpu, "BLOCKS_MIN_THREADS", 1)
+    monkeypatch.setattr(_cpu, "OVERSUBSCRIBED_LOAD", float("inf"))
     cost = fractal_surface((20, 20), seed=1).astype(np.float64)
     step_lengths = _step_lengths(8, (1.0, 1.0))
     _cpu.solve(cost, np.ones(cost.shape, bool), np.array([[3, 4]]),
@@ -173,3 +174,38 @@ def test_cancel_between_rounds_stops_the_search():
                        as_progress(progress), blocks=4)
     finally:
         _blocks_heaps.ROUND_WIDTH_CELLS = saved
+
+
+@pytest.mark.parametrize("load, expected_blocks", [(0.5, True), (3.9, True),
+                                                   (4.0, False), (9.0, False)])
+def test_an_oversubscribed_machine_gets_the_heap_search(monkeypatch, load,
+                                                        expected_blocks):
+    """Twice as many runnable tasks as CPUs (load average over the CPUs of
+    the affinity mask, here 2): the heap search, whose one thread waits on
+    no barrier; the rasters are the same either way."""
+    import os
+    calls = []
+    search = _blocks_heaps.search
+    monkeypatch.setattr(_blocks_heaps, "search",
+                        lambda *a, **k: calls.append(1) or search(*a, **k))
+    monkeypatch.setattr(_cpu, "BLOCKS_MIN_CELLS", 100)
+    monkeypatch.setattr(_cpu, "BLOCKS_MIN_THREADS", 1)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1},
+                        raising=False)
+    cost = fractal_surface((20, 20), seed=1).astype(np.float64)
+    got = _cpu.solve(cost, np.ones(cost.shape, bool), np.array([[3, 4]]),
+                     np.array([1]), 8, _step_lengths(8, (1.0, 1.0)), np.inf,
+                     Progress())
+    assert bool(calls) == expected_blocks
+    assert_identical(got, sequential(cost, np.array([[3, 4]]),
+                                     np.array([1]), 8))
+
+
+def test_no_load_average_means_not_oversubscribed(monkeypatch):
+    import os
+
+    def missing():
+        raise OSError("no load average")
+    monkeypatch.setattr(os, "getloadavg", missing)
+    assert not _cpu.oversubscribed()

@@ -109,6 +109,7 @@ def test_automatic_choice_uses_blocks_above_the_minimum(monkeypatch):
                         lambda *a, **k: calls.append(1) or search(*a, **k))
     monkeypatch.setattr(_cpu, "BLOCKS_MIN_CELLS", 100)
     monkeypatch.setattr(_cpu, "BLOCKS_MIN_THREADS", 1)
+    monkeypatch.setattr(_cpu, "OVERSUBSCRIBED_LOAD", float("inf"))
     cost = fractal_surface((20, 20), seed=1).astype(np.float64)
     step_lengths = _step_lengths(8, (1.0, 1.0))
     _cpu.solve(cost, np.ones(cost.shape, bool), np.array([[3, 4]]),

@@ -234,9 +234,10 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
     if exponent:
         array = np.ldexp(array.astype(np.float64), -exponent)
         limit = np.ldexp(limit, -exponent)
+    # the predecessor pass only when directions or allocations are wanted
     accumulated, predecessor, allocation = kernels.solve(
         array, valid, source_cells, ids, connectivity, step_lengths,
-        limit, progress)
+        limit, progress, predecessors=outputs != ("accumulated",))
     if exponent:
         with np.errstate(over="ignore"):
             accumulated = np.ldexp(accumulated, exponent)
@@ -451,7 +452,10 @@ def _check_no_overflow(cost, valid, accumulated, predecessor, unlimited,
     farthest = float(np.nanmax(accumulated, initial=0.0))
     if farthest + largest * float(np.max(step_lengths)) < FLOAT64_MAX:
         return  # one more step from the farthest cell still fits
-    reached = predecessor != -1
+    # without predecessors (accumulated costs only): unreached cells are
+    # exactly the NaN ones
+    reached = predecessor != -1 if predecessor is not None \
+        else ~np.isnan(accumulated)
     overflowed = reached & ~np.isfinite(accumulated)
     if unlimited:
         open_cell = valid & np.isfinite(cost)

@@ -267,6 +267,22 @@ def _seed(state, sources, rows, cols, side, block_cols, margin, heap_key,
             changed[b] = 0.0
 
 
+# Cells the mean cost is taken over (a regular sample: the width only
+# paces the rounds, and the whole raster's mean cost a serial pass and a
+# copy of the costs: 0.06-0.09 s at 4096²).
+_MEAN_SAMPLE = 1 << 16
+
+
+def _mean_valid_cost(state):
+    """The mean cost of the valid cells, over a regular sample of them
+    (all of them when the sample holds none); 0 when there are none."""
+    for sample in (state[::max(1, state.shape[0] // _MEAN_SAMPLE)], state):
+        valid = sample["accumulated"] > -np.inf
+        if valid.any():
+            return float(np.mean(sample["cost"][valid]))
+    return 0.0
+
+
 def search(state, rows, cols, source_index, neighbour_drow, neighbour_dcol,
            neighbour_delta, passed_delta_a, passed_delta_b, step_lengths,
            margin, max_cost, progress, side=MAX_BLOCK_SIDE,
@@ -300,9 +316,7 @@ def search(state, rows, cols, source_index, neighbour_drow, neighbour_dcol,
     _seed(state, np.asarray(source_index, dtype=np.int64), rows, cols, side,
           block_cols, margin, heap_key, heap_cell, heap_base, heap_size,
           pending_min, changed)
-    costs = state["cost"]
-    finite = state["accumulated"] > -np.inf
-    mean_cost = float(np.mean(costs[finite])) if finite.any() else 0.0
+    mean_cost = _mean_valid_cost(state)
     if width_cells is None:
         width_cells = ROUND_WIDTH_CELLS
     width = width_cells * mean_cost * float(np.max(step_lengths))

@@ -37,6 +37,8 @@ whose least accumulated cost is <= ``max_cost`` is settled with that cost
 (Dijkstra 1959).
 """
 
+import os
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -72,6 +74,13 @@ BLOCKS_MIN_CELLS = 1 << 20
 
 BLOCKS_MIN_THREADS = 2
 
+# ... unless the machine is this many times oversubscribed (one-minute load
+# average over the CPUs this process may use): the block search's rounds
+# end at a barrier, and a thread descheduled by other processes holds up
+# the round.  2-core EPYC box, 4096² fractal, 2 threads: load 5-8, the
+# blocks took 1.4x the heap search's wall time; load 1-3, 0.6-0.76x.
+OVERSUBSCRIBED_LOAD = 2.0
+
 # The block search: "heaps" (large blocks keeping their heaps between
 # rounds, _blocks_heaps) or "small" (64² blocks re-listed each round,
 # _blocks_cpu).  Both give the heap search's rasters bit for bit.
@@ -88,7 +97,7 @@ def _state_dtype(index):
 
 
 def solve(array, valid, source_cells, ids, connectivity, step_lengths,
-          max_cost, progress, blocks=None):
+          max_cost, progress, blocks=None, predecessors=True):
     """Accumulated cost, predecessor and allocation rasters (Dijkstra).
 
     Parameters
@@ -113,8 +122,13 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
         True: search blocks of cells in parallel rounds
         (:mod:`._blocks_cpu`), an int: of that side; False: one heap on one
         thread.  None picks the blocks from ``BLOCKS_MIN_CELLS`` cells on
-        when numba has ``BLOCKS_MIN_THREADS`` threads or more.  Every choice
+        when numba has ``BLOCKS_MIN_THREADS`` threads or more and the
+        machine is not oversubscribed (:func:`oversubscribed`).  Every choice
         gives the same rasters bit for bit.
+    predecessors : bool, optional
+        False: only the accumulated costs are wanted; the predecessor pass
+        is skipped and the predecessor and allocation returned are None
+        (the costs are the same bit for bit).
 
     Returns
     -------
@@ -149,7 +163,8 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     progress(0.0)
     if blocks is None:
         blocks = n_cells >= BLOCKS_MIN_CELLS \
-            and numba.get_num_threads() >= BLOCKS_MIN_THREADS
+            and numba.get_num_threads() >= BLOCKS_MIN_THREADS \
+            and not oversubscribed()
     if blocks and BLOCK_SEARCH == "heaps":
         from . import _blocks_heaps
         side = _blocks_heaps.block_side(rows, cols, numba.get_num_threads()) \
@@ -170,6 +185,12 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
                      passed_delta_a, passed_delta_b, step_lengths, margin,
                      max_cost, progress)
 
+    if not predecessors:
+        # unreached (+inf) and barriers (-inf) are NaN, as where the
+        # predecessor pass finds no predecessor
+        accumulated = _outputs_in_state(state)[0]
+        _accumulated_only_in_place(state, accumulated)
+        return accumulated.reshape(rows, cols), None, None
     distance = state["accumulated"]
     hops = state["hops"]
     cost = state["cost"]
@@ -209,6 +230,22 @@ def solve(array, valid, source_cells, ids, connectivity, step_lengths,
     shape = (rows, cols)
     return (accumulated.reshape(shape), predecessor.reshape(shape),
             allocation.reshape(shape))
+
+
+def oversubscribed():
+    """Whether the one-minute load average is at least
+    ``OVERSUBSCRIBED_LOAD`` times the CPUs this process may run on (False
+    where the system does not say).  Only the speed depends on it: both
+    searches give the same rasters."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Windows
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        cpus = os.cpu_count() or 1
+    return load >= OVERSUBSCRIBED_LOAD * max(cpus, 1)
 
 
 def _initial_state(array, valid, index):
@@ -287,6 +324,17 @@ def _accumulated_in_place(state, predecessor, accumulated):
     for cell in range(state.shape[0]):
         value = state[cell].accumulated
         if predecessor[cell] == PREDECESSOR_UNREACHED:
+            value = np.nan
+        accumulated[cell] = value
+
+
+@njit(cache=True, nogil=True)
+def _accumulated_only_in_place(state, accumulated):
+    """As :func:`_accumulated_in_place`, NaN where the cost is not finite
+    (unreached: +inf; barriers: -inf)."""
+    for cell in range(state.shape[0]):
+        value = state[cell].accumulated
+        if not (value < np.inf and value > -np.inf):
             value = np.nan
         accumulated[cell] = value
 

@@ -47,6 +47,10 @@ DEVICE_STATE_BYTES = None
 # Output blocks are written in this many row bands per output, in
 # parallel (pwrite releases the GIL; one thread wrote ~2 GB/s).
 WRITE_BANDS = 8
+# The tasks' device work, one task at a time per process (tile tasks on a
+# pool's threads overlap their reads and writes only): kernels on the
+# default stream serialise anyway, and the CUDA simulator cannot run two.
+DEVICE_LOCK = threading.RLock()
 
 
 # --------------------------------------------------------------------------
@@ -389,9 +393,14 @@ def _device_tile(cost_source, window, nodata, state, step_lengths):
     uploaded (its host ``(distance, hops)`` when given, else fresh)."""
     if is_device_state(state):
         return state
+    raw = cost_source.read(window)  # outside the lock: reads overlap
+    with DEVICE_LOCK:
+        return _upload_tile(raw, window, nodata, state, step_lengths)
+
+
+def _upload_tile(raw, window, nodata, state, step_lengths):
     rows, cols = window.rows, window.cols
     n = rows * cols
-    raw = cost_source.read(window)
     cost, valid = valid_cells_device(raw, nodata,
                                      _cuda.cost_dtype(raw.dtype))
     if state is None:
@@ -490,63 +499,73 @@ def solve_round_tile(cost_source, window, nodata, state, source_local, seeds,
     No settle bound on the GPU: every cell is settled, none left pending
     (the driver's ``bound`` is for the CPU's Dijkstra)."""
     tile = _device_tile(cost_source, window, nodata, state, step_lengths)
-    rows, cols = window.rows, window.cols
-    band, band_device, _ = _band(rows, cols, margin)
-    current = _gather_host(tile.dist, band_device)
-    sources = np.unique(np.asarray(source_local, dtype=np.int64))
-    if sources.size:
-        current[np.isin(band, sources)] = 0.0
-    seeds = np.asarray(seeds, dtype=np.float64)
-    lowered = seeds < current  # barriers hold -inf: never beaten
-    current[lowered] = seeds[lowered]
-    cells = np.concatenate([sources, band[lowered]])
-    if cells.size == 0:
-        return (current, np.inf), tile
-    values = np.concatenate([np.zeros(sources.size), seeds[lowered]])
-    m = cells.size
-    _lower[_launch(m)](cuda.to_device(cells), cuda.to_device(values), m,
-                       sources.size, tile.dist, tile.hops)
-    grid = _grid(rows, cols, len(offsets), step_lengths)
-    wake, tile_key = grid.tiles_around(cells, values)
-    _cuda._relax_distances(grid, tile.cost, tile.dist, tile.hops, False,
-                           HOPS_UNREACHED, float(max_cost),
-                           cuda.to_device(wake), cuda.to_device(tile_key),
-                           tile.delta, None, None)
-    return (_gather_host(tile.dist, band_device), np.inf), tile
+    with DEVICE_LOCK:
+        rows, cols = window.rows, window.cols
+        band, band_device, _ = _band(rows, cols, margin)
+        current = _gather_host(tile.dist, band_device)
+        sources = np.unique(np.asarray(source_local, dtype=np.int64))
+        if sources.size:
+            current[np.isin(band, sources)] = 0.0
+        seeds = np.asarray(seeds, dtype=np.float64)
+        lowered = seeds < current  # barriers hold -inf: never beaten
+        current[lowered] = seeds[lowered]
+        cells = np.concatenate([sources, band[lowered]])
+        if cells.size == 0:
+            return (current, np.inf), tile
+        values = np.concatenate([np.zeros(sources.size), seeds[lowered]])
+        m = cells.size
+        _lower[_launch(m)](cuda.to_device(cells), cuda.to_device(values), m,
+                           sources.size, tile.dist, tile.hops)
+        grid = _grid(rows, cols, len(offsets), step_lengths)
+        wake, tile_key = grid.tiles_around(cells, values)
+        _cuda._relax_distances(grid, tile.cost, tile.dist, tile.hops, False,
+                               HOPS_UNREACHED, float(max_cost),
+                               cuda.to_device(wake), cuda.to_device(tile_key),
+                               tile.delta, None, None)
+        return (_gather_host(tile.dist, band_device), np.inf), tile
 
 
 def hops_tile(cost_source, window, nodata, state, margin, source_local,
               halo, offsets, passed, step_lengths):
-    """``tiled.hops_tile`` on the GPU (as ``_cuda.relax_frame_hops``: the
-    frame relaxed over its tight moves from the sources and the halo's
-    hops): returns ``(band_hops, DeviceTile)``."""
+    """``tiled.hops_tile`` on the GPU: returns ``(band_hops, DeviceTile)``.
+
+    The tile's frame is relaxed (``solve_seeded``'s phase "hops": tight
+    moves only) from its sources (hops 0) and the reached halo cells.
+    Paths that leave the tile into the halo and come back may lower a tile
+    cell below what the CPU's search (halo read only) gives on one visit,
+    but both are lengths of tight paths and the rounds stop only at the
+    global least fixed point, so the final hops are the same."""
     tile = _device_tile(cost_source, window, nodata, state, step_lengths)
-    rows, cols = window.rows, window.cols
-    frame = _Frame(tile, margin, halo)
-    sources = _framed(np.unique(np.asarray(source_local, dtype=np.int64)),
-                      cols, margin)
-    if sources.size:
-        _set_hops[_launch(sources.size)](cuda.to_device(sources),
-                                         sources.size, 0, frame.hops)
-    halo_distance = np.asarray(halo.distance)
-    reached = np.flatnonzero((halo_distance > -np.inf)
-                             & (halo_distance < np.inf))
-    seeds = np.concatenate([sources, _ring_cells(rows, cols, margin)[reached]])
-    _, band_device, _ = _band(rows, cols, margin)
-    if seeds.size == 0:
+    with DEVICE_LOCK:
+        rows, cols = window.rows, window.cols
+        frame = _Frame(tile, margin, halo)
+        sources = _framed(
+            np.unique(np.asarray(source_local, dtype=np.int64)), cols, margin)
+        if sources.size:
+            _set_hops[_launch(sources.size)](cuda.to_device(sources),
+                                             sources.size, 0, frame.hops)
+        halo_distance = np.asarray(halo.distance)
+        reached = np.flatnonzero((halo_distance > -np.inf)
+                                 & (halo_distance < np.inf))
+        seeds = np.concatenate([sources,
+                                _ring_cells(rows, cols, margin)[reached]])
+        _, band_device, _ = _band(rows, cols, margin)
+        if seeds.size == 0:
+            return _gather_host(tile.hops, band_device), tile
+        grid = _grid(frame.frame_rows, frame.frame_cols, len(offsets),
+                     step_lengths)
+        keys = np.concatenate([np.zeros(sources.size),
+                               halo_distance[reached]])
+        wake, tile_key = grid.tiles_around(seeds, keys)
+        _cuda._relax_hops(grid, _cuda._tight(grid, frame.cost, frame.dist),
+                          frame.dist, frame.hops, HOPS_UNREACHED,
+                          cuda.to_device(wake), cuda.to_device(tile_key),
+                          np.inf, None, None)
+        n = rows * cols
+        if n:
+            _inner_hops[_launch(n)](frame.hops, rows, cols, margin,
+                                    tile.hops)
         return _gather_host(tile.hops, band_device), tile
-    grid = _grid(frame.frame_rows, frame.frame_cols, len(offsets),
-                 step_lengths)
-    keys = np.concatenate([np.zeros(sources.size), halo_distance[reached]])
-    wake, tile_key = grid.tiles_around(seeds, keys)
-    _cuda._relax_hops(grid, _cuda._tight(grid, frame.cost, frame.dist),
-                      frame.dist, frame.hops, HOPS_UNREACHED,
-                      cuda.to_device(wake), cuda.to_device(tile_key), np.inf,
-                      None, None)
-    n = rows * cols
-    if n:
-        _inner_hops[_launch(n)](frame.hops, rows, cols, margin, tile.hops)
-    return _gather_host(tile.hops, band_device), tile
 
 
 def _ring_cells(rows, cols, margin):
@@ -564,9 +583,8 @@ def _ring_cells(rows, cols, margin):
     return ring
 
 
-def _trees(cost_source, window, nodata, state, margin, source_local,
-           source_ids, halo, offsets, step_lengths, labels):
-    tile = _device_tile(cost_source, window, nodata, state, step_lengths)
+def _trees(tile, margin, source_local, source_ids, halo, offsets,
+           step_lengths, labels):
     frame = _Frame(tile, margin, halo, labels)
     pred, grid = frame.predecessors(len(offsets), step_lengths)
     if labels:
@@ -578,11 +596,13 @@ def tile_band_labels(cost_source, window, nodata, state, margin,
                      source_local, source_ids, halo, offsets, passed,
                      step_lengths):
     """``tiled.tile_band_labels`` on the GPU."""
-    frame, _ = _trees(cost_source, window, nodata, state, margin,
-                      source_local, source_ids, halo, offsets, step_lengths,
-                      True)
-    _, _, framed = _band(window.rows, window.cols, margin)
-    return _gather_host(frame.label, framed), _gather_host(frame.flag, framed)
+    tile = _device_tile(cost_source, window, nodata, state, step_lengths)
+    with DEVICE_LOCK:
+        frame, _ = _trees(tile, margin, source_local, source_ids, halo,
+                          offsets, step_lengths, True)
+        _, _, framed = _band(window.rows, window.cols, margin)
+        return (_gather_host(frame.label, framed),
+                _gather_host(frame.flag, framed))
 
 
 def tile_output_blocks(cost_source, window, nodata, state, margin,
@@ -594,42 +614,43 @@ def tile_output_blocks(cost_source, window, nodata, state, margin,
     dtypes = dict(dtypes or {})
     rows, cols = window.rows, window.cols
     n = rows * cols
-    if halo is None:
-        tile = _device_tile(cost_source, window, nodata, state, step_lengths)
-        accumulated = cuda.device_array(n, dtype=np.float64)
+    tile = _device_tile(cost_source, window, nodata, state, step_lengths)
+    with DEVICE_LOCK:
+        if halo is None:
+            accumulated = cuda.device_array(n, dtype=np.float64)
+            if n:
+                _finite_or_nan[_launch(n)](tile.dist, n, accumulated)
+            return {"accumulated": accumulated}
+        single = single_id is not None
+        frame, pred = _trees(tile, margin, source_local, source_ids, halo,
+                             offsets, step_lengths, not single)
+        blocks = {
+            "accumulated": cuda.device_array(
+                n if "accumulated" in outputs else 1, dtype=np.float64),
+            "direction": cuda.device_array(
+                n if "direction" in outputs else 1, dtype=np.float32),
+            "allocation": cuda.device_array(
+                n if "allocation" in outputs else 1,
+                dtype=dtypes.get("allocation", np.int64))}
         if n:
-            _finite_or_nan[_launch(n)](tile.dist, n, accumulated)
-        return {"accumulated": accumulated}
-    single = single_id is not None
-    frame, pred = _trees(cost_source, window, nodata, state, margin,
-                         source_local, source_ids, halo, offsets,
-                         step_lengths, not single)
-    blocks = {
-        "accumulated": cuda.device_array(
-            n if "accumulated" in outputs else 1, dtype=np.float64),
-        "direction": cuda.device_array(
-            n if "direction" in outputs else 1, dtype=np.float32),
-        "allocation": cuda.device_array(
-            n if "allocation" in outputs else 1,
-            dtype=dtypes.get("allocation", np.int64))}
-    if n:
-        _output_blocks[_launch(n)](
-            rows, cols, margin, frame.dist, pred, frame.label, single,
-            single_id if single else 0,
-            cuda.to_device(GRASS_DIRECTION_DEGREES.astype(np.float32)),
-            blocks["accumulated"], blocks["direction"],
-            blocks["allocation"], "accumulated" in outputs,
-            "direction" in outputs, "allocation" in outputs)
-    return {name: blocks[name] for name in outputs}
+            _output_blocks[_launch(n)](
+                rows, cols, margin, frame.dist, pred, frame.label, single,
+                single_id if single else 0,
+                cuda.to_device(GRASS_DIRECTION_DEGREES.astype(np.float32)),
+                blocks["accumulated"], blocks["direction"],
+                blocks["allocation"], "accumulated" in outputs,
+                "direction" in outputs, "allocation" in outputs)
+        return {name: blocks[name] for name in outputs}
 
 
 def tile_outputs(cost_source, window, nodata, state, *arguments):
     """``tiled.tile_outputs`` on the GPU: the blocks as host arrays."""
-    blocks = tile_output_blocks(cost_source, window, nodata, state,
-                                *arguments)
     shape = (window.rows, window.cols)
-    return {name: copy_to_host(block).reshape(shape)
-            for name, block in blocks.items()}
+    with DEVICE_LOCK:
+        blocks = tile_output_blocks(cost_source, window, nodata, state,
+                                    *arguments)
+        return {name: copy_to_host(block).reshape(shape)
+                for name, block in blocks.items()}
 
 
 _WRITERS = []
@@ -647,15 +668,18 @@ def _writer_pool():
 def write_outputs(sinks, cost_source, window, *arguments):
     """``tiled.write_outputs`` on the GPU: each block copied to the host
     (pinned staging) and written in row bands in parallel; returns None."""
-    blocks = tile_output_blocks(
-        cost_source, window, *arguments,
-        dtypes={name: sink.dtype for name, sink in sinks.items()})
+    rows, cols = window.rows, window.cols
+    with DEVICE_LOCK:
+        blocks = tile_output_blocks(
+            cost_source, window, *arguments,
+            dtypes={name: sink.dtype for name, sink in sinks.items()})
+        hosts = {name: copy_to_host(blocks.pop(name)).reshape(rows, cols)
+                 for name in sinks}
     pool = _writer_pool()
     futures = []
-    rows, cols = window.rows, window.cols
     bounds = [rows * i // WRITE_BANDS for i in range(WRITE_BANDS + 1)]
     for name, sink in sinks.items():
-        host = copy_to_host(blocks.pop(name)).reshape(rows, cols)
+        host = hosts.pop(name)
         for a, b in zip(bounds, bounds[1:]):
             if b > a:
                 part = type(window)(window.row + a, window.col, b - a, cols)

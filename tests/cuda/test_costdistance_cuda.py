@@ -914,7 +914,7 @@ def test_tiled_gpu_tiles_match_in_memory(problem, connectivity, scale):
 
 @pytest.mark.parametrize("connectivity", [4, 8, 16])
 def test_tiled_gpu_hops_through_the_halo_and_back(connectivity):
-    """The tiled hops phase on the GPU (``_cuda.relax_frame_hops``) relaxes
+    """The tiled hops phase on the GPU (``_cuda_tiled.hops_tile``) relaxes
     the tile's frame, halo included: zero-cost plateaus (tight moves both
     ways, cycles) and barrier walls that leave tile cells joined only
     through a neighbouring tile; rasters sized from the tile constants so

@@ -105,3 +105,43 @@ def test_components_tiles_on_the_gpu(monkeypatch, tmp_path, keep_bytes):
             np.testing.assert_array_equal(np.asarray(got.labels),
                                           want.labels)
             assert np.asarray(got.labels).dtype == want.labels.dtype
+
+
+def test_tiled_gpu_tasks_on_a_thread_pool():
+    """The GPU tile tasks under a pool executor (two at once: reads and
+    writes overlap, the device work one task at a time; device states in
+    the driver's cache): the same outputs as in memory on the CPU."""
+    from concurrent.futures import ThreadPoolExecutor
+    shape = (2 * CD_SIDE + 3, 2 * CD_SIDE - 1)
+    cost = _plateau_cost(shape, 7)
+    sources = [(1, 1), (shape[0] - 2, shape[1] - 2)]
+    for cell in sources:
+        cost[cell] = 1.0
+    with ThreadPoolExecutor(2) as pool:
+        tiled = cost_distance(cost, sources, 8, source_ids=[1, 2],
+                              backend="cuda", tile_size=CD_SIDE,
+                              executor=pool)
+    _same_cost_outputs(tiled, cost_distance(cost, sources, 8,
+                                            source_ids=[1, 2],
+                                            backend="cpu"))
+
+
+@pytest.mark.parametrize("outputs", [("accumulated",), ("direction",)])
+def test_tiled_gpu_only_the_asked_outputs(outputs, tmp_path):
+    """Only the asked-for outputs (no trees for accumulated cost alone):
+    the in-memory CPU run's, the others None."""
+    shape = (CD_SIDE + 5, 2 * CD_SIDE + 1)
+    cost = _plateau_cost(shape, 9)
+    sources = [(0, 1), (shape[0] - 1, shape[1] - 2)]
+    for cell in sources:
+        cost[cell] = 1.0
+    tiled = cost_distance(cost, sources, 4, source_ids=[3, 4],
+                          backend="cuda", tile_size=CD_SIDE,
+                          out_dir=str(tmp_path), outputs=outputs)
+    cpu = cost_distance(cost, sources, 4, source_ids=[3, 4], backend="cpu")
+    for name in ("accumulated", "direction", "allocation"):
+        if name in outputs:
+            np.testing.assert_array_equal(np.asarray(getattr(tiled, name)),
+                                          getattr(cpu, name), err_msg=name)
+        else:
+            assert getattr(tiled, name) is None
