@@ -340,3 +340,59 @@ def test_tiled_gpu_max_cost_and_uint8_nodata():
                       backend="cuda", tile_size=CD_SIDE),
         cost_distance(small, sources, 4, source_ids=[5, 6], nodata=255,
                       backend="cpu"))
+
+
+class _FakeDeviceTile:
+    """Stands for a DeviceTile in the cache tests: nbytes, to_host."""
+
+    on_device = True
+    nbytes = 100
+
+    def __init__(self, value):
+        self.value = value
+        self.copied = 0
+
+    def to_host(self):
+        self.copied += 1
+        return (np.full(2, self.value), np.zeros(2, np.int64))
+
+
+class _HostCache(dict):
+    def put(self, tile, state):
+        self[tile] = state
+
+
+def test_device_states_never_spill_a_lent_tile():
+    """A tile handed to a task is not spilled (a pool thread may be
+    changing it) until its new state comes back; spilled tiles come back
+    as HostTile, which the label and output rounds run on the GPU."""
+    from gridgraph.core.costdistance.tiled.trees import _on_device
+    host = _HostCache()
+    states = _cuda_tiled.DeviceStates(host, budget_bytes=150)
+    first, second, third = (_FakeDeviceTile(v) for v in (1.0, 2.0, 3.0))
+    states.put(1, first)
+    assert states.get(1) is first  # lent to a task
+    states.put(2, second)  # over budget: 1 is lent, nothing spilled
+    assert first.copied == 0 and states.used == 200
+    states.put(3, third)  # 2 is the least recently used not lent
+    assert second.copied == 1 and 2 in host and 1 not in host
+    spilled = states.get(2)
+    assert isinstance(spilled, _cuda_tiled.HostTile) and _on_device(spilled)
+    np.testing.assert_array_equal(spilled[0], [2.0, 2.0])
+    states.put(1, first)  # back from its task: may be spilled now
+    assert states.get(99) is None
+
+
+def test_dask_worker_tasks_return_host_states():
+    """On a Dask worker a task's state leaves as a host copy (HostTile):
+    no device memory held between tasks, its size visible to Dask."""
+    distributed = pytest.importorskip("distributed")
+    tile = _FakeDeviceTile(4.0)
+    assert _cuda_tiled._for_executor(tile) is tile  # not on a worker
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1,
+                                  processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:
+        state = client.submit(_cuda_tiled._for_executor, tile).result()
+    assert isinstance(state, _cuda_tiled.HostTile)
+    np.testing.assert_array_equal(state[0], [4.0, 4.0])
