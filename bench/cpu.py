@@ -161,7 +161,11 @@ def masks(size):
             "fractal": surface > np.median(surface)}
 
 
-def bench_components(size, repeat, threads, mask_names=None):
+def bench_components(size, repeat, threads, mask_names=None,
+                     peer_names=None):
+    """Components against scipy, OpenCV and cc3d (``peer_names``: parts
+    of the names of those to time; our labels are checked against scipy's
+    once even when scipy is not timed)."""
     from scipy import ndimage
     rows = []
     for mask_name, mask in masks(size).items():
@@ -179,7 +183,13 @@ def bench_components(size, repeat, threads, mask_names=None):
                 return ndimage.label(mask, structure=structure)[0]
 
             peers = [("scipy.ndimage.label", scipy_label, "identical")]
-            if components and peer_available("cv2"):
+            if peer_names and not any(part in "scipy.ndimage.label"
+                                      for part in peer_names):
+                assert np.array_equal(ours(), scipy_label()), \
+                    "components differ from scipy.ndimage.label"
+                peers = []
+            if peer_available("cv2") and (not peer_names or any(
+                    part in "OpenCV Spaghetti" for part in peer_names)):
                 import cv2
 
                 def opencv():
@@ -188,7 +198,8 @@ def bench_components(size, repeat, threads, mask_names=None):
                         mask_u8, connectivity, cv2.CV_32S, cv2.CCL_SPAGHETTI)[1]
                 peers.append((f"OpenCV Spaghetti ({threads} threads)", opencv,
                               "partition"))
-            if peer_available("cc3d"):
+            if peer_available("cc3d") and (not peer_names or any(
+                    part in "cc3d" for part in peer_names)):
                 import cc3d
 
                 def cc3d_label():
@@ -410,15 +421,17 @@ def bench_segments(size, repeat):
 
 def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks"),
                    components=True):
-    """Our cost distance (heap and blocks) and components (4 and 8) at each
-    thread count, beside OpenCV with as many threads.  Parity: every cost
-    distance run gives the first one's rasters bit for bit, every labelling
-    scipy's labels."""
+    """Our cost distance (heap and blocks) and components (4 and 8, both
+    modes; unless ``components`` is False) at each thread count, beside
+    OpenCV with as many threads (interleaved with ours).  Parity: every
+    cost distance run gives the first one's rasters bit for bit, every
+    labelling scipy's labels."""
     import numba
     from scipy import ndimage
     from gridgraph.core.components import _cpu as components_cpu
     from gridgraph.core.costdistance import _cpu as cost_cpu
-    cost = fractal_surface((size, size), seed=1).astype(np.float64)
+    if any(mode != "none" for mode in cost_modes):
+        cost = fractal_surface((size, size), seed=1).astype(np.float64)
     source = (size // 2, size // 2)
     mask = masks(size)["random 0.6"]
     mask_u8 = mask.astype(np.uint8)
@@ -434,6 +447,8 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks"),
             components_cpu._cpu_count = lambda: threads
             row = {"threads": threads}
             for mode in cost_modes:
+                if mode == "none":
+                    continue
                 if mode.endswith("<=2"):  # this mode at 1 and 2 threads only
                     if threads > 2:
                         continue
@@ -465,24 +480,33 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks"),
                 assert all(np.array_equal(x, y, equal_nan=True)
                            for x, y in zip(got, reference)), \
                     f"{name} at {threads} threads differs"
-            for connectivity in (4, 8) if components else ():
-                row[f"components {connectivity}-conn"], result = timed(
-                    lambda: connected_components(
-                        mask_u8, connectivity=connectivity, mode="nonzero",
-                        backend="cpu"), repeat)
-                assert np.array_equal(result.labels,
-                                      expected_labels[connectivity]), \
-                    f"components at {threads} threads differ from scipy"
             if components and peer_available("cv2"):
                 import cv2
                 cv2.setNumThreads(threads)
-                for connectivity in (4, 8):
-                    row[f"OpenCV Spaghetti {connectivity}-conn"], labels = \
-                        timed(lambda: cv2.connectedComponentsWithAlgorithm(
-                            mask_u8, connectivity, cv2.CV_32S,
-                            cv2.CCL_SPAGHETTI)[1], repeat)
-                    assert same_labelling(labels,
+            for connectivity in (4, 8) if components else ():
+
+                def ours(connectivity=connectivity, mode="nonzero"):
+                    return connected_components(
+                        mask_u8, connectivity=connectivity, mode=mode,
+                        backend="cpu").labels
+
+                def opencv(connectivity=connectivity):
+                    return cv2.connectedComponentsWithAlgorithm(
+                        mask_u8, connectivity, cv2.CV_32S,
+                        cv2.CCL_SPAGHETTI)[1]
+                name = f"components {connectivity}-conn"
+                if peer_available("cv2"):
+                    # interleaved with OpenCV at as many threads
+                    row[name], row[f"OpenCV Spaghetti {connectivity}-conn"], \
+                        labels, peer_labels = ab(ours, opencv, repeat)
+                    assert same_labelling(peer_labels,
                                           expected_labels[connectivity])
+                else:
+                    row[name], labels = timed(ours, repeat)
+                assert np.array_equal(labels, expected_labels[connectivity]), \
+                    f"components at {threads} threads differ from scipy"
+                row[f"{name} equal mode"], _ = timed(
+                    functools.partial(ours, mode="equal"), repeat)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
@@ -647,6 +671,9 @@ def main():
                         "largest size)")
     parser.add_argument("--masks", nargs="+",
                         help="component masks to run (default: all)")
+    parser.add_argument("--component-peers", nargs="+",
+                        help="components peers to time, by part of their "
+                        "name: scipy, OpenCV, cc3d (default: all installed)")
     parser.add_argument("--cost-peers", nargs="+",
                         help="cost distance peers to run, by part of their "
                         "name (default: all installed)")
@@ -654,8 +681,8 @@ def main():
                         default=["heap", "blocks"],
                         help="cost distance searches in the scaling table: "
                         "heap, blocks, small-blocks, auto (the one solve "
-                        "picks); a trailing <=2 runs one at 1 and 2 threads "
-                        "only")
+                        "picks), none; a trailing <=2 runs one at 1 and 2 "
+                        "threads only")
     parser.add_argument("--scaling-components", choices=["yes", "no"],
                         default="yes",
                         help="components and OpenCV in the scaling table")
@@ -670,8 +697,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gridgraph-bench-") as folder:
         for size in args.sizes:
             if "components" in args.operations:
-                rows.extend(report(bench_components(size, args.repeat,
-                                                    threads, args.masks)))
+                rows.extend(report(bench_components(
+                    size, args.repeat, threads, args.masks,
+                    args.component_peers)))
             if "costdistance" in args.operations:
                 rows.extend(report(bench_cost_distance(
                     size, args.repeat, folder, args.cost_peers)))

@@ -571,41 +571,92 @@ MST_CPU_PHASES = {
         "_edge_ends", "parent_direction", "exact_total", "spanning_forest",
         "unsorted_forest", "_rounds_lightest", "_rounds_hook", "_rounds_contract",
         "_forest_direction", "valid_cells"],
+    "gridgraph.core.mst._list_cpu": [
+        "_list_lightest", "_lightest_by_ranges", "_list_hook", "_list_contract"],
     "gridgraph.core.mst._forest_cpu": [
         "_check_edges", "_edge_planes", "_masks_from_planes", "_search_bands",
         "_join_pieces", "_reroot", "_directions", "_planes_from_ids"],
 }
 
 
-def bench_mst_cpu(size, repeat, results):
+def bench_mst_cpu(size, repeat, results, before=False):
     """The CPU backend's MST (public API, edges=False) at ``size`` on every core: wall time,
     the time of each phase (its functions wrapped with a clock), and the outputs identical
-    to the CUDA backend's (directions, total weight bits, trees)."""
+    to the CUDA backend's (directions, total weight bits, trees).  ``before`` (mstfast):
+    also the kernels as they were before int32 ids, the all-cores valid mask and the list
+    scratch by component ranges (``_cpu._INT32_EDGE_IDS = 0``, numpy's valid mask,
+    ``_cpu._LIST_LABEL_RANGES = False``), runs alternating in this process."""
     import importlib
 
     import numba
 
     from gridgraph.core import minimum_spanning_tree
+    from gridgraph.core._common import valid_mask
+    from gridgraph.core.mst import _cpu as mst_cpu
     values = gpu_fractal(size, 4).get()
     small = values[:700, :900].copy()
     for connectivity in (4, 8):  # compile every kernel before the clocks wrap them
         minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=False)
         minimum_spanning_tree(small, connectivity, "max", backend="cpu", edges=True)
+    if before:  # and the kernels as before (int64 ids, the list scratch per component)
+        saved = mst_cpu._INT32_EDGE_IDS, mst_cpu._LIST_LABEL_RANGES
+        mst_cpu._INT32_EDGE_IDS, mst_cpu._LIST_LABEL_RANGES = 0, False
+        try:
+            minimum_spanning_tree(small, 4, "max", backend="cpu", edges=False)
+        finally:
+            mst_cpu._INT32_EDGE_IDS, mst_cpu._LIST_LABEL_RANGES = saved
     for connectivity in (4,):
         clock = _PhaseClock()
         for module_name, names in MST_CPU_PHASES.items():
             module = importlib.import_module(module_name)
             clock.wrap(module, [n for n in names if hasattr(module, n)])
         runs = []
+        old_runs = []
+        compact_ids, fast_valid = mst_cpu._INT32_EDGE_IDS, mst_cpu.valid_cells
+        ranges = mst_cpu._LIST_LABEL_RANGES
+
+        def numpy_valid(array, nodata):
+            start = time.perf_counter()
+            try:
+                return valid_mask(array, nodata)
+            finally:
+                clock.times["valid_mask"] = time.perf_counter() - start
         try:
             for _ in range(max(1, repeat)):
-                clock.times = {}
-                elapsed, cpu = wall(lambda: minimum_spanning_tree(
-                    values, connectivity, "max", backend="cpu", edges=False))
-                runs.append(dict(s=elapsed, phases=dict(clock.times)))
-                log("mst cpu run", json.dumps(runs[-1], default=float))
+                for variant, kept in (((True, runs), (False, old_runs)) if before
+                                      else ((True, runs),)):
+                    if not variant:
+                        mst_cpu._INT32_EDGE_IDS, mst_cpu.valid_cells = 0, numpy_valid
+                        mst_cpu._LIST_LABEL_RANGES = False
+                    clock.times = {}
+                    try:
+                        elapsed, out = wall(lambda: minimum_spanning_tree(
+                            values, connectivity, "max", backend="cpu", edges=False))
+                    finally:
+                        mst_cpu._INT32_EDGE_IDS, mst_cpu.valid_cells = compact_ids, fast_valid
+                        mst_cpu._LIST_LABEL_RANGES = ranges
+                    kept.append(dict(s=elapsed, phases=dict(clock.times)))
+                    log("mst cpu run" if variant else "mst cpu run (before)",
+                        json.dumps(kept[-1], default=float))
+                    if variant:
+                        cpu = out
+                    else:
+                        old_same = bool(out.trees == cpu.trees and np.array_equal(
+                            out.parent_direction, cpu.parent_direction, equal_nan=True)
+                            and np.float64(out.total_weight).tobytes()
+                            == np.float64(cpu.total_weight).tobytes())
+                    del out
         finally:
             clock.restore()
+        if old_runs:
+            old_best = sorted(old_runs, key=lambda r: r["s"])[len(old_runs) // 2]
+            results.append(dict(
+                operation=f"mst CPU backend {connectivity}-conn, before (int64 ids, numpy "
+                          f"valid mask, list scratch per component), same process",
+                cpu_s=old_best["s"],
+                cpu_runs=[r["s"] for r in old_runs], phases=old_best["phases"],
+                identical_to_new=old_same))
+            log(json.dumps(results[-1], default=float))
         gpu = minimum_spanning_tree(values, connectivity, "max", backend="cuda", edges=False)
         same = bool(gpu.trees == cpu.trees and np.float64(gpu.total_weight).tobytes()
                     == np.float64(cpu.total_weight).tobytes()
@@ -748,15 +799,15 @@ class _PhaseProgress:
 # per-tile functions of the tiled MST (mstfast): each call's wall time with --tiled-clock
 MST_TILED_PHASES = {
     "gridgraph.core.mst.tiled.leaf": [
-        "_compress_tile", "_forest_mask", "_local_ids", "valid_mask", "forest_on_device",
-        "leaf_forest"],
+        "compress_tile_bands", "_low_bits_from_ids", "_local_ids", "valid_cells"],
     "gridgraph.core.mst.tiled.expand": [
-        "_final_mask", "_label_mask", "_border_pieces", "_walk_mask", "_mask_weights",
-        "sum_parts", "valid_mask", "orient_pieces", "_surviving", "tile_pieces", "tile_finish"],
+        "_final_mask", "walk_tile_forest", "_border_pieces", "_mask_weights",
+        "sum_parts", "valid_cells", "orient_pieces", "_surviving", "tile_pieces", "tile_finish"],
     "gridgraph.core.mst.tiled.driver": [
         "leaf_round", "merge_hierarchy", "separator_edges", "split_removed", "pieces_round",
         "finish_round", "leaf_tile"],
-    "gridgraph.core.mst._cuda": ["spanning_forest", "copy_to_host", "copy_to_device"],
+    "gridgraph.core.mst._cuda": ["spanning_forest", "forest_low_bits", "copy_to_host",
+                                 "copy_to_device"],
 }
 
 
@@ -1121,6 +1172,8 @@ def main():
                         help="folder of the tiled section's raster and outputs")
     parser.add_argument("--tiled-operations", nargs="*",
                         default=["components", "costdistance", "mst"])
+    parser.add_argument("--mst-cpu-before", action="store_true",
+                        help="mst_cpu also runs the kernels as before mstfast's changes")
     parser.add_argument("--tiled-cpu", action="store_true",
                         help="also time the CPU backend (all cores) on the tiled operations at full size "
                              "and compare every output cell")
@@ -1164,7 +1217,7 @@ def main():
         components=lambda: bench_components(args.size, args.repeat, args.bandwidth, results),
         mst=lambda: bench_mst(args.size, args.parity_size, args.repeat, args.bandwidth,
                               results),
-        mst_cpu=lambda: bench_mst_cpu(args.size, args.repeat, results),
+        mst_cpu=lambda: bench_mst_cpu(args.size, args.repeat, results, args.mst_cpu_before),
         tiled=lambda: bench_tiled(args.workdir, args.tiled_operations, results,
                                   args.tiled_clock, args.tiled_cpu),
         cd_device=lambda: bench_cost_distance_device(args.size, args.repeat, args.bandwidth,

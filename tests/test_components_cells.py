@@ -1,6 +1,6 @@
-"""The branch-light per-cell scan (core/components/_cpu.py: 4-connected
-``nonzero`` mode and ``equal`` mode at both connectivities) label for
-label against the per-cell scan it replaced (tests/components_previous.py)
+"""The branch-light per-cell scan (core/components/_cpu.py: ``nonzero``
+and ``equal`` modes at both connectivities; 8-connected nonzero also by
+blocks) label for label against the per-cell scan it replaced (tests/components_previous.py)
 and against scipy-built oracles.
 
 The new scan computes its links as 0/1 masks, takes the left neighbour's
@@ -43,11 +43,21 @@ def check(values, connectivity, mode, valid=None, strips=(1, 2, 3, 7)):
                                                      connectivity)
     np.testing.assert_array_equal(previous, expected)
     assert previous_count == expected_count
-    for strip_count in strips:
-        labels, count = _cpu.label(values, valid, connectivity, mode,
-                                   Progress(), strips=strip_count)
-        np.testing.assert_array_equal(labels, expected)
-        assert count == expected_count
+    # 8-connected nonzero mode: by blocks and cell by cell, whichever
+    # this machine's CPU takes by default
+    scans = (True, False) if (mode, connectivity) == ("nonzero", 8) \
+        else (_cpu.BLOCKS_8,)
+    saved = _cpu.BLOCKS_8
+    try:
+        for blocks in scans:
+            _cpu.BLOCKS_8 = blocks
+            for strip_count in strips:
+                labels, count = _cpu.label(values, valid, connectivity, mode,
+                                           Progress(), strips=strip_count)
+                np.testing.assert_array_equal(labels, expected)
+                assert count == expected_count
+    finally:
+        _cpu.BLOCKS_8 = saved
 
 
 MODES_AND_CONNECTIVITIES = [("nonzero", 4), ("nonzero", 8), ("equal", 4),
@@ -139,3 +149,36 @@ def test_merge_sets_joins_and_keeps_smaller_parents():
         while parent[walk] != walk:
             walk = parent[walk]
         assert walk == roots[node]
+
+
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+def test_rough_and_smooth_rows_mixed(mode, connectivity):
+    """Rows labelled run by run (after a smooth row) and cell by cell
+    (after a rough one) in every order, with merges across the switch."""
+    rng = np.random.default_rng(21 + connectivity)
+    cols = 150
+    rough = lambda: (rng.random(cols) < 0.6).astype(np.uint8)  # noqa: E731
+    smooth = lambda: np.repeat(rng.integers(0, 2, cols // 25),  # noqa: E731
+                               25).astype(np.uint8)
+    for pattern in ["rrssrsrrrsss", "ssrsrrsrsr", "srrrrrrs", "rsssssssr"]:
+        values = np.stack([rough() if kind == "r" else smooth()
+                           for kind in pattern * 3])
+        check(values, connectivity, mode)
+        values[:, ::37] = 1   # vertical lines join the rows' runs
+        check(values, connectivity, mode)
+        check(values * rng.integers(1, 3, values.shape).astype(np.uint8),
+              connectivity, mode)
+
+
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_smooth_fractal_masks(mode, connectivity, seed):
+    """Smooth masks take the run scan (8-connected nonzero too, instead of
+    the blocks): long runs, few merges, holes and islands."""
+    surface = fractal_surface((120, 173), seed=seed)
+    for level in np.percentile(surface, [20, 50, 80]):
+        mask = (surface > level).astype(np.uint8)
+        assert _cpu._smooth(mask, np.ones((1, 1), bool), False)
+        check(mask, connectivity, mode)
+        check(np.where(surface > level, np.floor(surface / 100), 0),
+              connectivity, mode)

@@ -1,5 +1,6 @@
-"""The CPU MST kernels with int32 per-cell arrays (mstfast, issue 10)
-against the int64 ones and Kruskal, and the all-cores valid mask against
+"""The CPU MST kernels with int32 per-cell arrays and the list rounds'
+scratch by component ranges (mstfast, issue 10) against the int64 ones,
+the full scratch and Kruskal, and the all-cores valid mask against
 ``valid_mask``: random values, plateaus (ties), NaN holes, nodata, odd
 shapes, one row or column, at every thread count and through the chunked
 parallel paths."""
@@ -29,17 +30,21 @@ def rasters():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("ids", ["int32", "int64"])
+@pytest.mark.parametrize("ids, ranges", [("int32", True), ("int64", False),
+                                         ("int32", False), ("int64", True)])
 @pytest.mark.parametrize("connectivity", [4, 8])
 @pytest.mark.parametrize("name, values", rasters(),
                          ids=[r[0] for r in rasters()])
 def test_compact_and_wide_ids_equal_kruskal(monkeypatch, threads, ids,
-                                            connectivity, name, values):
+                                            ranges, connectivity, name,
+                                            values):
     monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
     monkeypatch.setattr(_cpu, "_BAND_CELLS", 45)
     monkeypatch.setattr(_forest_cpu, "_PARALLEL_MIN_CELLS", 8)
     if ids == "int64":
         monkeypatch.setattr(_cpu, "_INT32_EDGE_IDS", 0)
+    # the list rounds' scratch by component ranges, or per component
+    monkeypatch.setattr(_cpu, "_LIST_LABEL_RANGES", ranges)
     previous = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
@@ -58,11 +63,13 @@ def test_compact_and_wide_ids_equal_kruskal(monkeypatch, threads, ids,
 @pytest.mark.parametrize("dtype, nodata", [
     (np.float32, None), (np.float32, -1.0), (np.float64, 0.0),
     (np.int16, -9999), (np.uint8, 255), (np.int32, 2.5), (np.uint8, 300),
-    (np.float32, float("nan"))])
+    (np.float32, float("nan")), (np.float16, 1.0), (">i2", 2),
+    (np.longdouble, -1.0)])
 def test_valid_cells_equal_valid_mask(monkeypatch, dtype, nodata):
     monkeypatch.setattr(_cpu, "_PARALLEL_MIN_CELLS", 8)
     rng = np.random.default_rng(5)
     values = (rng.integers(-3, 4, (23, 17)) * 1).astype(dtype)
+    dtype = values.dtype
     if np.issubdtype(dtype, np.floating):
         values[rng.random(values.shape) < 0.2] = np.nan
         values[0, :3] = -0.0
@@ -73,3 +80,17 @@ def test_valid_cells_equal_valid_mask(monkeypatch, dtype, nodata):
     for array in (values, values[:, ::2], values[:1], values[:, :1]):
         np.testing.assert_array_equal(_cpu.valid_cells(array, nodata),
                                       valid_mask(array, nodata))
+
+
+def test_float16_and_swapped_bytes_rasters_run_as_float32():
+    from gridgraph.core import minimum_spanning_tree
+    # small integers: exact in float16
+    values = np.floor(fractal_surface((19, 23), seed=6) / 250)
+    values[2, 3] = np.nan
+    expected = minimum_spanning_tree(values.astype(np.float32), backend="cpu")
+    for raster in (values.astype(np.float16), values.astype(">f4")):
+        result = minimum_spanning_tree(raster, backend="cpu")
+        np.testing.assert_array_equal(result.edges, expected.edges)
+        np.testing.assert_array_equal(result.parent_direction,
+                                      expected.parent_direction)
+        assert result.total_weight == expected.total_weight

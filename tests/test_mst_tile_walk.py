@@ -139,11 +139,10 @@ def test_walk_tile_forest_equals_breadth_first_search(threads, rows, cols,
 def test_bitmask_helpers_equal_one_thread_forms(threads, rows, cols, seed):
     low_bits, valid, ids = random_forest(rows, cols, seed, 0.9, 0.1)
     local_id = ids.astype(np.int32)
-    full = forest._forest_mask(local_id, rows, cols)
-    np.testing.assert_array_equal(forest._full_mask(low_bits, rows, cols),
-                                  full)
     np.testing.assert_array_equal(
-        expand._low_bits_from_ids(local_id, rows * cols), low_bits)
+        forest._low_bits_from_ids(local_id, rows * cols), low_bits)
+    np.testing.assert_array_equal(
+        forest._forest_mask(local_id, rows, cols) & 0x0F, low_bits)
     values = fractal_surface((rows, cols), seed=seed).reshape(-1)
     for weight_index in range(4):
         weights = expand._mask_weights(low_bits, values, rows, cols,
@@ -197,3 +196,37 @@ def test_tiled_with_bands_equals_in_memory(threads, name, values, nodata,
                 np.testing.assert_array_equal(
                     result.weights.view(np.uint32),
                     expected.weights.view(np.uint32))
+
+
+def path_set(a, b, w, e):
+    return sorted((min(x, y), max(x, y), float(z), int(k))
+                  for x, y, z, k in zip(a, b, w, e))
+
+
+@pytest.mark.parametrize("rows, cols, seed, keep, holes", [
+    (37, 29, 0, 0.8, 0.1), (64, 64, 1, 1.0, 0.0), (1, 50, 2, 0.9, 0.1),
+    (50, 1, 3, 0.9, 0.1), (2, 2, 4, 1.0, 0.0), (9, 120, 5, 0.6, 0.4),
+    (120, 9, 6, 0.97, 0.02), (40, 40, 7, 1.0, 0.0)])
+@pytest.mark.parametrize("place", ["inner", "corner", "left", "alone"])
+def test_compress_tile_bands_equals_one_thread(threads, rows, cols, seed,
+                                               keep, holes, place):
+    low_bits, valid, ids = random_forest(rows, cols, seed, keep, holes)
+    # where the tile lies decides which of its sides are boundaries
+    row0, col0, raster_rows, raster_cols = dict(
+        inner=(rows, cols, 3 * rows, 3 * cols),
+        corner=(0, 0, 2 * rows, 2 * cols),
+        left=(rows, 0, 3 * rows, cols + 5),
+        alone=(0, 0, rows, cols))[place]
+    values = fractal_surface((rows, cols), seed=seed).reshape(-1)
+    if seed % 2:
+        values = np.floor(values * 3)  # ties
+    for weight_index in (0, 3):
+        full = forest._forest_mask(ids.astype(np.int32), rows, cols)
+        expected = forest._compress_tile(
+            full.copy(), values, rows, cols, row0, col0, raster_rows,
+            raster_cols, weight_index, np.float32(0.5))
+        got = forest.compress_tile_bands(
+            low_bits, valid, values, rows, cols, row0, col0, raster_rows,
+            raster_cols, weight_index, np.float32(0.5))
+        assert got[2].dtype == expected[2].dtype
+        assert path_set(*got) == path_set(*expected)

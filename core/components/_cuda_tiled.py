@@ -26,9 +26,13 @@ from .._cuda_common import (FLAT_THREADS, blocks_for, copy_to_host,
                             usable_device_memory, valid_cells_device)
 from . import _cuda
 
-# Tiles read ahead of the one on the device (each a tile's values in host
-# memory, inside the tile budget of the memory limit).
+# Tiles read ahead of the one on the device, at most: fewer when the
+# values are wide, so that the tiles read, the one labelled and the two
+# blocks being written fit the tiled plan's budget of one tile
+# (tiled.TILE_BYTES_PER_CELL a cell).
 READ_AHEAD = 4
+# Final blocks waiting for their writes.
+WRITES_IN_FLIGHT = 2
 # Row bands a finished block is written in, in parallel.
 WRITE_BANDS = 8
 # Share of the GPU's free memory that may keep tiles' labels between the
@@ -226,14 +230,24 @@ class TileRounds:
         self.budget = KEEP_BYTES if KEEP_BYTES is not None else (
             np.inf if usable is None else KEEP_SHARE * usable)
         self.used = 0
+        from .._common import index_dtype
+        from .tiled import TILE_BYTES_PER_CELL
+        rows, cols = source.shape
+        label_bytes = np.dtype(index_dtype(rows * cols)).itemsize
+        value_bytes = max(np.dtype(source.dtype).itemsize, 4)
+        self.read_ahead = int(max(1, min(READ_AHEAD, (
+            TILE_BYTES_PER_CELL - WRITES_IN_FLIGHT * label_bytes)
+            // value_bytes - 1)))
 
     def _reads(self, indices, pool):
-        """(index, values) of the tiles in order, READ_AHEAD read ahead."""
+        """(index, values) of the tiles in order, ``read_ahead`` read
+        ahead."""
         indices = list(indices)
         ahead = deque()
         following = 0
         while following < len(indices) or ahead:
-            while following < len(indices) and len(ahead) <= READ_AHEAD:
+            while following < len(indices) and \
+                    len(ahead) <= self.read_ahead:
                 index = indices[following]
                 ahead.append((index, pool.submit(self.source.read,
                                                  self.windows[index])))
@@ -248,7 +262,8 @@ class TileRounds:
     def summaries(self, shape, progress):
         """Round 1: every tile's ``TileSummary``, in window order."""
         result = [None] * len(self.windows)
-        with ThreadPoolExecutor(READ_AHEAD, "gridgraph-tile-reads") as pool:
+        with ThreadPoolExecutor(self.read_ahead,
+                                "gridgraph-tile-reads") as pool:
             for done, (index, values) in enumerate(
                     self._reads(range(len(self.windows)), pool)):
                 tile = self._label(values, index)
@@ -264,7 +279,7 @@ class TileRounds:
         """Round 3: every tile's final labels written into ``sink``
         (``answers`` in window order)."""
         missing = [i for i in range(len(self.windows)) if i not in self.kept]
-        with ThreadPoolExecutor(max(READ_AHEAD, WRITE_BANDS),
+        with ThreadPoolExecutor(max(self.read_ahead, WRITE_BANDS),
                                 "gridgraph-tile-io") as pool:
             reads = self._reads(missing, pool)
             writing = deque()  # each tile's write futures
@@ -281,7 +296,7 @@ class TileRounds:
                     block = _final_block(tile, window, answers[index],
                                          label_dtype)
                     del tile
-                    while len(writing) >= 2:  # at most two blocks waiting
+                    while len(writing) >= WRITES_IN_FLIGHT:
                         for future in writing.popleft():
                             future.result()
                     writing.append(_write_bands(pool, sink, window, block))

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .._common import index_dtype, nodata_in_dtype
+from .._common import index_dtype, nodata_in_dtype, valid_mask
 from ..errors import InvalidInputError
 # the sort of the tree edges and the exact total live in modules of their
 # own; their names stay importable from here
@@ -47,6 +47,11 @@ _BAND_CELLS = 1 << 22
 # every edge id (< 4 * cells) fits: half the memory traffic of int64.
 # Tests lower it to run the int64 kernels on small rasters.
 _INT32_EDGE_IDS = 2**31 - 1
+
+# The list rounds' per-chunk scratch covers only the range of components a
+# chunk's edges touch (False: every component, as before; for benchmarks
+# and tests).
+_LIST_LABEL_RANGES = True
 
 # Below this many cells the kernels run on one thread: waking the worker
 # threads costs more than they save, and far more on a busy machine.
@@ -77,9 +82,18 @@ def _valid_cells(values, has_nodata, nodata, valid):
             valid[r, c] = x == x and not (has_nodata and x == nodata)
 
 
+# Raster dtypes the valid-cell kernel takes (native byte order); others
+# (float16, long double, swapped bytes) go through numpy.
+_KERNEL_DTYPES = frozenset(np.dtype(t) for t in (
+    np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+    np.uint64, np.float32, np.float64))
+
+
 def valid_cells(array, nodata):
     """:func:`gridgraph.core._common.valid_mask` of a 2-D raster on all
     cores: not NaN and not equal to ``nodata``."""
+    if array.dtype not in _KERNEL_DTYPES or array.ndim != 2:
+        return valid_mask(array, nodata)
     value = nodata_in_dtype(array.dtype, nodata)
     valid = np.empty(array.shape, dtype=bool)
     if valid.size == 0:
@@ -426,202 +440,6 @@ def _grid_cut_edges(first_row, stop_row, values, valid, eight, weight_index,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _list_lightest(end_a, end_b, weight, edge_id, best, best_weight, best_id):
-    """Per component, the lightest of its edges in the list.
-
-    The list is cut into ``best.shape[0]`` chunks scanned in parallel, each
-    into its own row of ``best*`` (index, weight, id of the best edge, index
-    -1 for none); row 0 then holds the result.  Each scan reads the edge
-    list once, in order, and keeps the weight and id next to the index.
-    """
-    n_chunks, m = best.shape
-    n_edges = end_a.size
-    for t in prange(n_chunks):
-        for c in range(m):
-            best[t, c] = -1
-        for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
-            w = weight[i]
-            e = edge_id[i]
-            a = end_a[i]
-            b = end_b[i]
-            if best[t, a] < 0 or _lighter(w, e, best_weight[t, a],
-                                          best_id[t, a]):
-                best[t, a] = i
-                best_weight[t, a] = w
-                best_id[t, a] = e
-            if best[t, b] < 0 or _lighter(w, e, best_weight[t, b],
-                                          best_id[t, b]):
-                best[t, b] = i
-                best_weight[t, b] = w
-                best_id[t, b] = e
-    for c in prange(m):
-        for t in range(1, n_chunks):
-            j = best[t, c]
-            if j >= 0 and (best[0, c] < 0 or _lighter(
-                    best_weight[t, c], best_id[t, c], best_weight[0, c],
-                    best_id[0, c])):
-                best[0, c] = j
-                best_weight[0, c] = best_weight[t, c]
-                best_id[0, c] = best_id[t, c]
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _list_hook(end_a, end_b, best, best_weight, best_id, parent,
-               chosen_edge, chosen_weight, n_chosen, chunk_offsets):
-    """Borůvka hooking of the m components of the list (as in
-    :func:`_hook_cells`): appends the tree edges found to ``chosen_*`` (in
-    component order) and leaves each component's root in ``parent``.
-    Returns the new n_chosen.  ``chunk_offsets`` (chunks + 1) is scratch.
-
-    Every loop runs in parallel.  Breaking a mutual pair writes only the
-    lower entry, which no other entry's test reads to a different end: an
-    entry c reads ``parent[p]`` only for p > c, and the higher entry of a
-    pair is never written.  Root finding compresses paths concurrently
-    (safe, see :func:`_find_root`).
-    """
-    m = parent.size
-    n_chunks = chunk_offsets.size - 1
-    for c in prange(m):
-        j = best[c]
-        if j < 0:
-            parent[c] = c
-        else:
-            parent[c] = end_b[j] if end_a[j] == c else end_a[j]
-    for c in prange(m):
-        p = parent[c]
-        if p > c and parent[p] == c:
-            parent[c] = c
-    for t in prange(n_chunks):
-        hooked = 0
-        for c in range(m * t // n_chunks, m * (t + 1) // n_chunks):
-            if parent[c] != c:
-                hooked += 1
-        chunk_offsets[t + 1] = hooked
-    chunk_offsets[0] = n_chosen
-    for t in range(n_chunks):
-        chunk_offsets[t + 1] += chunk_offsets[t]
-    for t in prange(n_chunks):
-        j = chunk_offsets[t]
-        for c in range(m * t // n_chunks, m * (t + 1) // n_chunks):
-            if parent[c] != c:
-                chosen_edge[j] = best_id[c]
-                chosen_weight[j] = best_weight[c]
-                j += 1
-    for c in prange(m):
-        _find_root(parent, np.int64(c) + 0)  # a copy: the walk moves it
-    return chunk_offsets[n_chunks]
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _list_contract(end_a, end_b, weight, edge_id, parent, new_label,
-                   chunk_offsets, out_a, out_b, out_weight, out_id):
-    """Drop the edges inside a component and relabel the others.
-
-    Surviving roots (those with an edge left) get compact labels in root
-    order; the kept edges go, in list order, to the ``out_*`` arrays, one
-    per run of consecutive edges between the same two components (see
-    :func:`_next_run`).
-    ``new_label`` (size m) and ``chunk_offsets`` (chunks + 1) are scratch.
-    Returns (edges kept, new component count).
-    """
-    n_chunks = chunk_offsets.size - 1
-    n_edges = end_a.size
-    m = parent.size
-    for c in prange(m):
-        new_label[c] = 0
-    for t in prange(n_chunks):
-        kept = 0
-        last_low = np.int64(-1)
-        last_high = np.int64(-1)
-        for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
-            a = parent[end_a[i]]
-            b = parent[end_b[i]]
-            if a != b:
-                # every writer stores the same value
-                new_label[a] = 1
-                new_label[b] = 1
-                new_run, last_low, last_high = _next_run(a, b, last_low,
-                                                         last_high)
-                if new_run:
-                    kept += 1
-        chunk_offsets[t + 1] = kept
-    # compact labels in root order: counts per chunk of roots, then ranks
-    label_offsets = np.zeros(n_chunks + 1, dtype=np.int64)
-    for t in prange(n_chunks):
-        count = 0
-        for c in range(m * t // n_chunks, m * (t + 1) // n_chunks):
-            count += new_label[c]
-        label_offsets[t + 1] = count
-    for t in range(n_chunks):
-        label_offsets[t + 1] += label_offsets[t]
-    for t in prange(n_chunks):
-        label = label_offsets[t]
-        for c in range(m * t // n_chunks, m * (t + 1) // n_chunks):
-            if new_label[c] != 0:
-                new_label[c] = label
-                label += 1
-    m_new = label_offsets[n_chunks]
-    chunk_offsets[0] = 0
-    for t in range(n_chunks):
-        chunk_offsets[t + 1] += chunk_offsets[t]
-    for t in prange(n_chunks):
-        j = chunk_offsets[t]
-        last_low = np.int64(-1)
-        last_high = np.int64(-1)
-        for i in range(n_edges * t // n_chunks, n_edges * (t + 1) // n_chunks):
-            a = parent[end_a[i]]
-            b = parent[end_b[i]]
-            if a == b:
-                continue
-            new_run, last_low, last_high = _next_run(a, b, last_low,
-                                                     last_high)
-            if new_run:
-                j += 1
-            elif not _lighter(weight[i], edge_id[i], out_weight[j - 1],
-                              out_id[j - 1]):
-                continue
-            out_a[j - 1] = new_label[a]
-            out_b[j - 1] = new_label[b]
-            out_weight[j - 1] = weight[i]
-            out_id[j - 1] = edge_id[i]
-    return chunk_offsets[n_chunks], m_new
-
-
-def _list_rounds(end_a, end_b, weight, edge_id, spare, m, chosen_edge,
-                 chosen_weight, n_chosen, progress):
-    """Borůvka rounds on the list of edges between m components until no
-    edge is left; appends the tree edges to ``chosen_*`` and returns the
-    new n_chosen.  The lists alternate with ``spare``, a second set of
-    buffers of the same sizes."""
-    n_edges = end_a.size
-    first_edges = max(n_edges, 1)
-    while n_edges > 0:
-        current = (end_a[:n_edges], end_b[:n_edges], weight[:n_edges],
-                   edge_id[:n_edges])
-        with _threads_for(n_edges):
-            n_chunks = max(1, min(numba.get_num_threads(),
-                                  n_edges // _PARALLEL_MIN_CELLS))
-            best = np.empty((n_chunks, m), dtype=np.int64)
-            best_weight = np.empty((n_chunks, m), dtype=weight.dtype)
-            best_id = np.empty((n_chunks, m), dtype=np.int64)
-            _list_lightest(*current, best, best_weight, best_id)
-            parent = np.empty(m, dtype=np.int64)
-            n_chosen = _list_hook(current[0], current[1], best[0],
-                                  best_weight[0], best_id[0], parent,
-                                  chosen_edge, chosen_weight, n_chosen,
-                                  np.zeros(n_chunks + 1, dtype=np.int64))
-            del best, best_weight, best_id
-            n_edges, m = _list_contract(
-                *current, parent, np.empty(m, dtype=np.int64),
-                np.zeros(n_chunks + 1, dtype=np.int64), *spare)
-        (end_a, end_b, weight, edge_id), spare = spare, (end_a, end_b,
-                                                         weight, edge_id)
-        # the list shrinks by a factor per round: report its share done
-        progress(1.0 - n_edges / first_edges)
-    return n_chosen
-
-
-@njit(cache=True, nogil=True, parallel=True)
 def _edge_ends(edge_id, cols, edges):
     for i in prange(edge_id.size):
         e = edge_id[i]
@@ -807,3 +625,9 @@ def label_forest(edges, valid):
     """See :func:`gridgraph.core.mst._forest_cpu.label_forest`."""
     from ._forest_cpu import label_forest as on_all_cores
     return on_all_cores(edges, valid)
+
+
+# the list rounds live in a module of their own; it takes this module's
+# helpers, so it is imported once they exist
+from ._list_cpu import (_list_contract, _list_hook, _list_lightest,  # noqa: E402,F401
+                        _list_rounds)

@@ -286,14 +286,7 @@ def _reroot(piece_offset, entry_cell, entry_code, steps, code):
             x = entry_cell[p]
             if x < 0:
                 continue
-            toward = np.int64(entry_code[p])
-            while True:
-                old = np.int64(code[x])
-                code[x] = toward
-                if old == _ROOT:
-                    break
-                toward = _OPPOSITE[old]
-                x += steps[old]
+            _turn_path(code, x, np.int64(entry_code[p]), steps)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -301,15 +294,20 @@ def _reroot_at(cells, steps, code):
     """Re-root the tree of each of ``cells`` (one cell per tree) there: the
     directions on the path from it to its root turn around."""
     for i in prange(cells.size):
-        x = np.int64(cells[i])
-        toward = np.int64(_ROOT)
-        while True:
-            old = np.int64(code[x])
-            code[x] = toward
-            if old == _ROOT:
-                break
-            toward = _OPPOSITE[old]
-            x += steps[old]
+        _turn_path(code, np.int64(cells[i]), np.int64(_ROOT), steps)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _turn_path(code, x, toward, steps):
+    """Point x at ``toward`` and turn the directions on the path from x to
+    its root around (the root then points back along it)."""
+    while True:
+        old = np.int64(code[x])
+        code[x] = toward
+        if old == _ROOT:
+            break
+        toward = _OPPOSITE[old]
+        x += steps[old]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -470,8 +468,35 @@ def _walk(planes, valid_flat, rows, cols, band_rows, progress, want_direction,
                        want_direction, want_labels)
 
 
+def tile_forest_codes(low_bits, valid_flat, rows, cols):
+    """The forest of :func:`walk_tile_forest` rooted at each tree's lowest
+    cell: (code, masks, steps): per cell the direction code toward its
+    parent (0..7, neighbour k at ``steps[k]``; ``ROOT`` at roots,
+    ``NOT_VALID`` on invalid cells) and its bits of tree edges toward
+    each neighbour k."""
+    n = valid_flat.size
+    band_rows = _band_rows(rows, n, None)
+    previous_threads = numba.get_num_threads()
+    if band_rows.size == 2:
+        numba.set_num_threads(1)
+    try:
+        masks = np.empty(n, dtype=np.uint8)
+        if n:
+            _masks_from_low_bits(low_bits, rows, cols, masks)
+        code, steps = _walk_masks(masks, valid_flat, rows, cols, band_rows,
+                                  None, False, False, want_codes=True)
+    finally:
+        numba.set_num_threads(previous_threads)
+    return code, masks, steps
+
+
+ROOT = _ROOT
+NOT_VALID = _NOT_VALID
+OPPOSITE = _OPPOSITE
+
+
 def _walk_masks(masks, valid_flat, rows, cols, band_rows, progress,
-                want_direction, want_labels, roots=None):
+                want_direction, want_labels, roots=None, want_codes=False):
     n = valid_flat.size
     n_bands = band_rows.size - 1
     if progress is not None:
@@ -499,6 +524,9 @@ def _walk_masks(masks, valid_flat, rows, cols, band_rows, progress,
     root_piece, entry_cell, entry_code = _join_pieces(
         masks, band_cells, cols, steps, piece, piece_offset)
     del masks
+    if want_codes:
+        _reroot(piece_offset, entry_cell, entry_code, steps, code)
+        return code, steps
     trees = int(np.count_nonzero(root_piece == np.arange(root_piece.size)))
     direction = labels = None
     if want_direction:

@@ -124,3 +124,24 @@ def test_tiled_gpu_tasks_on_a_thread_pool():
     _same_cost_outputs(tiled, cost_distance(cost, sources, 8,
                                             source_ids=[1, 2],
                                             backend="cpu"))
+
+
+@pytest.mark.parametrize("outputs", [("accumulated",), ("direction",)])
+def test_tiled_gpu_only_the_asked_outputs(outputs, tmp_path):
+    """Only the asked-for outputs (no trees for accumulated cost alone):
+    the in-memory CPU run's, the others None."""
+    shape = (CD_SIDE + 5, 2 * CD_SIDE + 1)
+    cost = _plateau_cost(shape, 9)
+    sources = [(0, 1), (shape[0] - 1, shape[1] - 2)]
+    for cell in sources:
+        cost[cell] = 1.0
+    tiled = cost_distance(cost, sources, 4, source_ids=[3, 4],
+                          backend="cuda", tile_size=CD_SIDE,
+                          out_dir=str(tmp_path), outputs=outputs)
+    cpu = cost_distance(cost, sources, 4, source_ids=[3, 4], backend="cpu")
+    for name in ("accumulated", "direction", "allocation"):
+        if name in outputs:
+            np.testing.assert_array_equal(np.asarray(getattr(tiled, name)),
+                                          getattr(cpu, name), err_msg=name)
+        else:
+            assert getattr(tiled, name) is None

@@ -4,14 +4,15 @@ across tiles, its parent directions and its sorted edges."""
 from dataclasses import dataclass
 
 import numpy as np
+import numba
 from numba import njit, prange
 
 from ... import tiling
-from ..._common import valid_mask
 from .. import PARENT_DEGREES, PARENT_OFFSETS
-from .._cpu import _edge_weight, _lighter, sum_parts
+from .._cpu import _edge_weight, _lighter, sum_parts, valid_cells
 from .._forest_cpu import walk_tile_forest
-from .forest import _BIT_DCOL, _BIT_DROW, _lowest_bit, _popcount
+from .forest import (_BIT_DCOL, _BIT_DROW, _low_bits_from_ids, _lowest_bit,
+                     _popcount)
 
 # --------------------------------------------------------------------------
 # round 3: the final forest per tile, its roots, its sorted edges
@@ -26,17 +27,6 @@ def _final_mask(msf, window, removed_local):
     else:
         low_bits = _low_bits_from_ids(msf[0], window.rows * window.cols)
     _clear_edges(low_bits, removed_local)
-    return low_bits
-
-
-@njit(cache=True, nogil=True)
-def _low_bits_from_ids(local_id, n):
-    """The low-end bits of the edges with these local ids (low * 4 +
-    rank); one thread: two edges may share a low end."""
-    low_bits = np.zeros(n, dtype=np.uint8)
-    for k in range(local_id.size):
-        e = np.int64(local_id[k])
-        low_bits[e >> 2] |= np.uint8(1 << (e & 3))
     return low_bits
 
 
@@ -96,39 +86,45 @@ def tile_pieces(source, window, nodata, msf, removed_local):
     of their first cell; only border pieces get numbers here.
     """
     values = source.read(window)
-    valid = valid_mask(values, nodata)
+    valid = valid_cells(values, nodata)
     low_bits = _final_mask(msf, window, removed_local)
-    labels = walk_tile_forest(low_bits, valid.reshape(-1), window.rows,
-                              window.cols, False, True)[1]
+    _, labels, count = walk_tile_forest(low_bits, valid.reshape(-1),
+                                        window.rows, window.cols, False, True)
     labels = labels.reshape(window.rows, window.cols)
-    border, first_cell = _border_pieces(labels)
+    border, first_cell = _border_pieces(labels, count)
     return PiecesMessage(
         first_cell=first_cell, top=border[labels[0]] + 1,
         bottom=border[labels[-1]] + 1, left=border[labels[:, 0]] + 1,
         right=border[labels[:, -1]] + 1)
 
 
-@njit(cache=True, nogil=True)
-def _border_pieces(labels):
+@njit(cache=True, nogil=True, parallel=True)
+def _border_pieces(labels, count):
     """Number the pieces that touch the border (in label order); return
-    the numbering per label (-1 elsewhere) and their first cells."""
+    the numbering per label (-1 elsewhere) and their first cells.
+    ``count``: the number of pieces (labels 1..count).  Bands of rows find
+    their first cells in parallel; the lowest band that holds a piece
+    gives its first cell."""
     rows, cols = labels.shape
-    count = 0
-    for r in range(rows):
-        for c in range(cols):
-            if labels[r, c] > count:
-                count = labels[r, c]
     number = tiling.border_label_index(labels, count)
     n = 0
     for label in range(1, count + 1):
         if number[label] >= 0:
             n += 1
+    n_bands = max(1, min(rows, numba.get_num_threads()))
+    band_first = np.full((n_bands, n), -1, dtype=np.int64)
+    for b in prange(n_bands):
+        for r in range(rows * b // n_bands, rows * (b + 1) // n_bands):
+            for c in range(cols):
+                k = number[labels[r, c]]
+                if k >= 0 and band_first[b, k] < 0:
+                    band_first[b, k] = np.int64(r) * cols + c
     first_cell = np.full(n, -1, dtype=np.int64)
-    for r in range(rows):
-        for c in range(cols):
-            k = number[labels[r, c]]
-            if k >= 0 and first_cell[k] < 0:
-                first_cell[k] = r * cols + c
+    for k in prange(n):
+        for b in range(n_bands):
+            if band_first[b, k] >= 0:
+                first_cell[k] = band_first[b, k]
+                break
     return number, first_cell
 
 
@@ -278,7 +274,7 @@ def tile_finish(source, window, shape, nodata, msf, removed_local, roots,
     the exact sum of their weights and their count in both cases.
     """
     values = source.read(window)
-    valid = valid_mask(values, nodata)
+    valid = valid_cells(values, nodata)
     rows, cols = window.rows, window.cols
     mask = _final_mask(msf, window, removed_local)
     direction = walk_tile_forest(mask, valid.reshape(-1), rows, cols, True,

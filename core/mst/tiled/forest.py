@@ -170,7 +170,9 @@ _BIT_DCOL = np.array([1, -1, 0, 1, -1, 1, 0, -1], dtype=np.int64)
 
 @njit(cache=True, nogil=True)
 def _forest_mask(local_id, rows, cols):
-    """The bitmask of the edges with these local ids (low * 4 + rank)."""
+    """The bitmask of the edges with these local ids (low * 4 + rank);
+    :func:`_compress_tile` takes it (both are the tests' one-thread
+    reference for :func:`compress_tile_bands`)."""
     mask = np.zeros(rows * cols, dtype=np.uint8)
     for k in range(local_id.size):
         low = np.int64(local_id[k]) >> 2
@@ -288,26 +290,20 @@ def _compress_tile(mask, values, rows, cols, row0, col0, raster_rows,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _full_mask(low_bits, rows, cols):
-    """The bitmask (both ends of every edge, as :func:`_forest_mask`) from
-    the low-end bits; each cell gathers its high-end bits (rows in
-    parallel)."""
-    mask = np.empty(rows * cols, dtype=np.uint8)
-    for r in prange(rows):
-        for c in range(cols):
-            v = np.int64(r) * cols + c
-            bits = np.int64(low_bits[v]) & 0x0F
-            if c > 0:
-                bits |= (np.int64(low_bits[v - 1]) & 1) << 4
-            if r > 0:
-                up = v - cols
-                bits |= ((np.int64(low_bits[up]) >> 2) & 1) << 6
-                if c + 1 < cols:
-                    bits |= ((np.int64(low_bits[up + 1]) >> 1) & 1) << 5
-                if c > 0:
-                    bits |= ((np.int64(low_bits[up - 1]) >> 3) & 1) << 7
-            mask[v] = bits
-    return mask
+def _low_bits_from_ids(local_id, n):
+    """The low-end bits of the edges with these distinct local ids (low *
+    4 + rank).  Two edges may share a low end, so each rank first gets a
+    byte plane of its own (distinct edges write distinct bytes), then the
+    planes are folded into one byte per cell."""
+    planes = np.zeros((4, n), dtype=np.uint8)
+    for k in prange(local_id.size):
+        e = np.int64(local_id[k])
+        planes[e & 3, e >> 2] = 1
+    low_bits = np.empty(n, dtype=np.uint8)
+    for v in prange(n):
+        low_bits[v] = planes[0, v] | (planes[1, v] << 1) \
+            | (planes[2, v] << 2) | (planes[3, v] << 3)
+    return low_bits
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -327,3 +323,209 @@ def _local_ids(edges, cols):
             rank = 3
         out[k] = low * 4 + rank
     return out
+
+
+# --------------------------------------------------------------------------
+# compression on all cores
+#
+# The forest is rooted at each tree's lowest cell (parallel band walk,
+# ``_forest_cpu.tile_forest_codes``).  What survives Observation 3 is the
+# union of the tree paths between boundary cells: mark the path from every
+# boundary cell (with an edge) toward its root, then unmark, from each
+# root down, the chain above the first boundary cell or branching.  Each
+# surviving path through non-boundary cells of degree 2 then runs from a
+# kept cell up the parent pointers to the next kept cell, except where it
+# passes a chain top of degree 2 that is not kept: there two half paths
+# meet, and are joined afterwards.
+
+# An edge from a cell toward its parent along direction code k (E N W S
+# NE NW SW SE): whether the cell is its low end, and the edge's rank.
+_HERE_IS_LOW = np.array([1, 0, 0, 1, 0, 0, 1, 1], dtype=np.int64)
+_RANK_OF_CODE = np.array([0, 2, 0, 2, 1, 3, 1, 3], dtype=np.int64)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _has_edge_on_boundary(r, c, rows, cols, row0, col0, raster_rows,
+                          raster_cols, masks, v):
+    return masks[v] != 0 and _on_boundary(r, c, rows, cols, row0, col0,
+                                          raster_rows, raster_cols)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _mark_boundary_paths(code, masks, steps, root_code, rows, cols, row0,
+                         col0, raster_rows, raster_cols, marked):
+    """marked[v] = 1 on every path from a boundary cell to its root.  Walks
+    stop at a marked cell (another walk covers the rest): idempotent
+    writes, so threads may race."""
+    for r in prange(rows):
+        edge_row = r == 0 or r == rows - 1
+        for c in range(cols):
+            if not edge_row and c != 0 and c != cols - 1:
+                continue
+            v = np.int64(r) * cols + c
+            if not _has_edge_on_boundary(r, c, rows, cols, row0, col0,
+                                         raster_rows, raster_cols, masks, v):
+                continue
+            x = v
+            while marked[x] == 0:
+                marked[x] = 1
+                k = np.int64(code[x])
+                if k == root_code:
+                    break
+                x += steps[k]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _marked_children(x, code, masks, steps, opposite, marked):
+    """(count, last) of the marked children of x."""
+    count = 0
+    child = np.int64(-1)
+    bits = np.int64(masks[x])
+    for k in range(8):
+        if bits & (1 << k):
+            u = x + steps[k]
+            if marked[u] != 0 and np.int64(code[u]) == opposite[k]:
+                count += 1
+                child = u
+    return count, child
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _trim_tops(code, masks, steps, opposite, root_code, rows, cols, row0,
+               col0, raster_rows, raster_cols, marked):
+    """From each marked root down, unmark the chain above the first
+    boundary cell or branching; that cell becomes its tree's top
+    (marked 2).  Trees are disjoint: no two walks meet."""
+    for r in prange(rows):
+        for c in range(cols):
+            v = np.int64(r) * cols + c
+            if marked[v] == 0 or np.int64(code[v]) != root_code:
+                continue
+            x = v
+            while True:
+                xr = x // cols
+                if _on_boundary(xr, x - xr * cols, rows, cols, row0, col0,
+                                raster_rows, raster_cols):
+                    break
+                count, child = _marked_children(x, code, masks, steps,
+                                                opposite, marked)
+                if count != 1:
+                    break
+                marked[x] = 0
+                x = child
+            marked[x] = 2
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _kept_cells(code, masks, steps, opposite, rows, cols, row0, col0,
+                raster_rows, raster_cols, marked, kept, row_counts):
+    """kept[v]: a surviving cell that is on the boundary or not of degree
+    2; row_counts[r + 1]: the kept cells of row r below a top (each
+    starts one path)."""
+    for r in prange(rows):
+        count = 0
+        for c in range(cols):
+            v = np.int64(r) * cols + c
+            kept[v] = 0
+            if marked[v] == 0:
+                continue
+            degree, _ = _marked_children(v, code, masks, steps, opposite,
+                                         marked)
+            if marked[v] == 1:
+                degree += 1
+            if degree > 0 and (degree != 2 or _on_boundary(
+                    r, c, rows, cols, row0, col0, raster_rows, raster_cols)):
+                kept[v] = 1
+                if marked[v] == 1:
+                    count += 1
+        row_counts[r + 1] = count
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _global_cell(x, cols, row0, col0, raster_cols):
+    xr = x // cols
+    return (row0 + xr) * raster_cols + col0 + x - xr * cols
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _contract_paths(code, steps, values, rows, cols, row0, col0, raster_cols,
+                    weight_index, half, marked, kept, row_offsets, out_a,
+                    out_b, out_w, out_e, out_open):
+    """From every kept cell below a top, the path up to the next kept cell
+    (or to a top that is not kept: ``out_open``), keyed by its heaviest
+    edge; row r's paths from ``row_offsets[r]`` on."""
+    for r in prange(rows):
+        j = row_offsets[r]
+        for c in range(cols):
+            s = np.int64(r) * cols + c
+            if kept[s] == 0 or marked[s] != 1:
+                continue
+            here = s
+            heavy_w = values[0]
+            heavy_e = np.int64(-1)
+            while True:
+                k = np.int64(code[here])
+                there = here + steps[k]
+                low = here if _HERE_IS_LOW[k] else there
+                high = there if _HERE_IS_LOW[k] else here
+                e = _global_cell(low, cols, row0, col0, raster_cols) * 4 \
+                    + _RANK_OF_CODE[k]
+                w = _edge_weight(values[low], values[high], weight_index,
+                                 half)
+                if heavy_e < 0 or _heavier(w, e, heavy_w, heavy_e):
+                    heavy_w = w
+                    heavy_e = e
+                here = there
+                if kept[here] != 0 or marked[here] == 2:
+                    break
+            out_a[j] = _global_cell(s, cols, row0, col0, raster_cols)
+            out_b[j] = _global_cell(here, cols, row0, col0, raster_cols)
+            out_w[j] = heavy_w
+            out_e[j] = heavy_e
+            out_open[j] = kept[here] == 0
+            j += 1
+
+
+def compress_tile_bands(low_bits, valid_flat, values, rows, cols, row0, col0,
+                        raster_rows, raster_cols, weight_index, half):
+    """:func:`_compress_tile` on all cores, from the forest's low-end bits
+    (bits 4-7 ignored) and the tile's valid cells: the same edges, ends
+    and keys (in another order, ends of a path possibly swapped)."""
+    from .._forest_cpu import OPPOSITE, ROOT, tile_forest_codes
+    n = rows * cols
+    code, masks, steps = tile_forest_codes(low_bits, valid_flat, rows, cols)
+    marked = np.zeros(n, dtype=np.uint8)
+    _mark_boundary_paths(code, masks, steps, ROOT, rows, cols, row0, col0,
+                         raster_rows, raster_cols, marked)
+    _trim_tops(code, masks, steps, OPPOSITE, ROOT, rows, cols, row0, col0,
+               raster_rows, raster_cols, marked)
+    kept = np.empty(n, dtype=np.uint8)
+    row_offsets = np.zeros(rows + 1, dtype=np.int64)
+    _kept_cells(code, masks, steps, OPPOSITE, rows, cols, row0, col0,
+                raster_rows, raster_cols, marked, kept, row_offsets)
+    del masks
+    np.cumsum(row_offsets, out=row_offsets)
+    count = int(row_offsets[-1])
+    out_a = np.empty(count, dtype=np.int64)
+    out_b = np.empty(count, dtype=np.int64)
+    out_w = np.empty(count, dtype=values.dtype)
+    out_e = np.empty(count, dtype=np.int64)
+    out_open = np.empty(count, dtype=np.bool_)
+    _contract_paths(code, steps, values, rows, cols, row0, col0, raster_cols,
+                    weight_index, half, marked, kept, row_offsets, out_a,
+                    out_b, out_w, out_e, out_open)
+    if not out_open.any():
+        return out_a, out_b, out_w, out_e
+    # two half paths meet at each top that is not kept: join them
+    halves = np.flatnonzero(out_open)
+    halves = halves[np.argsort(out_b[halves], kind="stable")]
+    first, second = halves[0::2], halves[1::2]
+    heavier = np.array([_heavier(out_w[i], out_e[i], out_w[k], out_e[k])
+                        for i, k in zip(first, second)], dtype=bool)
+    join_w = np.where(heavier, out_w[first], out_w[second])
+    join_e = np.where(heavier, out_e[first], out_e[second])
+    closed = ~out_open
+    return (np.concatenate([out_a[closed], out_a[first]]),
+            np.concatenate([out_b[closed], out_a[second]]),
+            np.concatenate([out_w[closed], join_w]).astype(values.dtype),
+            np.concatenate([out_e[closed], join_e]))

@@ -5,9 +5,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._common import Progress, valid_mask
-from .forest import (Graph, _compress_tile, _forest_mask, _full_mask,
-                     _local_ids)
+from ..._common import Progress
+from .._cpu import valid_cells
+from .forest import (Graph, _local_ids, _low_bits_from_ids,
+                     compress_tile_bands)
 
 # One CUDA solve at a time: tile threads share the device (its memory is
 # sized for one tile's solve) and numba's CUDA layer is not meant to be
@@ -52,14 +53,14 @@ def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
     else:
         from .. import _cpu as kernels
     values = source.read(window)
-    valid = valid_mask(values, nodata)
+    valid = valid_cells(values, nodata)
     rows, cols = window.rows, window.cols
     if backend == "cuda" and not keep_edges:
         # the forest crosses to the host as one byte per cell: no sort
         with _GPU_LOCK:
             low_bits, n_edges = kernels.forest_low_bits(
                 values, valid, connectivity, weight_index, weight_dtype)
-        mask = _full_mask(low_bits, rows, cols)
+        mask = low_bits
         forest = (low_bits,)
     else:
         if backend == "cuda":
@@ -73,16 +74,16 @@ def leaf_tile(source, window, shape, nodata, connectivity, weight_index,
                 Progress())
         local_id = _local_ids(edges, cols)
         del edges
-        mask = _forest_mask(local_id, rows, cols)
+        mask = _low_bits_from_ids(local_id, rows * cols)
         n_edges = int(local_id.size)
         if keep_edges:
             forest = (local_id, weights)
         else:
-            forest = (np.bitwise_and(mask, 0x0F),)
+            forest = (mask,)
             del local_id, weights
     typed = np.ascontiguousarray(values, dtype=weight_dtype)
-    a, b, w, e = _compress_tile(
-        mask, typed.reshape(-1), rows, cols,
+    a, b, w, e = compress_tile_bands(
+        mask, valid.reshape(-1), typed.reshape(-1), rows, cols,
         window.row, window.col, shape[0], shape[1], weight_index,
         typed.dtype.type(0.5))
     message = LeafMessage(
