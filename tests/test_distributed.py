@@ -227,11 +227,10 @@ def test_worker_killed_with_kept_labels_changes_nothing(client, tmp_path,
     values = (np.random.default_rng(8).random((40, 37)) < 0.4).astype(
         np.int16)
     expected = connected_components(values, mode="nonzero")
+    assert not components_tiled._keep_labels(client, values.size)  # default
+    monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE", 0.25)
     assert components_tiled._keep_labels(client, values.size)
     assert not components_tiled._keep_labels(None, values.size)
-    monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE", 0.0)
-    assert not components_tiled._keep_labels(client, values.size)
-    monkeypatch.undo()
     memmap = save_npy(tmp_path, "values", values)
     pids = client.run(os.getpid)
     victim = sorted(pids)[-1]
