@@ -224,6 +224,11 @@ def main():
                         help="tile kernels (auto picks CUDA where a GPU is: "
                         "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--gpu-workers", action="store_true",
+                        help="workers with the GPU resource (resources="
+                        "{'GPU': 1}): with --backend cuda the CUDA tile "
+                        "tasks run there (every worker shares this "
+                        "machine's GPU)")
     parser.add_argument("--json", help="write the rows to this file (for "
                         "bench/plot.py), after each run")
     parser.add_argument("--inputs-only", action="store_true",
@@ -274,7 +279,8 @@ def main():
     from distributed import Client, LocalCluster
     crops = []
     for path in (dem, mask):
-        crop = path.replace(".npy", "-crop.npy")
+        # named per process: two benches may share the inputs' folder
+        crop = path.replace(".npy", f"-crop-{os.getpid()}.npy")
         np.save(crop, np.load(path, mmap_mode="r")[:2 * args.tile_size,
                                                    :2 * args.tile_size])
         crops.append(crop)
@@ -286,7 +292,9 @@ def main():
         with LocalCluster(n_workers=workers, threads_per_worker=1,
                           processes=True, host="127.0.0.1",
                           dashboard_address=None,
-                          memory_limit=args.memory_limit) as cluster, \
+                          memory_limit=args.memory_limit,
+                          resources={"GPU": 1} if args.gpu_workers
+                          else None) as cluster, \
                 Client(cluster, set_as_default=False) as client:
             for operation in args.operations:
                 out_dir = os.path.join(args.workdir, f"out-{operation}")
@@ -314,6 +322,7 @@ def main():
                 same = reference.setdefault(operation, digests) == digests
                 rows.append(dict(operation=operation, workers=workers,
                                  seconds=seconds, same=same, note=note,
+                                 digests=digests,
                                  load=(load_before, os.getloadavg()[0]),
                                  tenths=tenths(marks, seconds)))
                 print(rows[-1], flush=True)

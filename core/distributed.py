@@ -25,16 +25,22 @@ With a Dask executor:
 - tile tasks are pure (they copy before they mutate), so the scheduler may
   run one twice or recompute a lost result from its inputs when a worker
   dies; large per-tile state stays on the workers as futures that later
-  tasks take as arguments (:func:`run_tasks` with ``keep=True``).
+  tasks take as arguments (:func:`run_tasks` with ``keep=True``);
+- GPU workers are those started with the ``GPU`` resource (``dask worker
+  --resources GPU=1``): with the CUDA backend the tasks that run CUDA
+  kernels ask for that resource, so Dask places them only there and runs
+  one at a time per worker process, and the tiles are sized from the
+  device memory those workers report (:func:`gpu_tile_side`).
 """
 
 import functools
 import hashlib
+import math
 import os
 import uuid
 from contextlib import contextmanager
 
-from .errors import GridGraphError, InvalidInputError
+from .errors import BackendUnavailableError, GridGraphError, InvalidInputError
 
 # Seconds to wait for a scheduler before saying it is unreachable.
 CONNECT_TIMEOUT_S = 5
@@ -176,6 +182,126 @@ def memory_per_thread(client):
               for threads, limit in cluster_workers(client).values()
               if limit is not None]
     return int(min(shares)) if shares else None
+
+
+# --------------------------------------------------------------------------
+# GPU workers
+
+# The Dask resource a GPU worker is started with (one per GPU it may use).
+GPU_RESOURCE = "GPU"
+
+
+def gpu_workers(client):
+    """Addresses of the workers that have the ``GPU`` resource."""
+    workers = client.scheduler_info()["workers"]
+    return sorted(address for address, info in workers.items()
+                  if (info.get("resources") or {}).get(GPU_RESOURCE, 0) >= 1)
+
+
+def task_resources(backend, executor):
+    """The Dask resources of a tile task running ``backend``'s kernels:
+    one GPU for CUDA on a Dask client (placed on GPU workers only, one at a
+    time per worker process), None otherwise."""
+    if backend == "cuda" and is_dask_client(executor):
+        return {GPU_RESOURCE: 1}
+    return None
+
+
+def resolve_backend(executor, backend):
+    """The backend a run uses (:func:`gridgraph.core._common.resolve_backend`
+    in this process).  On a Dask cluster the workers decide: ``cuda`` needs
+    workers with the GPU resource, ``auto`` is CUDA when there are some,
+    else the CPU; the driver needs no GPU."""
+    from ._common import resolve_backend as resolve_here
+    name = "auto" if backend is None else str(backend).lower()
+    if not is_distributed(executor) or name not in ("auto", "cuda"):
+        return resolve_here(backend)
+    with client_for(executor) as client:
+        if gpu_workers(client):
+            return "cuda"
+        address = client.scheduler.address
+    if name == "cuda":
+        raise BackendUnavailableError(
+            f"the cuda backend was requested but no worker of the Dask "
+            f"cluster at {address} has the {GPU_RESOURCE} resource: start "
+            f"the GPU workers with 'dask worker {address} --resources "
+            f"{GPU_RESOURCE}=1' (one worker process per GPU, or several "
+            "sharing one), or use backend='cpu'")
+    return "cpu"
+
+
+def device_report():
+    """Runs on a GPU worker: ``(host, device, usable bytes or None,
+    problem or None)``: the CUDA device this process uses and the device
+    memory its kernels may take."""
+    import socket
+    host = socket.gethostname()
+    try:
+        from ._common import cuda_available
+        if not cuda_available():
+            return host, None, None, (
+                "has the GPU resource but numba finds no usable CUDA device "
+                "(driver, numba-cuda)")
+        from numba import cuda
+
+        from ._cuda_common import usable_device_memory
+        device = cuda.current_context().device
+        ident = str(getattr(device, "uuid", None) or getattr(device, "id", 0))
+        usable = usable_device_memory()
+        if usable is not None and not math.isfinite(usable):
+            usable = None  # the CUDA simulator: no real device memory
+        return host, ident, None if usable is None else int(usable), None
+    except Exception as error:  # reported with the worker's address
+        return host, None, None, (
+            f"cannot use its CUDA device ({type(error).__name__}: {error})")
+
+
+def gpu_tile_side(executor, bytes_for_cells):
+    """Check the cluster's GPU workers and size tiles for their devices:
+    the largest power-of-two tile side (>= 8) whose kernel memory
+    ``bytes_for_cells(n_cells)`` takes at most half of the least device
+    memory a GPU worker may use (its device's usable memory shared by the
+    GPU workers on that device), or None when no worker can say.  Raises
+    :class:`ClusterError` naming a GPU worker without a usable device."""
+    with client_for(executor) as client:
+        addresses = gpu_workers(client)
+        reports = client.run(device_report, workers=addresses)
+    problems = [f"worker {address}: {report[3]}"
+                for address, report in sorted(reports.items()) if report[3]]
+    if problems:
+        raise ClusterError(
+            "the Dask GPU workers cannot run the CUDA tile kernels: "
+            + "; ".join(problems) + ". Install the NVIDIA driver and "
+            "numba-cuda there, or run with backend='cpu'")
+    sharing = {}
+    for host, device, _, _ in reports.values():
+        sharing[(host, device)] = sharing.get((host, device), 0) + 1
+    shares = [usable // sharing[(host, device)]
+              for host, device, usable, _ in reports.values()
+              if usable is not None]
+    if not shares:
+        return None
+    usable = min(shares)
+    side = 8
+    while bytes_for_cells(4 * side * side) <= usable // 2:
+        side *= 2
+    return side
+
+
+def fit_tiles_to_gpus(plan, executor, backend, tile_size, bytes_for_cells,
+                      replan):
+    """On a Dask cluster with the CUDA backend: check the GPU workers
+    (:func:`gpu_tile_side`) and, with automatic tiles (``tile_size`` None or
+    0), ``replan(side)`` when their devices need smaller tiles than
+    ``plan``'s.  ``bytes_for_cells(n_cells, dtype)`` is the kernel's device
+    memory.  Anything else: ``plan`` as it is."""
+    if plan is None or backend != "cuda" or not is_distributed(executor):
+        return plan
+    side = gpu_tile_side(executor,
+                         lambda n: bytes_for_cells(n, plan.source.dtype))
+    if side is None or tile_size or side >= plan.grid.tile_size:
+        return plan
+    return replan(side)
 
 
 # --------------------------------------------------------------------------

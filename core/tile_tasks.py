@@ -12,11 +12,11 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from . import distributed
 from ._common import Progress
 
-# Tasks in flight per Dask worker thread in a round of independent tasks:
-# several queued on the cluster keep a worker busy while the driver takes
-# in the last results and submits (a components tile task takes ~20 ms, as
-# long as a few of the driver's round trips).
-DASK_IN_FLIGHT_PER_THREAD = 4
+# Tasks in flight per Dask worker thread in a round of independent tasks
+# (one queued behind each running one).  4 measured the same as 2 on the
+# H100 host's CPUs (components, neuse40, 8 workers: 2.29 s against 2.28 s,
+# 2026-11-24 12:23 UTC, bench/dask_variants.py).
+DASK_IN_FLIGHT_PER_THREAD = 2
 
 def executor_workers(executor):
     """How many tile tasks may run at once under ``executor``: 1 in-process,
@@ -55,7 +55,7 @@ def release_free_memory():
 
 
 def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
-              count=None, keep=False):
+              count=None, keep=False, resources=None):
     """Run ``function(*task)`` for every task.
 
     ``tasks`` may be a generator (then give ``count``): tasks are drawn
@@ -77,6 +77,10 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     is a future that stays on the workers (pass it as an argument of later
     tasks: Dask moves it only when it must, and recomputes it from its
     inputs when its worker dies) and only the message travels.
+
+    ``resources``: the Dask resources each task needs
+    (:func:`gridgraph.core.distributed.task_resources`: the GPU of a CUDA
+    task); ignored by other executors.
     """
     progress = progress if progress is not None else Progress()
     total = len(tasks) if count is None else count
@@ -97,7 +101,7 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
         return results
     if distributed.is_dask_client(executor):
         _run_on_dask(executor, function, tasks, total, consume, progress,
-                     keep)
+                     keep, resources)
         return results
     in_flight = {}
     limit = 2 * executor_workers(executor)
@@ -130,7 +134,8 @@ def write_in_task(sink, function, source, window, *arguments):
     sink.write(window, function(source, window, *arguments))
 
 
-def _run_on_dask(client, function, tasks, total, consume, progress, keep):
+def _run_on_dask(client, function, tasks, total, consume, progress, keep,
+                 resources=None):
     """:func:`run_tasks` on a Dask client (see there)."""
     import operator
     import uuid
@@ -154,12 +159,17 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep):
             while next_task < total and len(in_flight) < limit:
                 key = f"{name}-{run}-{next_task}"
                 future = client.submit(function, *next(tasks), key=key,
-                                       pure=False)
+                                       pure=False, resources=resources)
                 if keep:
+                    # the split runs where the result is: with resources
+                    # (a GPU task's state may live on its device) on a
+                    # worker that has them, never moved to another kind
                     message = client.submit(operator.getitem, future, 0,
-                                            key=key + "-message")
+                                            key=key + "-message",
+                                            resources=resources)
                     state = client.submit(operator.getitem, future, 1,
-                                          key=key + "-state")
+                                          key=key + "-state",
+                                          resources=resources)
                     in_flight[message] = (next_task, state)
                     completed.add(message)
                 else:
@@ -206,12 +216,13 @@ class TaskPool:
     it at once); ``next_done()`` waits for a finished one and returns
     ``(tag, result)``; ``len(pool)`` counts those not collected yet.  With
     ``keep=True`` results are ``(message, state)`` as in :func:`run_tasks`
-    (state a future on a Dask client).  ``cancel()`` cancels what is
-    outstanding (on errors and on cancel).
+    (state a future on a Dask client); ``resources`` as there.
+    ``cancel()`` cancels what is outstanding (on errors and on cancel).
     """
 
-    def __init__(self, executor, keep=False, name="tile"):
+    def __init__(self, executor, keep=False, name="tile", resources=None):
         self.executor = executor
+        self.resources = resources
         self.keep = keep
         self.name = name
         self.outstanding = {}
@@ -243,13 +254,16 @@ class TaskPool:
         key = f"{self.name}-{self._run}-{self._serial}"
         self._serial += 1
         client = self.executor
-        future = client.submit(function, *arguments, key=key, pure=False)
+        future = client.submit(function, *arguments, key=key, pure=False,
+                               resources=self.resources)
         state = None
         if self.keep:
             state = client.submit(operator.getitem, future, 1,
-                                  key=key + "-state")
+                                  key=key + "-state",
+                                  resources=self.resources)
             future = client.submit(operator.getitem, future, 0,
-                                   key=key + "-message")
+                                   key=key + "-message",
+                                   resources=self.resources)
         self.outstanding[future] = (tag, state)
         self._completed.add(future)
 

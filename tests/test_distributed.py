@@ -218,6 +218,7 @@ def test_worker_killed_mid_run_changes_nothing(client, tmp_path):
     client.wait_for_workers(2, timeout=60)  # the nanny restarts it
 
 
+@pytest.mark.slow  # kept labels are off by default: the mechanism only
 def test_worker_killed_with_kept_labels_changes_nothing(client, tmp_path,
                                                         monkeypatch):
     # components keep round 1's tile labels on the workers; a worker killed
@@ -227,11 +228,10 @@ def test_worker_killed_with_kept_labels_changes_nothing(client, tmp_path,
     values = (np.random.default_rng(8).random((40, 37)) < 0.4).astype(
         np.int16)
     expected = connected_components(values, mode="nonzero")
+    assert not components_tiled._keep_labels(client, values.size)  # default
+    monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE", 0.25)
     assert components_tiled._keep_labels(client, values.size)
     assert not components_tiled._keep_labels(None, values.size)
-    monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE", 0.0)
-    assert not components_tiled._keep_labels(client, values.size)
-    monkeypatch.undo()
     memmap = save_npy(tmp_path, "values", values)
     pids = client.run(os.getpid)
     victim = sorted(pids)[-1]

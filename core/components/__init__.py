@@ -100,9 +100,15 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
     check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
                                     tiled=True)
     progress = as_progress(progress)
+    from .. import distributed
     from . import tiled
-    backend = resolve_backend(backend)
-    plan = tiled.plan(values, band, tile_size, memory_limit_mb, executor)
+    backend = distributed.resolve_backend(executor, backend)
+    plan = distributed.fit_tiles_to_gpus(
+        tiled.plan(values, band, tile_size, memory_limit_mb, executor),
+        executor, backend, tile_size,
+        lambda n, dtype: _cuda_device_bytes(n, dtype.itemsize),
+        lambda side: tiled.plan(values, band, side, memory_limit_mb,
+                                executor))
     if plan is None and backend == "cuda":
         # too large for the GPU: its tiles go there one by one
         from .._cuda_common import gpu_tiled_plan
@@ -180,3 +186,9 @@ def component_summary(labels, values, count):
 def _invalid(message):
     from ..errors import InvalidInputError
     return InvalidInputError(message)
+
+
+def _cuda_device_bytes(n_cells, value_itemsize):
+    """:func:`._cuda.device_bytes` (numba's CUDA imported on use)."""
+    from ._cuda import device_bytes
+    return device_bytes(n_cells, value_itemsize)

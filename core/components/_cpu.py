@@ -403,30 +403,44 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
     merges = np.empty((cols + 1, 2), dtype=np.int64)
     # runs (of cells of one component in the making) in the row before
     runs = 0
+    # the runs of the row before and of this row, by row parity (start,
+    # stop, label), when the run scan labelled them; listed: how many
+    # runs the row before has there, -1 when it was labelled by cells
+    run_list = np.empty((2, cols + 1, 3), dtype=np.int64)
+    listed = -1
     for row in range(row_start, row_stop):
         has_above = row > top
         if runs * _RUN_SCAN_MIN_CELLS_PER_RUN <= cols:
             next_label, runs = _label_row_runs(
                 values, valid, check_valid, labels, parent, row, has_above,
-                next_label, nonzero, eight)
+                next_label, run_list[row & 1],
+                run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
+                listed, nonzero, eight)
+            listed = runs
         else:
             next_label, runs = _label_row_cells(
                 values, valid, check_valid, labels, parent, merges, row,
                 has_above, next_label, nonzero, eight)
+            listed = -1
     return next_label
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _label_row_runs(values, valid, check_valid, labels, parent, row,
-                    has_above, next_label, nonzero, eight):
+                    has_above, next_label, runs_here, runs_above,
+                    above_count, nonzero, eight):
     """Provisional labels of one row, a run at a time: a run (valid cells,
     non-zero in ``nonzero`` mode, of one value in ``equal`` mode) takes the
     label of the first linked run above it and merges the others; returns
-    (next label, runs).  Runs above are told apart by their labels: a run
-    carries one label, and two neighbouring cells above with the same
-    label are in one set already."""
+    (next label, runs), the runs listed in ``runs_here`` (start, stop,
+    label).  The runs above come from ``runs_above`` when the row above
+    was labelled by runs (``above_count`` of them; -1: it was not), else
+    from its cells, told apart by their labels: a run carries one label,
+    and two neighbouring cells above with the same label are in one set
+    already."""
     cols = values.shape[1]
     runs = 0
+    above_next = 0
     col = 0
     while col < cols:
         if _vertex(values, valid, check_valid, nonzero, row, col) == 0:
@@ -440,11 +454,27 @@ def _label_row_runs(values, valid, check_valid, labels, parent, row,
                                      row, col) != 0 and (
                 nonzero or values[row, col] == value):
             col += 1
-        runs += 1
         label = np.int64(0)
-        if has_above:
-            first = start - 1 if eight and start > 0 else start
-            last = col + 1 if eight and col < cols else col
+        first = start - 1 if eight and start > 0 else start
+        last = col + 1 if eight and col < cols else col
+        if has_above and above_count >= 0:
+            # the runs above that reach [first, last); those ending at or
+            # before ``first`` reach no later run either
+            while above_next < above_count and \
+                    runs_above[above_next, 1] <= first:
+                above_next += 1
+            above_index = above_next
+            while above_index < above_count and \
+                    runs_above[above_index, 0] < last:
+                above = runs_above[above_index, 2]
+                if nonzero or values[row - 1, runs_above[above_index, 0]] \
+                        == value:
+                    if label == 0:
+                        label = above
+                    else:
+                        merge_sets(parent, label, above)
+                above_index += 1
+        elif has_above:
             previous = np.int64(0)
             for above_col in range(first, last):
                 above = np.int64(labels[row - 1, above_col])
@@ -461,6 +491,10 @@ def _label_row_runs(values, valid, check_valid, labels, parent, row,
             next_label += 1
         for run_col in range(start, col):
             labels[row, run_col] = label
+        runs_here[runs, 0] = start
+        runs_here[runs, 1] = col
+        runs_here[runs, 2] = label
+        runs += 1
     return next_label, runs
 
 

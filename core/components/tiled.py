@@ -18,9 +18,10 @@ Three rounds (docs/architecture.md, "The block hierarchy"):
 3. Per tile (:func:`tile_labels`): label the tile again (the same labels,
    as the kernel is deterministic) and renumber: border labels get their
    component's number from round 2, interior labels count the starts
-   before them on their row.  On a Dask cluster whose memory holds them,
-   round 1's tile labels stay on the workers instead (futures) and round 3
-   only renumbers them (:func:`renumber_kept`).
+   before them on their row.  On a Dask cluster, with
+   :data:`KEPT_LABELS_SHARE` set, round 1's tile labels can stay on the
+   workers instead (futures) and round 3 only renumbers them
+   (:func:`renumber_kept`); off by default (slower, as measured).
 
 Memory: a tile's kernel arrays, plus messages of O(tile side) per tile
 (and, on a cluster, the kept labels in the workers' memory).
@@ -45,10 +46,14 @@ SUMMARY_SPAN = (0.0, 0.45)
 LABEL_SPAN = (0.5, 1.0)
 # The in-memory run: the values, valid mask, labels and union-find array.
 IN_MEMORY_BYTES_PER_CELL = 24
-# On a Dask cluster round 1's labels stay on the workers for round 3 when
-# they take at most this share of the workers' memory (else round 3 labels
-# each tile again).
-KEPT_LABELS_SHARE = 0.25
+# On a Dask cluster round 1's labels may stay on the workers for round 3
+# when they take at most this share of the workers' memory (else round 3
+# labels each tile again).  0 (the default): never.  Measured on the H100
+# host's CPUs (neuse40, tiles of 1024, 8 one-thread workers, 2026-11-24
+# 12:23 UTC, bench/dask_variants.py) keeping them made the run slower:
+# 3.36 s against 2.28 s (the extra split tasks and the label round bound
+# to where each tile's labels are).
+KEPT_LABELS_SHARE = 0.0
 
 
 @dataclass
@@ -145,7 +150,8 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             tile_summary_kept if keep else tile_summary,
             [(source, window, shape, connectivity, mode, nodata, backend)
              for window in windows],
-            executor, progress.span(*SUMMARY_SPAN), keep=keep)
+            executor, progress.span(*SUMMARY_SPAN), keep=keep,
+            resources=distributed.task_resources(backend, executor))
         if keep:  # (summary, future of the tile's labels)
             kept = [state for _, state in summaries]
             summaries = [summary for summary, _ in summaries]
@@ -163,11 +169,13 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             if not in_task:
                 sink.write(windows[index], block)
 
+        resources = None  # renumbering runs on the CPU
         if kept is not None:
             function = renumber_kept
             arguments = [(state, window, answers[tile], label_dtype)
                          for state, tile, window in zip(kept, tiles, windows)]
         else:
+            resources = distributed.task_resources(backend, executor)
             function = tile_labels
             arguments = [(source, window, shape, connectivity, mode, nodata,
                           answers[tile], label_dtype, backend)
@@ -179,7 +187,8 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             tiling.run_tasks(
                 functools.partial(tiling.write_in_task, sink, function)
                 if in_task else function, arguments, executor,
-                progress.span(*LABEL_SPAN), on_result=write)
+                progress.span(*LABEL_SPAN), on_result=write,
+                resources=resources)
         del kept, arguments  # the kept labels: released on the workers
         labels = sink.finish()
     return labels, count
@@ -188,8 +197,9 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
 def _keep_labels(executor, cells):
     """Whether round 1's tile labels stay on the workers: on a Dask cluster
     whose memory limits hold them (int64 labels, the widest) within
-    :data:`KEPT_LABELS_SHARE`; a cluster without limits keeps them."""
-    if not distributed.is_dask_client(executor):
+    :data:`KEPT_LABELS_SHARE` (0: never); a cluster without limits keeps
+    them."""
+    if KEPT_LABELS_SHARE <= 0 or not distributed.is_dask_client(executor):
         return False
     workers = distributed.cluster_workers(executor).values()
     if any(limit is None for _, limit in workers):

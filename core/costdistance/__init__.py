@@ -161,9 +161,13 @@ def cost_distance(cost, sources, connectivity=8, max_cost=None, nodata=None,
                                 finite=False)
         if max_cost == np.inf:
             max_cost = None  # no limit
+    from .. import distributed
     from . import rounds, tiled
-    backend = resolve_backend(backend)
-    plan = tiled.plan(cost, band, tile_size, memory_limit_mb, executor)
+    backend = distributed.resolve_backend(executor, backend)
+    plan = distributed.fit_tiles_to_gpus(
+        tiled.plan(cost, band, tile_size, memory_limit_mb, executor),
+        executor, backend, tile_size, _cuda_bytes_for_cells,
+        lambda side: tiled.plan(cost, band, side, memory_limit_mb, executor))
     if plan is None and backend == "cuda":
         from .._cuda_common import gpu_tiled_plan
         from . import _cuda

@@ -59,12 +59,17 @@ ROUND_DELTA_TILES = 2
 # cut the solves from 445 to 386 but the run took 51.5 s against 47.0 s
 # (docs/benchmarks.md, "Dask executor").
 WAIT_FOR_LOWER_NEIGHBOURS = False
-# A solve relaxes only the cells whose distance is at most this many tile
+# A solve may relax only the cells whose distance is at most this many tile
 # crossings above the least key waiting or in flight when it starts (its
-# settle bound); the rest stay pending in its state for a later solve.  A
-# tile started early then settles little that a lower distance arriving
-# later would make it redo.  None: no bound (every solve settles its tile).
-SETTLE_DELTA_TILES = 1
+# settle bound); the rest stay pending in its state for a later solve, so
+# a tile started early settles little that a lower distance arriving later
+# would make it redo.  None (the default): no bound, every solve settles
+# its tile.  Measured on the H100 host's CPUs (neuse40, tiles of 1024,
+# docs/benchmarks.md "Dask executor", 2026-11-24 12:13 UTC) a bound of 1
+# nearly doubled the solves (513 at 1 worker, 814 at 8) and each costs
+# ~0.1 s of fixed work (state copy, cost read): 261 s / 57 s (57 %) against
+# 244 s / 47 s (65 %) without, so it stays off.
+SETTLE_DELTA_TILES = None
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
 DISTANCE_SPAN = (0.1, 0.7)
@@ -281,6 +286,11 @@ class Problem:
     workers: int  # tile tasks that may run at once
     solves: int = 0
 
+    @property
+    def resources(self):
+        """Dask resources of the tasks that run ``backend``'s kernels."""
+        return distributed.task_resources(self.backend, self.executor)
+
     def window(self, t):
         return self.grid.window(*divmod(int(t), self.grid.tile_cols))
 
@@ -290,8 +300,11 @@ class Problem:
         count = None
         if isinstance(arguments, tuple):
             count, arguments = arguments
+        # with the CUDA backend on Dask, on GPU workers: the tile states
+        # of the solves may live on their device
         return tiling.run_tasks(function, arguments, self.executor, progress,
-                                on_result=on_result, count=count, keep=keep)
+                                on_result=on_result, count=count, keep=keep,
+                                resources=self.resources)
 
 
 # --------------------------------------------------------------------------
@@ -417,7 +430,8 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
     neighbours = tile_neighbours(grid) if WAIT_FOR_LOWER_NEIGHBOURS \
         else None
     pool = tiling.TaskPool(problem.executor, keep=True,
-                           name="solve_round_tile")
+                           name="solve_round_tile",
+                           resources=problem.resources)
     try:
         while True:
             while len(pool) < problem.workers:
@@ -535,7 +549,8 @@ def hops_rounds(problem, bands, states, tile_sources, solved, progress):
     slack = ROUND_DELTA_TILES * grid.tile_size
     flight_key = np.full(grid.count, np.inf)
     reached = max(int(solved.sum()), 1)
-    pool = tiling.TaskPool(problem.executor, keep=True, name="hops_tile")
+    pool = tiling.TaskPool(problem.executor, keep=True, name="hops_tile",
+                           resources=problem.resources)
     try:
         while True:
             while len(pool) < problem.workers:

@@ -122,13 +122,15 @@ def minimum_spanning_tree(values, connectivity=4, weight="max", nodata=None,
     check_unsupported_scale_options(tile_size, memory_limit_mb, executor,
                                     tiled=True)
     progress = as_progress(progress)
+    from .. import distributed
     from . import tiled
     plan = tiled.plan(values, band, tile_size, memory_limit_mb, executor)
     if plan is not None:
         return tiled.minimum_spanning_tree_tiled(
             plan, connectivity, WEIGHTS.index(weight),
             np.float64 if plan.source.dtype.itemsize > 4 else np.float32,
-            nodata, resolve_backend(backend), out_dir, executor, progress,
+            nodata, distributed.resolve_backend(executor, backend), out_dir,
+            executor, progress,
             keep_edges=bool(edges))
     array, file_nodata = load_raster(values, band)
     if nodata is None:

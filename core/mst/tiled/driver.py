@@ -165,7 +165,8 @@ def leaf_round(run, store, progress):
         [(run.source, run.windows[t], run.shape, run.nodata,
           run.connectivity, run.weight_index, run.weight_dtype, run.backend,
           run.keep_edges) for t in run.tiles],
-        run.executor, progress, on_result=keep_leaf, keep=True)
+        run.executor, progress, on_result=keep_leaf, keep=True,
+        resources=distributed.task_resources(run.backend, run.executor))
     return messages
 
 

@@ -1,0 +1,55 @@
+#!/bin/bash
+# The Dask scale table on the GPU machine (docs/benchmarks.md, "Dask
+# executor"), in calls that each fit the device's 600 s limit:
+#   bench/dask_device.sh table   -- 1 worker (cost distance in one process,
+#                                   MST and components in another at the
+#                                   same time: 2 of 16 cores), then 8 and 16
+#   bench/dask_device.sh four    -- 4 workers, then the GPU-worker check
+# Run from the checkout's root; results (JSON rows with output digests,
+# logs) go to $OUT.  The machine needs the numpy 2.3.5 wheel (DEVICE.md) and
+# Dask: wheels of distributed and its dependencies (pip download
+# --only-binary=:all: --python-version 3.12 ... distributed==2024.12.1),
+# installed with pip --no-index --find-links.
+set -u
+OUT=${OUT:-/tmp/gg-dask-out}
+W=/tmp/gg-dask
+mkdir -p "$OUT"
+B="python3 bench/dask.py --neuse40 --tile-size 1024 --workdir $W --keep"
+python3 bench/dask.py --neuse40 --inputs-only --workdir $W
+case "$1" in
+table)
+    $B --workers 1 --operations costdistance --json "$OUT/w1-cd.json" \
+        > "$OUT/w1-cd.log" 2>&1 &
+    $B --workers 1 --operations mst components --json "$OUT/w1-other.json" \
+        > "$OUT/w1-other.log" 2>&1 &
+    wait
+    $B --workers 8 16 --operations costdistance components mst \
+        --json "$OUT/w8-16.json" > "$OUT/w8-16.log" 2>&1
+    ;;
+four)
+    $B --workers 4 --operations costdistance components mst \
+        --json "$OUT/w4.json" > "$OUT/w4.log" 2>&1
+    # GPU workers: 1 and 2 worker processes sharing the GPU, CUDA tile
+    # kernels, a 4096 x 4096 crop of the DEM; compared with the CPU run
+    G="python3 bench/dask.py --shape 4096 4096 --tile-size 1024 --workdir $W-gpu --keep"
+    $G --workers 2 --backend cpu --operations costdistance components \
+        --json "$OUT/gpu-ref.json" > "$OUT/gpu-ref.log" 2>&1
+    $G --workers 1 2 --backend cuda --gpu-workers \
+        --operations costdistance components \
+        --json "$OUT/gpu.json" > "$OUT/gpu.log" 2>&1
+    ;;
+esac
+tail -n 30 "$OUT"/*.log
+python3 - "$OUT" <<'PY'
+import glob, json, sys
+rows = []
+for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    for row in json.load(open(path))["rows"]:
+        rows.append((path.split("/")[-1], row))
+first = {}
+for name, row in rows:
+    key = (row["operation"], "gpu" in name)
+    ref = first.setdefault(key, row["digests"])
+    print(name, row["operation"], row["workers"], round(row["seconds"], 1),
+          "identical" if row["digests"] == ref else "DIFFERENT", row["note"])
+PY
