@@ -218,6 +218,7 @@ def test_worker_killed_mid_run_changes_nothing(client, tmp_path):
     client.wait_for_workers(2, timeout=60)  # the nanny restarts it
 
 
+@pytest.mark.slow  # kept labels are off by default: the mechanism only
 def test_worker_killed_with_kept_labels_changes_nothing(client, tmp_path,
                                                         monkeypatch):
     # components keep round 1's tile labels on the workers; a worker killed

@@ -19,6 +19,7 @@ from gridgraph.core import (BackendUnavailableError, GridGraphError,
                             connected_components, cost_distance, distributed)
 
 pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow  # the CUDA simulator: ~50 s
 
 TILE = 8
 

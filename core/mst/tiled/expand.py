@@ -91,7 +91,8 @@ def tile_pieces(source, window, nodata, msf, removed_local):
     _, labels, count = walk_tile_forest(low_bits, valid.reshape(-1),
                                         window.rows, window.cols, False, True)
     labels = labels.reshape(window.rows, window.cols)
-    border, first_cell = _border_pieces(labels, count)
+    border, first_cell = _border_pieces(labels, count,
+                                        numba.get_num_threads())
     return PiecesMessage(
         first_cell=first_cell, top=border[labels[0]] + 1,
         bottom=border[labels[-1]] + 1, left=border[labels[:, 0]] + 1,
@@ -99,19 +100,19 @@ def tile_pieces(source, window, nodata, msf, removed_local):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _border_pieces(labels, count):
+def _border_pieces(labels, count, n_bands):
     """Number the pieces that touch the border (in label order); return
     the numbering per label (-1 elsewhere) and their first cells.
-    ``count``: the number of pieces (labels 1..count).  Bands of rows find
-    their first cells in parallel; the lowest band that holds a piece
-    gives its first cell."""
+    ``count``: the number of pieces (labels 1..count).  ``n_bands`` bands
+    of rows find their first cells in parallel; the lowest band that holds
+    a piece gives its first cell."""
     rows, cols = labels.shape
     number = tiling.border_label_index(labels, count)
     n = 0
     for label in range(1, count + 1):
         if number[label] >= 0:
             n += 1
-    n_bands = max(1, min(rows, numba.get_num_threads()))
+    n_bands = max(1, min(rows, n_bands))
     band_first = np.full((n_bands, n), -1, dtype=np.int64)
     for b in prange(n_bands):
         for r in range(rows * b // n_bands, rows * (b + 1) // n_bands):
