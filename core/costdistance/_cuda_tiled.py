@@ -72,6 +72,8 @@ UNKNOWN_DEVICE_STATE_BYTES = 2**30
 # direction 4, allocation 8).  The hops round needs less (no labels,
 # blocks or roots; tight masks 2).
 TASK_BYTES_PER_CELL = 88
+# A state's bytes a cell (costs at most float64, distances, hops).
+STATE_BYTES_PER_CELL = 24
 # Output blocks are written in this many row bands per output, in
 # parallel (pwrite releases the GIL; one thread wrote ~2 GB/s), by a pool
 # made per task and shut down with it (no threads outlive a run).
@@ -160,12 +162,14 @@ class DeviceStates:
     else goes to ``host`` as it is.
 
     The budget is the usable device memory less one task's working set on
-    a ``tile_size`` tile (:func:`task_device_bytes`), at most
+    a ``tile_size`` tile (:func:`task_device_bytes`) and the states of the
+    other ``workers - 1`` tasks in flight (uploaded, not yet put), at most
     DEVICE_STATE_SHARE of it.  A tile handed to a task (:meth:`get`) is
     never spilled until the task's new state comes back (:meth:`put`): a
     pool thread may be changing it; a spill copies under DEVICE_LOCK."""
 
-    def __init__(self, host, tile_size=0, margin=0, budget_bytes=None):
+    def __init__(self, host, tile_size=0, margin=0, budget_bytes=None,
+                 workers=1):
         self.host = host
         if budget_bytes is None:
             budget_bytes = DEVICE_STATE_BYTES
@@ -177,10 +181,12 @@ class DeviceStates:
             if usable is None:
                 budget_bytes = UNKNOWN_DEVICE_STATE_BYTES
             else:
+                in_flight = (max(workers, 1) - 1) * tile_size * tile_size \
+                    * STATE_BYTES_PER_CELL
                 budget_bytes = max(0, min(
                     DEVICE_STATE_SHARE * usable,
-                    usable - task_device_bytes(tile_size, tile_size,
-                                               margin)))
+                    usable - task_device_bytes(tile_size, tile_size, margin)
+                    - in_flight))
         self.budget = budget_bytes
         self.used = 0
         self.device = OrderedDict()

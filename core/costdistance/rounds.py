@@ -241,7 +241,8 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
         states = StateCache(folder, cache_tiles)
         if backend == "cuda" and not distributed.is_distributed(executor):
             from ._cuda_tiled import DeviceStates  # states kept on the GPU
-            states = DeviceStates(states, size, problem.margin)
+            states = DeviceStates(states, size, problem.margin,
+                                  workers=problem.workers)
         solved = distance_rounds(problem, bands, states, tile_sources,
                                  progress.span(*DISTANCE_SPAN))
         solves = problem.solves

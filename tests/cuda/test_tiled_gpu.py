@@ -220,6 +220,11 @@ def test_device_budgets_leave_room_for_one_task(monkeypatch):
     task = _cuda_tiled.task_device_bytes(CD_SIDE, CD_SIDE, 2)
     _small_gpu(monkeypatch, task + 1000)
     assert _cuda_tiled.DeviceStates({}, CD_SIDE, 2).budget == 1000
+    # two more tasks in flight (a pool of 3): their states too
+    _small_gpu(monkeypatch, task + 1000 + 2 * 24 * CD_SIDE ** 2)
+    assert _cuda_tiled.DeviceStates({}, CD_SIDE, 2, workers=3).budget \
+        == 1000
+    _small_gpu(monkeypatch, task + 1000)
     values = np.ones((2 * CC_SIDE, CC_SIDE), np.float32)
     windows = [TileGrid(values.shape, CC_SIDE).window(r, 0)
                for r in range(2)]
