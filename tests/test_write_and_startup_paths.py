@@ -111,33 +111,3 @@ def test_numba_setup_in_background_once_and_results_unchanged():
     assert result.accumulated[0, 0] == 0.0
     assert np.isnan(result.accumulated[4, 5])
     assert result.accumulated[8, 10] > 0
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.int16, np.float32])
-@pytest.mark.parametrize("shape", [(7, 5), (64, 33), (1, 40)])
-def test_state_filled_in_bands_equals_one_pass(monkeypatch, dtype, shape):
-    from gridgraph.core.costdistance import _cpu
-    rng = np.random.default_rng(11)
-    array = (rng.random(shape) * 50).astype(dtype)
-    valid = rng.random(shape) > 0.2
-    whole = _cpu._initial_state(array, valid, np.int32)
-    monkeypatch.setattr(_cpu, "FILL_MIN_CELLS_PER_THREAD", 1)
-    monkeypatch.setattr(_cpu.numba, "get_num_threads", lambda: 3)
-    banded = _cpu._initial_state(array, valid, np.int32)
-    for field in ("accumulated", "cost", "hops"):
-        assert banded[field].tobytes() == whole[field].tobytes()
-
-
-def test_cost_distance_with_a_banded_fill_is_unchanged(monkeypatch):
-    from gridgraph.core.costdistance import _cpu
-    rng = np.random.default_rng(12)
-    cost = rng.random((57, 43)) * 9 + 0.5
-    cost[rng.random(cost.shape) < 0.1] = np.nan
-    cost[20, 20] = 1.0
-    keywords = dict(sources=np.array([[20, 20]]), connectivity=16,
-                    backend="cpu")
-    before = cost_distance(cost, **keywords)
-    monkeypatch.setattr(_cpu, "FILL_MIN_CELLS_PER_THREAD", 100)
-    after = cost_distance(cost, **keywords)
-    for name in ("accumulated", "direction", "allocation"):
-        assert getattr(after, name).tobytes() == getattr(before, name).tobytes()

@@ -256,7 +256,7 @@ def _initial_state(array, valid, index):
     state = np.empty(rows * cols, dtype=_state_dtype(index))
     if array.dtype.isnative and array.dtype.kind in "iuf" \
             and array.dtype != np.float16:
-        _fill_in_bands(state, array, np.ascontiguousarray(valid, np.bool_))
+        _fill_state(state, array, np.ascontiguousarray(valid, np.bool_))
         return state
     # other dtypes and byte orders: field assignment converts them without
     # a float64 copy of the whole raster
@@ -265,34 +265,6 @@ def _initial_state(array, valid, index):
     grid["accumulated"] = np.where(valid, np.inf, -np.inf)
     grid["hops"] = 1
     return state
-
-
-# Cells a thread of the fill gets at least (below, one thread: starting
-# threads costs more than the pass).
-FILL_MIN_CELLS_PER_THREAD = 1 << 20
-
-
-def _fill_in_bands(state, array, valid):
-    """:func:`_fill_state` over row bands, one Python thread each (the
-    kernel releases the GIL), as many as numba's threads.  The pass is
-    mostly the first touch of the state's fresh pages (24 bytes a cell),
-    which the kernel serves on every core: 4096² cells took 0.9-2.4 s on
-    one thread of the 2-core box.  Each band's slices are C-contiguous,
-    so the one compiled kernel per cost dtype serves them."""
-    rows, cols = array.shape
-    threads = min(numba.get_num_threads(), rows,
-                  max(1, rows * cols // FILL_MIN_CELLS_PER_THREAD))
-    if threads <= 1:
-        _fill_state(state, array, valid)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-    bounds = [rows * k // threads for k in range(threads + 1)]
-    with ThreadPoolExecutor(threads) as pool:
-        bands = [pool.submit(_fill_state, state[top * cols:bottom * cols],
-                             array[top:bottom], valid[top:bottom])
-                 for top, bottom in zip(bounds[:-1], bounds[1:])]
-        for band in bands:
-            band.result()
 
 
 @njit(cache=True, nogil=True)
