@@ -70,6 +70,9 @@ WAIT_FOR_LOWER_NEIGHBOURS = False
 # ~0.1 s of fixed work (state copy, cost read): 261 s / 57 s (57 %) against
 # 244 s / 47 s (65 %) without, so it stays off.
 SETTLE_DELTA_TILES = None
+# The hops rounds' slack (tile sides of hops) and waiting rule, as above.
+HOPS_DELTA_TILES = 2
+HOPS_WAIT_FOR_LOWER_NEIGHBOURS = False
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
 DISTANCE_SPAN = (0.1, 0.7)
@@ -547,15 +550,18 @@ def hops_rounds(problem, bands, states, tile_sources, solved, progress):
     for t in tile_sources:
         hop_key[t] = 0.0
     hop_key[~solved] = np.inf  # never reached: nothing to do
-    slack = ROUND_DELTA_TILES * grid.tile_size
+    slack = HOPS_DELTA_TILES * grid.tile_size
     flight_key = np.full(grid.count, np.inf)
+    neighbours = tile_neighbours(grid) if HOPS_WAIT_FOR_LOWER_NEIGHBOURS \
+        else None
     reached = max(int(solved.sum()), 1)
     pool = tiling.TaskPool(problem.executor, keep=True, name="hops_tile",
                            resources=problem.resources)
     try:
         while True:
             while len(pool) < problem.workers:
-                t = _next_tile(hop_key, flight_key, slack, len(pool) == 0)
+                t = _next_tile(hop_key, flight_key, slack, len(pool) == 0,
+                               neighbours)
                 if t < 0:
                     break
                 flight_key[t], hop_key[t] = hop_key[t], np.inf
