@@ -5,6 +5,9 @@
 #                                   MST and components in another at the
 #                                   same time: 2 of 16 cores), then 8 and 16
 #   bench/dask_device.sh four    -- 4 workers, then the GPU-worker check
+#   bench/dask_device.sh ab      -- cost distance at 8 workers with one
+#                                   scheduling switch each (against the
+#                                   8-worker row of table)
 # Run from the checkout's root; results (JSON rows with output digests,
 # logs) go to $OUT.  The machine needs the numpy 2.3.5 wheel (DEVICE.md) and
 # Dask: wheels of distributed and its dependencies (pip download
@@ -26,6 +29,12 @@ table)
     $B --workers 8 16 --operations costdistance components mst \
         --json "$OUT/w8-16.json" > "$OUT/w8-16.log" 2>&1
     ;;
+ab)
+    $B --workers 8 --operations costdistance --no-prefer-free-workers \
+        --json "$OUT/ab-no-prefer-free.json" > "$OUT/ab-no-prefer-free.log" 2>&1
+    $B --workers 8 --operations costdistance --hops-wait-for-neighbours \
+        --json "$OUT/ab-hops-wait.json" > "$OUT/ab-hops-wait.log" 2>&1
+    ;;
 four)
     $B --workers 4 --operations costdistance components mst \
         --json "$OUT/w4.json" > "$OUT/w4.log" 2>&1
@@ -39,7 +48,7 @@ four)
         --json "$OUT/gpu.json" > "$OUT/gpu.log" 2>&1
     ;;
 esac
-tail -n 30 "$OUT"/*.log
+tail -n 12 "$OUT"/*.log
 python3 - "$OUT" <<'PY'
 import glob, json, sys
 rows = []
