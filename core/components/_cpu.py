@@ -19,8 +19,10 @@ of rows at a time so Python can report progress (and honour a cancel) between
 blocks.
 """
 
+import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
@@ -130,7 +132,7 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     rows_per_call = max(1, _CELLS_PER_CALL // cols)
     workers = min(strip_starts.size, _cpu_count())
 
-    with ThreadPoolExecutor(workers) if workers > 1 else _Serial() as pool:
+    with _pool(workers) as pool:
 
         def first_pass_rows(strip, top, row_start, row_stop):
             next_labels[strip] = first_pass(
@@ -184,7 +186,7 @@ def _label_blocks(values, valid, progress, strips):
     block_rows_per_call = max(1, _CELLS_PER_CALL // (2 * cols))
     workers = min(strip_starts.size, _cpu_count())
 
-    with ThreadPoolExecutor(workers) if workers > 1 else _Serial() as pool:
+    with _pool(workers) as pool:
 
         def first_pass_block_rows(strip, top, start, stop):
             next_labels[strip] = first_pass(
@@ -242,31 +244,67 @@ def _strip_bounds(units, rows, cols, strips):
 
 
 def _first_passes(pool, strip_starts, strip_stops, per_call, run, progress):
-    """``run(strip, top, start, stop)`` over every strip concurrently,
-    ``per_call`` units of each at a time, reporting progress between."""
-    longest = int((strip_stops - strip_starts).max())
-    for offset in range(0, longest, per_call):
-
-        def chunk(strip):
-            top = strip_starts[strip]
-            start = top + offset
-            stop = min(start + per_call, strip_stops[strip])
-            if start < stop:
-                run(strip, top, start, stop)
-
-        _wait(pool.map(chunk, range(strip_starts.size)))
-        progress(_FIRST_PASS_END * min(offset + per_call, longest) / longest)
+    """``run(strip, top, start, stop)`` over every strip concurrently, each
+    strip ``per_call`` units at a time in its own task (no barrier between
+    a strip's calls: on a virtual machine every barrier costs the wake-up
+    of sleeping threads), progress reported between the calling thread's
+    calls."""
+    jobs = []
+    for strip in range(strip_starts.size):
+        top = int(strip_starts[strip])
+        stop = int(strip_stops[strip])
+        jobs.append([functools.partial(run, strip, top, start,
+                                       min(start + per_call, stop))
+                     for start in range(top, stop, per_call)])
+    _run_jobs(pool, jobs, progress, 0.0, _FIRST_PASS_END)
 
 
 def _second_passes(pool, units, per_call, workers, run, progress):
-    """``run(start, stop)`` over ``units`` in chunks of ``per_call``, one
-    chunk per worker at a time, reporting progress between."""
-    step = per_call * workers
-    for offset in range(0, units, step):
-        _wait(pool.map(lambda start: run(start, min(start + per_call, units)),
-                       range(offset, min(offset + step, units), per_call)))
-        progress(_RESOLVE_END + (1.0 - _RESOLVE_END)
-                 * min(offset + step, units) / units)
+    """``run(start, stop)`` over ``units``: one contiguous share per
+    worker, ``per_call`` units at a time, reporting progress between."""
+    bounds = np.linspace(0, units, workers + 1).round().astype(np.int64)
+    jobs = [[functools.partial(run, start, min(start + per_call, stop))
+             for start in range(int(first), int(stop), per_call)]
+            for first, stop in zip(bounds[:-1], bounds[1:])]
+    _run_jobs(pool, jobs, progress, _RESOLVE_END, 1.0)
+
+
+def _run_jobs(pool, jobs, progress, low, high):
+    """Run the calls of each job in order, the jobs concurrently: job 0 on
+    the calling thread, the others as one pool task each.  Progress goes
+    from ``low`` to ``high`` as calls finish; it is reported (and a cancel
+    honoured) on the calling thread between its calls and at the end.  A
+    cancel or a failing call stops every job before its next call, and
+    the error is raised here once all have stopped."""
+    total = max(1, sum(len(calls) for calls in jobs))
+    done = [0] * len(jobs)  # one writer each
+    stop = threading.Event()
+
+    def report():
+        progress(low + (high - low) * sum(done) / total)
+
+    def job(index, check):
+        for call in jobs[index]:
+            if stop.is_set():
+                return
+            call()
+            done[index] += 1
+            if check:
+                report()
+
+    futures = [pool.submit(job, index, False)
+               for index in range(1, len(jobs))]
+    try:
+        if jobs:
+            job(0, True)
+        for future in futures:
+            future.result()
+        report()
+    except BaseException:
+        stop.set()
+        for future in futures:
+            future.exception()  # wait, whatever it raised
+        raise
 
 
 def _strip_count(rows, cols):
@@ -294,6 +332,21 @@ class _Serial:
     @staticmethod
     def map(function, *iterables):
         return map(function, *iterables)
+
+    @staticmethod
+    def submit(function, *args):
+        future = Future()
+        try:
+            future.set_result(function(*args))
+        except BaseException as error:  # noqa: BLE001 - kept for result()
+            future.set_exception(error)
+        return future
+
+
+def _pool(workers):
+    """A pool for the ``workers - 1`` threads beside the calling one (the
+    calling thread runs a share itself), or the calling thread alone."""
+    return ThreadPoolExecutor(workers - 1) if workers > 1 else _Serial()
 
 
 def _wait(results):
