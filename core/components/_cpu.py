@@ -728,17 +728,19 @@ def _resolve(parent, first_labels, next_labels):
     """Turn ``parent`` into final labels: roots, in increasing provisional
     order (= scan order of first cells), get 1, 2, ...; returns the count.
     Strip ``s`` used provisional labels ``first_labels[s]:next_labels[s]``."""
-    count = 0
+    count = np.int64(0)
     for strip in range(first_labels.size):
-        for provisional in range(first_labels[strip], next_labels[strip]):
+        for provisional in range(np.uint64(first_labels[strip]),
+                                 np.uint64(next_labels[strip])):
             root = parent[provisional]
-            if root == provisional:
-                count += 1
-                parent[provisional] = count
-            else:
-                # Union by minimum keeps parent < node for non-roots, and
-                # every smaller label in use already holds its final label.
-                parent[provisional] = parent[root]
+            # Union by minimum keeps parent < node for non-roots, and every
+            # smaller label in use already holds its final label; a root
+            # reads itself.  No branch: roots and non-roots alternate at
+            # random on rough rasters (a mispredicted branch per label).
+            is_root = np.int64(root == provisional)
+            count += is_root
+            parent[provisional] = _select(is_root, count,
+                                          np.int64(parent[root]))
     return count
 
 
