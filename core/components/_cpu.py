@@ -746,9 +746,10 @@ def _resolve(parent, first_labels, next_labels):
 
 @njit(cache=True, nogil=True)
 def _second_pass(labels, final, row_start, row_stop):
-    cols = labels.shape[1]
     # final[0] == 0, so background needs no branch (which random masks
-    # would mispredict half the time)
+    # would mispredict half the time); row views and unsigned label
+    # indices: no negative-index fix-up per cell
     for row in range(row_start, row_stop):
-        for col in range(cols):
-            labels[row, col] = final[labels[row, col]]
+        cells = labels[row]
+        for col in range(cells.size):
+            cells[col] = final[np.uint64(cells[col])]
