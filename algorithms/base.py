@@ -604,6 +604,8 @@ class GridGraphAlgorithm(QgsProcessingAlgorithm):
         """Run :meth:`runAlgorithm` with the failure contract around it:
         stale leftovers of killed runs swept, SIGTERM turned into a cancel,
         every output published together or none (see :class:`OutputSet`)."""
+        # numba's one-time set-up overlaps with reading the input
+        warmup.prepare_in_background()
         guard = scratch.TerminationGuard(feedback.cancel)
         with guard:
             try:

@@ -117,7 +117,8 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
     return ({"accumulated": result.accumulated,
              "direction": result.direction,
              "allocation": result.allocation},
-            f"{result.tile_solves} tile solves")
+            f"{result.tile_solves} tile solves, "
+            f"{getattr(result, 'hops_visits', '?')} hops visits")
 
 
 def simulate(args, shape, dem, mask):
@@ -169,6 +170,15 @@ def simulate(args, shape, dem, mask):
                     f"{t:.2f}" for t in tenths(marks, executor.clock)))
             del outputs
             shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def settings():
+    """The cost distance's scheduling switches of this run."""
+    from gridgraph.core.costdistance import rounds
+    return {name: getattr(rounds, name) for name in (
+        "ROUND_DELTA_TILES", "WAIT_FOR_LOWER_NEIGHBOURS",
+        "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
+        "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
 
 
 def run_header(args, shape):
@@ -250,6 +260,13 @@ def main():
     parser.add_argument("--wait-for-neighbours", action="store_true",
                         help="cost distance: no tile starts beside a lower "
                         "one in flight (rounds.WAIT_FOR_LOWER_NEIGHBOURS)")
+    parser.add_argument("--no-hops-wait-for-neighbours", action="store_true",
+                        help="cost distance: hops visits start by key "
+                        "alone (rounds.HOPS_WAIT_FOR_LOWER_NEIGHBOURS off)")
+    parser.add_argument("--no-prefer-free-workers", action="store_true",
+                        help="cost distance: start tiles by key alone, "
+                        "wherever their state is "
+                        "(rounds.PREFER_FREE_WORKERS off)")
     args = parser.parse_args()
     from gridgraph.core.costdistance import rounds
     if args.round_delta is not None:
@@ -258,6 +275,10 @@ def main():
         rounds.SETTLE_DELTA_TILES = args.settle_delta or None
     if args.wait_for_neighbours:
         rounds.WAIT_FOR_LOWER_NEIGHBOURS = True
+    if args.no_hops_wait_for_neighbours:
+        rounds.HOPS_WAIT_FOR_LOWER_NEIGHBOURS = False
+    if args.no_prefer_free_workers:
+        rounds.PREFER_FREE_WORKERS = False
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)
     if args.inputs_only or args.simulate:
         dem, mask = make_inputs(args.workdir, shape)
@@ -322,6 +343,7 @@ def main():
                 same = reference.setdefault(operation, digests) == digests
                 rows.append(dict(operation=operation, workers=workers,
                                  seconds=seconds, same=same, note=note,
+                                 settings=settings(),
                                  digests=digests,
                                  load=(load_before, os.getloadavg()[0]),
                                  tenths=tenths(marks, seconds)))

@@ -5,6 +5,10 @@
 #                                   MST and components in another at the
 #                                   same time: 2 of 16 cores), then 8 and 16
 #   bench/dask_device.sh four    -- 4 workers, then the GPU-worker check
+#   bench/dask_device.sh sixteen -- cost distance at 16 workers alone
+#   bench/dask_device.sh ab      -- cost distance at 8 workers with one
+#                                   scheduling switch each (against the
+#                                   8-worker row of table)
 # Run from the checkout's root; results (JSON rows with output digests,
 # logs) go to $OUT.  The machine needs the numpy 2.3.5 wheel (DEVICE.md) and
 # Dask: wheels of distributed and its dependencies (pip download
@@ -26,6 +30,16 @@ table)
     $B --workers 8 16 --operations costdistance components mst \
         --json "$OUT/w8-16.json" > "$OUT/w8-16.log" 2>&1
     ;;
+ab)
+    $B --workers 8 --operations costdistance --no-prefer-free-workers \
+        --json "$OUT/ab-no-prefer-free.json" > "$OUT/ab-no-prefer-free.log" 2>&1
+    $B --workers 8 --operations costdistance --no-hops-wait-for-neighbours \
+        --json "$OUT/ab-no-hops-wait.json" > "$OUT/ab-no-hops-wait.log" 2>&1
+    ;;
+sixteen)
+    $B --workers 16 --operations costdistance \
+        --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
+    ;;
 four)
     $B --workers 4 --operations costdistance components mst \
         --json "$OUT/w4.json" > "$OUT/w4.log" 2>&1
@@ -39,7 +53,7 @@ four)
         --json "$OUT/gpu.json" > "$OUT/gpu.log" 2>&1
     ;;
 esac
-tail -n 30 "$OUT"/*.log
+tail -n 12 "$OUT"/*.log
 python3 - "$OUT" <<'PY'
 import glob, json, sys
 rows = []

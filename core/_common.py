@@ -1,7 +1,9 @@
 """Helpers shared by every operation: input loading, validity masks, backend
 choice, progress and cancellation.  Nothing here imports qgis."""
 
+import ctypes
 import os
+import sys
 
 import numpy as np
 
@@ -21,6 +23,8 @@ def index_dtype(n_cells):
 
 def cuda_available():
     """True when numba can reach a CUDA device (or its simulator)."""
+    if not _cuda_driver_may_load():
+        return False
     try:
         from numba import cuda
     except ImportError:  # pragma: no cover - numba is a hard dependency
@@ -29,6 +33,30 @@ def cuda_available():
         return bool(cuda.is_available())
     except Exception:  # driver present but broken
         return False
+
+
+def _cuda_driver_may_load():
+    """False only when numba's CUDA driver search is bound to fail: on
+    Linux, no simulator asked for, no NUMBA_CUDA_DRIVER given and none of
+    the library names and folders numba tries (numba.cuda.cudadrv.driver.
+    locate_driver_and_loader) loads.  Every GridGraph algorithm asks at
+    start-up (the backend parameter's label), so every qgis_process run,
+    other providers' too, paid ~0.07-0.1 s for importing numba.cuda on a
+    machine without a GPU; this costs a few failed dlopen calls."""
+    if not sys.platform.startswith("linux") \
+            or os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") \
+            or os.environ.get("NUMBA_CUDA_DRIVER"):
+        return True
+    names = ("libcuda.so", "libcuda.so.1")
+    for candidate in names + tuple(os.path.join(folder, name)
+                                   for folder in ("/usr/lib", "/usr/lib64")
+                                   for name in names):
+        try:
+            ctypes.CDLL(candidate)
+        except OSError:
+            continue
+        return True
+    return False
 
 
 def resolve_backend(backend):

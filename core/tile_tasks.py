@@ -7,6 +7,7 @@ distance's propagation).  With ``keep=True`` a task's large state stays
 where it was computed (a future on a Dask worker).
 """
 
+import functools
 from concurrent.futures import FIRST_COMPLETED, wait
 
 from . import distributed
@@ -17,6 +18,11 @@ from ._common import Progress
 # H100 host's CPUs (components, neuse40, 8 workers: 2.29 s against 2.28 s,
 # 2026-11-24 12:23 UTC, bench/dask_variants.py).
 DASK_IN_FLIGHT_PER_THREAD = 2
+# run_tasks(batch="auto") on a Dask cluster: tiles grouped into about this
+# many Dask tasks per worker thread.  Short tile tasks (components: ~15 ms
+# at 1024 x 1024) are otherwise bound by the driver's and scheduler's cost
+# per task (submit, result, progress), not by the workers.
+BATCHES_PER_THREAD = 4
 
 def executor_workers(executor):
     """How many tile tasks may run at once under ``executor``: 1 in-process,
@@ -55,7 +61,7 @@ def release_free_memory():
 
 
 def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
-              count=None, keep=False, resources=None):
+              count=None, keep=False, resources=None, batch=None):
     """Run ``function(*task)`` for every task.
 
     ``tasks`` may be a generator (then give ``count``): tasks are drawn
@@ -81,6 +87,13 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     ``resources``: the Dask resources each task needs
     (:func:`gridgraph.core.distributed.task_resources`: the GPU of a CUDA
     task); ignored by other executors.
+
+    ``batch="auto"`` (without ``keep``): on a Dask cluster, consecutive
+    tasks are grouped so that each worker thread gets about
+    :data:`BATCHES_PER_THREAD` Dask tasks, each running its tiles one
+    after the other (:func:`_run_batch`); the same calls, so the same
+    results.  Only for tasks whose arguments are values (a future among
+    them would pull every state of the group to one worker).
     """
     progress = progress if progress is not None else Progress()
     total = len(tasks) if count is None else count
@@ -100,8 +113,16 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
             progress((index + 1) / max(total, 1))
         return results
     if distributed.is_dask_client(executor):
-        _run_on_dask(executor, function, tasks, total, consume, progress,
-                     keep, resources)
+        size = 1
+        if batch == "auto" and not keep:
+            size = max(1, total // (BATCHES_PER_THREAD
+                                    * distributed.cluster_threads(executor)))
+        if size > 1:
+            _run_batches_on_dask(executor, function, tasks, total, size,
+                                 consume, progress, resources)
+        else:
+            _run_on_dask(executor, function, tasks, total, consume, progress,
+                         keep, resources)
         return results
     in_flight = {}
     limit = 2 * executor_workers(executor)
@@ -135,14 +156,14 @@ def write_in_task(sink, function, source, window, *arguments):
 
 
 def _run_on_dask(client, function, tasks, total, consume, progress, keep,
-                 resources=None):
+                 resources=None, name=None):
     """:func:`run_tasks` on a Dask client (see there)."""
     import operator
     import uuid
 
     from distributed import as_completed
 
-    name = getattr(function, "__name__", None) or getattr(
+    name = name or getattr(function, "__name__", None) or getattr(
         getattr(function, "func", None), "__name__", "tile")
     limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
@@ -193,6 +214,36 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         raise
 
 
+def _run_batch(function, tasks):
+    """``function(*task)`` for each task of a batch, in order."""
+    results = [function(*task) for task in tasks]
+    release_free_memory()
+    return results
+
+
+def _run_batches_on_dask(client, function, tasks, total, size, consume,
+                         progress, resources=None):
+    """:func:`run_tasks` on a Dask client, ``size`` tasks per Dask task
+    (the last batch may be smaller)."""
+    import itertools
+
+    starts = range(0, total, size)
+
+    def batches():
+        for start in starts:
+            yield (function, list(itertools.islice(tasks,
+                                                   min(size, total - start))))
+
+    def consume_batch(index, results):
+        for k, result in enumerate(results):
+            consume(starts[index] + k, result)
+
+    _run_on_dask(client, _run_batch, batches(), len(starts), consume_batch,
+                 progress, False, resources,
+                 name=getattr(function, "__name__", None) or getattr(
+                     getattr(function, "func", None), "__name__", "tile"))
+
+
 def _dask_result(future, value, name):
     """The value ``as_completed(with_results=True, raise_errors=False)``
     gave with ``future``; a failed task's error raised, explained."""
@@ -220,7 +271,8 @@ class TaskPool:
     ``cancel()`` cancels what is outstanding (on errors and on cancel).
     """
 
-    def __init__(self, executor, keep=False, name="tile", resources=None):
+    def __init__(self, executor, keep=False, name="tile", resources=None,
+                 locality=False):
         self.executor = executor
         self.resources = resources
         self.keep = keep
@@ -229,6 +281,11 @@ class TaskPool:
         self._done = []
         self._serial = 0
         self._dask = distributed.is_dask_client(executor)
+        # where each tag's last result is (a worker address), and the
+        # tasks in flight per worker: see can_start
+        self.worker_of = {}
+        self._threads = None
+        self._busy = {}
         if self._dask:
             import uuid
 
@@ -237,9 +294,34 @@ class TaskPool:
                                            with_results=True,
                                            raise_errors=False)
             self._run = uuid.uuid4().hex[:12]
+            if locality and keep and resources is None:
+                self._threads = {
+                    address: worker["nthreads"] for address, worker in
+                    executor.scheduler_info()["workers"].items()}
+                self._busy = dict.fromkeys(self._threads, 0)
 
     def __len__(self):
         return len(self.outstanding) + len(self._done)
+
+    def can_start(self, tag):
+        """Whether a task for ``tag`` would start at once: with locality
+        (a Dask cluster, ``keep``), the worker holding ``tag``'s last state
+        has a thread free (or, for a tag without one, some worker has);
+        always True otherwise.  Dask runs a task where its state is, so a
+        driver that starts the tiles whose worker is busy leaves others
+        idle until work stealing moves a task and its state."""
+        if self._threads is None:
+            return True
+        where = self.worker_of.get(tag)
+        if where is None or where not in self._threads:
+            return self._free_worker() is not None
+        return self._busy[where] < self._threads[where]
+
+    def _free_worker(self):
+        for address, threads in self._threads.items():
+            if self._busy[address] < threads:
+                return address
+        return None
 
     def submit(self, tag, function, *arguments):
         if self.executor is None:
@@ -254,8 +336,22 @@ class TaskPool:
         key = f"{self.name}-{self._run}-{self._serial}"
         self._serial += 1
         client = self.executor
+        target = None
+        restriction = {}
+        if self._threads is not None:
+            target = self.worker_of.get(tag)
+            if target not in self._threads:
+                # no state yet (or its worker left): a free worker, as a
+                # hint only (any other may run it, e.g. when it dies)
+                target = self._free_worker()
+                if target is not None:
+                    restriction = dict(workers=[target],
+                                       allow_other_workers=True)
+            if target is not None:
+                self._busy[target] += 1
+            function = functools.partial(_located, function)
         future = client.submit(function, *arguments, key=key, pure=False,
-                               resources=self.resources)
+                               resources=self.resources, **restriction)
         state = None
         if self.keep:
             state = client.submit(operator.getitem, future, 1,
@@ -264,7 +360,7 @@ class TaskPool:
             future = client.submit(operator.getitem, future, 0,
                                    key=key + "-message",
                                    resources=self.resources)
-        self.outstanding[future] = (tag, state)
+        self.outstanding[future] = (tag, state, target)
         self._completed.add(future)
 
     def next_done(self):
@@ -273,8 +369,12 @@ class TaskPool:
             return self._done.pop(0)
         if self._dask:
             future, value = next(self._completed)
-            tag, state = self.outstanding.pop(future)
+            tag, state, target = self.outstanding.pop(future)
+            if target is not None:
+                self._busy[target] -= 1
             value = _dask_result(future, value, self.name)
+            if self._threads is not None:
+                value, self.worker_of[tag] = value
             return tag, ((value, state) if self.keep else value)
         future = next(iter(wait(list(self.outstanding),
                                 return_when=FIRST_COMPLETED).done))
@@ -284,7 +384,7 @@ class TaskPool:
     def cancel(self):
         futures = list(self.outstanding)
         if self._dask:
-            futures += [state for _, state in self.outstanding.values()
+            futures += [state for _, state, _ in self.outstanding.values()
                         if state is not None]
             if futures:
                 self.executor.cancel(futures, force=True)
@@ -294,3 +394,12 @@ class TaskPool:
             wait(futures)
         self.outstanding.clear()
         self._done.clear()
+
+
+def _located(function, *arguments):
+    """``function(*arguments)``'s ``(message, state)`` as ``((message,
+    address), state)``: the address of the worker that ran it (where the
+    state stays) travels with the message (TaskPool's locality)."""
+    from distributed import get_worker
+    message, state = function(*arguments)
+    return (message, get_worker().address), state

@@ -111,6 +111,43 @@ def test_components_identical(client, tmp_path, connectivity, mode):
     assert_same(result, expected, ["labels"])
 
 
+def test_run_tasks_batched_on_dask(client):
+    """batch="auto": tiles grouped into a few Dask tasks per worker thread,
+    every result handed on in its place."""
+    import operator
+
+    from gridgraph.core import tiling
+    marks = []
+    results = tiling.run_tasks(operator.mul, [(k, 3) for k in range(50)],
+                               client, progress=marks.append, batch="auto")
+    assert results == [3 * k for k in range(50)]
+    # 2 one-thread workers: 50 // (4 * 2) = 6 tasks a batch, 9 batches (a
+    # mark per batch or fewer); one task each would give at least 50 / 4
+    # marks (4 tasks in flight)
+    assert len(marks) <= 9 and marks[-1] == 1.0
+    seen = {}
+    tiling.run_tasks(operator.mul, ((k, 2) for k in range(20)), client,
+                     on_result=seen.__setitem__, count=20, batch="auto")
+    assert seen == {k: 2 * k for k in range(20)}
+
+
+def test_components_many_tiles_batched(client, tmp_path):
+    """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task),
+    labels written by the tasks into out_dir or gathered here."""
+    values = (np.random.default_rng(11).random((64, 72)) < 0.45).astype(
+        np.uint8)
+    expected = connected_components(values, connectivity=8, mode="nonzero")
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    for out_dir in (out, None):
+        result = connected_components(memmap, connectivity=8, mode="nonzero",
+                                      tile_size=TILE, executor=client,
+                                      out_dir=out_dir)
+        assert result.count == expected.count > 20
+        assert_same(result, expected, ["labels"])
+
+
 @pytest.mark.parametrize("connectivity", [4, 8])
 def test_mst_identical_every_output(client, tmp_path, connectivity):
     values = np.random.default_rng(5).integers(0, 9, (19, 22)).astype(

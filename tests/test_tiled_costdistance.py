@@ -429,6 +429,27 @@ def test_next_tile_waits_for_a_lower_neighbour_in_flight():
     assert rounds._next_tile(keys, flight, 10.0, False, neighbours) == 1
 
 
+def test_next_tile_prefers_a_tile_whose_worker_is_free():
+    # waiting: tiles 1 (key 2), 3 (key 5), 6 (key 30); tile 0 in flight
+    from gridgraph.core.costdistance import rounds
+    keys = np.full(16, np.inf)
+    flight = np.full(16, np.inf)
+    flight[0] = 1.0
+    keys[1], keys[3], keys[6] = 2.0, 5.0, 30.0
+    # tile 1's worker busy: the next within the slack whose worker is free
+    assert rounds._next_tile(keys, flight, 10.0, False, None,
+                             lambda t: t != 1) == 3
+    # none free within the slack: still the least tile (it queues there)
+    assert rounds._next_tile(keys, flight, 10.0, False, None,
+                             lambda t: t == 6) == 1
+    assert rounds._next_tile(keys, flight, 10.0, False, None,
+                             lambda t: False) == 1
+    # nothing in flight: the least key, wherever its state is
+    flight[0] = np.inf
+    assert rounds._next_tile(keys, flight, 10.0, True, None,
+                             lambda t: t != 1) == 1
+
+
 def _settle_cases():
     rng = np.random.default_rng(5)
     ties = rng.integers(1, 3, (45, 41)).astype(np.float64)  # costs 1 and 2

@@ -6,7 +6,6 @@ import numpy as np
 from numba import njit
 
 from ..._common import valid_mask
-from .._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
 from .band import _scatter_halo, band_cells
 from .budget import PREDECESSOR_SOURCE, PREDECESSOR_UNREACHED
 
@@ -25,26 +24,41 @@ def _tile_frame(cost_source, window, nodata, state, margin, halo,
     ``frame_label`` and ``frame_flag`` when it has them."""
     rows, cols = window.rows, window.cols
     frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
-    inner = (slice(margin, margin + rows), slice(margin, margin + cols))
-    frame_distance = np.empty((frame_rows, frame_cols))
-    frame_hops = np.zeros((frame_rows, frame_cols), np.int64)
-    frame_cost = np.zeros((frame_rows, frame_cols))
+    # every cell is written: the inside here, the ring by _scatter_halo
+    frame_distance = np.empty(frame_rows * frame_cols)
+    frame_hops = np.empty(frame_rows * frame_cols, np.int64)
+    frame_cost = np.empty(frame_rows * frame_cols)
     cost = cost_source.read(window)
     valid = valid_mask(cost, nodata)
-    frame_cost[inner] = np.where(valid, cost, 0)
     distance, hops = state
-    frame_distance[inner] = np.where(valid, distance.reshape(rows, cols),
-                                     -np.inf)
-    frame_hops[inner] = hops.reshape(rows, cols)
-    frame_distance = frame_distance.reshape(-1)
-    frame_hops = frame_hops.reshape(-1)
-    frame_cost = frame_cost.reshape(-1)
+    _fill_frame(np.ascontiguousarray(cost), valid, distance, hops, margin,
+                frame_distance, frame_hops, frame_cost)
     label = halo.label if halo.label is not None else np.zeros(0, np.int64)
     flag = halo.flag if halo.flag is not None else np.zeros(0, np.uint8)
     _scatter_halo(rows, cols, margin, halo.distance, halo.hops, halo.cost,
                   label, flag, frame_distance, frame_hops, frame_cost,
                   frame_label, frame_flag, frame_known)
     return frame_distance, frame_hops, frame_cost
+
+
+@njit(cache=True, nogil=True)
+def _fill_frame(cost, valid, distance, hops, margin, frame_distance,
+                frame_hops, frame_cost):
+    """The inside of a tile's frame in one pass: costs as float64 (0 where
+    invalid), distances (-inf where invalid) and hops of the state."""
+    rows, cols = cost.shape
+    frame_cols = cols + 2 * margin
+    for r in range(rows):
+        for c in range(cols):
+            frame = (r + margin) * frame_cols + c + margin
+            k = r * cols + c
+            if valid[r, c]:
+                frame_cost[frame] = cost[r, c]
+                frame_distance[frame] = distance[k]
+            else:
+                frame_cost[frame] = 0.0
+                frame_distance[frame] = -np.inf
+            frame_hops[frame] = hops[k]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -78,20 +92,27 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
     """Least hops of a tile's cells over *tight* moves (those that give the
     end its final distance exactly), from its sources and the hops of the
     halo: a breadth-first distance on the tight graph, so the same in any
-    order.  Works on the frame in place; the halo is read only."""
+    order.  Works on the frame in place; the halo is read only.
+
+    Every move costs one hop, so no heap is needed: the seeds (sources at
+    0, band cells lowered by the halo) sorted by their hops are merged
+    with a FIFO queue whose values never decrease (a multi-source
+    breadth-first search, each cell queued at most once from the queue).
+    The binary heap it replaces made a tile's first visit cost as much as
+    its Dijkstra solve."""
     frame_cols = cols + 2 * margin
     connectivity = drow.size
-    capacity = max(1024, 2 * (band_r.size + source_local.size))
-    heap_key = np.empty(capacity, dtype=np.float64)
-    heap_cell = np.empty(capacity, dtype=np.int64)
-    size = 0
+    seed_cell = np.empty(source_local.size + band_r.size, np.int64)
+    seed_hops = np.empty(source_local.size + band_r.size, np.int64)
+    seeds = 0
     for k in range(source_local.size):
         local_row = source_local[k] // cols
         cell = (local_row + margin) * frame_cols \
             + source_local[k] - local_row * cols + margin
         frame_hops[cell] = 0
-        _push(heap_key, heap_cell, size, 0.0, cell)
-        size += 1
+        seed_cell[seeds] = cell
+        seed_hops[seeds] = 0
+        seeds += 1
     for b in range(band_r.size):
         row = band_r[b] + margin
         col = band_c[b] + margin
@@ -110,22 +131,32 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
                 best = frame_hops[start] + 1
         if best < frame_hops[cell]:
             frame_hops[cell] = best
-            if size == capacity:
-                capacity *= 2
-                heap_key = np.resize(heap_key, capacity)
-                heap_cell = np.resize(heap_cell, capacity)
-            _push(heap_key, heap_cell, size, float(best), cell)
-            size += 1
-    while size > 0:
-        key = heap_key[0]
-        cell = heap_cell[0]
-        _pop(heap_key, heap_cell, size)
-        size -= 1
+            seed_cell[seeds] = cell
+            seed_hops[seeds] = best
+            seeds += 1
+    order = np.argsort(seed_hops[:seeds], kind="mergesort")
+    # a cell enters the queue only when its hops drop below a value the
+    # queue has not reached yet: at most once per cell of the tile
+    queue_cell = np.empty(rows * cols + 1, np.int64)
+    queue_hops = np.empty(rows * cols + 1, np.int64)
+    head = 0
+    tail = 0
+    next_seed = 0
+    while next_seed < seeds or head < tail:
+        if head < tail and (next_seed == seeds or queue_hops[head]
+                            <= seed_hops[order[next_seed]]):
+            cell = queue_cell[head]
+            key = queue_hops[head]
+            head += 1
+        else:
+            cell = seed_cell[order[next_seed]]
+            key = seed_hops[order[next_seed]]
+            next_seed += 1
         if key > frame_hops[cell]:
-            continue
+            continue  # lowered again after it was queued
         row = cell // frame_cols
         col = cell - row * frame_cols
-        next_hops = frame_hops[cell] + 1
+        next_hops = key + 1
         for i in range(connectivity):
             to_row = row + drow[i]
             to_col = col + dcol[i]
@@ -137,12 +168,9 @@ def _solve_hops(frame_distance, frame_hops, frame_cost, rows, cols, margin,
                     frame_distance, frame_cost, cell, end, cell, i,
                     frame_cols, passed, step_lengths):
                 frame_hops[end] = next_hops
-                if size == capacity:
-                    capacity *= 2
-                    heap_key = np.resize(heap_key, capacity)
-                    heap_cell = np.resize(heap_cell, capacity)
-                _push(heap_key, heap_cell, size, float(next_hops), end)
-                size += 1
+                queue_cell[tail] = end
+                queue_hops[tail] = next_hops
+                tail += 1
 
 
 def hops_tile(cost_source, window, nodata, state, margin, source_local,
