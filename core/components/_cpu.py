@@ -14,9 +14,11 @@ kernels release the GIL; plain Python threads, so no numba threading layer is
 involved and concurrent QGIS tasks are safe).  Strip ``s`` draws provisional
 labels from its own range starting at ``first_row * cols + 1``, so labels still
 grow with scan order across strips and the minimum-label invariant holds; the
-strips' seams are then merged in the same union-find.  Every pass runs a block
-of rows at a time so Python can report progress (and honour a cancel) between
-blocks.
+strips' seams are then merged in the same union-find.  Each strip (and each
+worker's share of the second pass) is one task on a process-wide pool, the
+calling thread running the first; a task runs its blocks of rows in order with
+no barrier between them, and the calling thread reports progress (and honours
+a cancel, which stops every task at its next block) between its own blocks.
 """
 
 import functools
