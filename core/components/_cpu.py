@@ -14,9 +14,11 @@ kernels release the GIL; plain Python threads, so no numba threading layer is
 involved and concurrent QGIS tasks are safe).  Strip ``s`` draws provisional
 labels from its own range starting at ``first_row * cols + 1``, so labels still
 grow with scan order across strips and the minimum-label invariant holds; the
-strips' seams are then merged in the same union-find.  Every pass runs a block
-of rows at a time so Python can report progress (and honour a cancel) between
-blocks.
+strips' seams are then merged in the same union-find.  Each strip (and each
+worker's share of the second pass) is one task on a process-wide pool, the
+calling thread running the first; a task runs its blocks of rows in order with
+no barrier between them, and the calling thread reports progress (and honours
+a cancel, which stops every task at its next block) between its own blocks.
 """
 
 import functools
@@ -460,8 +462,6 @@ def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
         second = left
         new = vertex & (1 - above_linked) & (1 - left_linked)
     current = _select(take_left, left, base & -vertex)
-    # harmless when no label is made: the next new label writes it again
-    parent[np.uint64(next_label)] = next_label
     return current, next_label + new, merge, first, second
 
 
@@ -616,6 +616,7 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
     left_value = zero_value
     merge_count = np.uint64(0)
     runs = np.int64(0)
+    row_first_label = next_label
     for col in range(cols - 1):
         above_right = np.int64(up[col + 1])
         above_right_value = up_values[col + 1] if not nonzero else \
@@ -635,6 +636,11 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
                    above_left_value, above, above_value, np.int64(0),
                    zero_value, left, left_vertex, left_value, next_label,
                    merge_count, runs, check_valid, nonzero, eight)
+    # the row's new labels are roots until its merges: nothing reads
+    # ``parent`` while the row is scanned, so they are written here, not
+    # a (wasted) store per cell
+    for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
+        parent[new_label] = new_label
     for merge_index in range(merge_count):
         merge_sets(parent, merges[merge_index, 0], merges[merge_index, 1])
     return next_label, runs
