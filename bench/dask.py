@@ -260,9 +260,9 @@ def main():
     parser.add_argument("--wait-for-neighbours", action="store_true",
                         help="cost distance: no tile starts beside a lower "
                         "one in flight (rounds.WAIT_FOR_LOWER_NEIGHBOURS)")
-    parser.add_argument("--hops-wait-for-neighbours", action="store_true",
-                        help="cost distance: the same in the hops rounds "
-                        "(rounds.HOPS_WAIT_FOR_LOWER_NEIGHBOURS)")
+    parser.add_argument("--no-hops-wait-for-neighbours", action="store_true",
+                        help="cost distance: hops visits start by key "
+                        "alone (rounds.HOPS_WAIT_FOR_LOWER_NEIGHBOURS off)")
     parser.add_argument("--no-prefer-free-workers", action="store_true",
                         help="cost distance: start tiles by key alone, "
                         "wherever their state is "
@@ -275,8 +275,8 @@ def main():
         rounds.SETTLE_DELTA_TILES = args.settle_delta or None
     if args.wait_for_neighbours:
         rounds.WAIT_FOR_LOWER_NEIGHBOURS = True
-    if args.hops_wait_for_neighbours:
-        rounds.HOPS_WAIT_FOR_LOWER_NEIGHBOURS = True
+    if args.no_hops_wait_for_neighbours:
+        rounds.HOPS_WAIT_FOR_LOWER_NEIGHBOURS = False
     if args.no_prefer_free_workers:
         rounds.PREFER_FREE_WORKERS = False
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)

