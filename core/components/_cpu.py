@@ -62,6 +62,10 @@ def _blocks_pay_here():
 # per call, so tests set it to run both scans on any machine
 BLOCKS_8 = _blocks_pay_here()
 
+# 4-connected nonzero mode by its own cell scan (_label_row_nonzero_4)
+# rather than the general one; read per call, so tests run both
+TIGHT_4 = True
+
 # A row is labelled run by run when the row before had at most one run
 # per this many cells, else cell by cell (see _label_rows).
 _RUN_SCAN_MIN_CELLS_PER_RUN = 16
@@ -121,8 +125,11 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         progress(1.0)
         return labels, 0
     nonzero = mode == "nonzero"
-    first_pass = _first_pass_nonzero if nonzero else _first_pass_equal
     eight = connectivity == 8
+    first_pass = _first_pass_equal
+    if nonzero:
+        first_pass = _first_pass_nonzero_4 if TIGHT_4 and not eight else \
+            _first_pass_nonzero
 
     strip_starts, strip_stops = _strip_bounds(rows, rows, cols, strips)
     first_labels = strip_starts * cols + 1
@@ -467,9 +474,11 @@ def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
 
 @njit(cache=True, nogil=True, inline="always")
 def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
-                row_stop, next_label, nonzero, eight):
+                row_stop, next_label, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
-    row is ``top``; ``nonzero`` and ``eight`` are compile-time constants.
+    row is ``top``; ``nonzero``, ``eight`` and ``tight`` (4-connected
+    ``nonzero`` mode: the cell scan of :func:`_label_row_nonzero_4`) are
+    compile-time constants.
 
     Each row is labelled cell by cell without branches on the data
     (:func:`_label_row_cells`) or run by run with them
@@ -501,6 +510,11 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
                 listed, nonzero, eight)
             listed = runs
+        elif tight:
+            next_label, runs = _label_row_nonzero_4(
+                values, valid, check_valid, labels, parent, merges, row,
+                has_above, next_label, zero_row)
+            listed = -1
         else:
             next_label, runs = _label_row_cells(
                 values, valid, check_valid, labels, parent, merges, row,
@@ -647,6 +661,70 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _label_row_nonzero_4(values, valid, check_valid, labels, parent, merges,
+                         row, has_above, next_label, zero_row):
+    """:func:`_label_row_cells` for 4-connected ``nonzero`` mode, the
+    commonest case: the scan (:func:`_scan_row_nonzero_4`), then the row's
+    new roots and merges."""
+    up = labels[row - 1] if has_above else zero_row
+    out = labels[row]
+    row_first_label = next_label
+    next_label, merge_count, runs = _scan_row_nonzero_4(
+        values[row], valid[row if check_valid else 0], check_valid, up, out,
+        merges.reshape(merges.size), next_label)
+    merge_cols = merges.reshape(merges.size)
+    for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
+        parent[new_label] = new_label
+    for merge_index in range(merge_count):
+        col = np.uint64(merge_cols[merge_index])
+        merge_sets(parent, np.int64(up[col]), np.int64(out[col - 1]))
+    return next_label, runs
+
+
+@njit(cache=True, nogil=True)
+def _scan_row_nonzero_4(here, inside, check_valid, up, out, merge_cols,
+                        next_label):
+    """Provisional labels ``out`` of one row, 4-connected ``nonzero`` mode,
+    under the row labelled ``up``; returns (next label, merge count,
+    runs), the columns of the cells whose above and left labels must be
+    merged listed in ``merge_cols``.
+
+    Its own function, not inlined: the register allocator then sees only
+    this loop's few live values (inlined into the row loop, with the run
+    scan beside it, LLVM kept loop-invariant pointers and carried values
+    on the stack, 45-51 instructions and 8-9 spills a cell).  The left
+    label enters last through one select; a labelled left neighbour is a
+    foreground one, and a cell merges when it, the cell above and the
+    cell left are foreground and the cell above-left is not."""
+    above_left_linked = np.int64(0)
+    left = np.int64(0)
+    left_vertex = np.int64(0)
+    merge_count = np.uint64(0)
+    runs = np.int64(0)
+    for col in range(np.uint64(here.size)):
+        value = here[col]
+        cell_inside = inside[col] if check_valid else value == value
+        vertex = np.int64(cell_inside & (value != 0))
+        above = np.int64(up[col])
+        above_linked = np.int64(above != 0)
+        start = vertex & (1 - left_vertex)
+        runs += start
+        take_above = vertex & above_linked
+        base = _select(take_above, above, next_label & -vertex)
+        take_left = (vertex & left_vertex) & (1 - above_linked)
+        current = _select(take_left, left, base)
+        next_label += start & (1 - above_linked)
+        merge_cols[merge_count] = col
+        merge_count += np.uint64(take_above & left_vertex &
+                                 (1 - above_left_linked))
+        out[col] = current
+        above_left_linked = above_linked
+        left = current
+        left_vertex = vertex
+    return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _cell_step(here, inside, out, parent, merges, col, above_left,
                above_left_value, above, above_value, above_right,
                above_right_value, left, left_vertex, left_value, next_label,
@@ -696,6 +774,15 @@ def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
                            row_start, row_stop, next_label, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, top,
                        row_start, row_stop, next_label, True, False)
+
+
+@njit(cache=True, nogil=True)
+def _first_pass_nonzero_4(values, valid, check_valid, eight, labels, parent,
+                          top, row_start, row_stop, next_label):
+    """:func:`_first_pass_nonzero`, 4-connected, by the cell scan of
+    :func:`_label_row_nonzero_4` (``eight`` is ignored)."""
+    return _label_rows(values, valid, check_valid, labels, parent, top,
+                       row_start, row_stop, next_label, True, False, True)
 
 
 @njit(cache=True, nogil=True)
