@@ -1,6 +1,6 @@
 """The branch-light per-cell scan (core/components/_cpu.py: ``nonzero``
 and ``equal`` modes at both connectivities; 8-connected nonzero also by
-blocks, 4-connected nonzero also by its own scan, ``TIGHT_4``) label for label against the per-cell scan it replaced (tests/components_previous.py)
+blocks; nonzero mode also by its own scans, ``TIGHT_4``/``TIGHT_8``) label for label against the per-cell scan it replaced (tests/components_previous.py)
 and against scipy-built oracles.
 
 The new scan computes its links as 0/1 masks, takes the left neighbour's
@@ -44,22 +44,24 @@ def check(values, connectivity, mode, valid=None, strips=(1, 2, 3, 7)):
     np.testing.assert_array_equal(previous, expected)
     assert previous_count == expected_count
     # nonzero mode: 8-connected by blocks and cell by cell, whichever
-    # this machine's CPU takes by default; 4-connected by its own cell scan
+    # this machine's CPU takes by default, and cell by cell by its own scan
     # and by the general one
-    scans = [(_cpu.BLOCKS_8, _cpu.TIGHT_4)]
+    scans = [(_cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8)]
     if mode == "nonzero":
-        scans = [(True, True), (False, True)] if connectivity == 8 else \
-            [(False, True), (False, False)]
-    saved = _cpu.BLOCKS_8, _cpu.TIGHT_4
+        scans = [(True, True, True), (False, True, True),
+                 (False, False, False)]
+    saved = _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8
     try:
-        for _cpu.BLOCKS_8, _cpu.TIGHT_4 in scans:
+        for _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 in scans:
+            if connectivity == 4 and _cpu.BLOCKS_8:
+                continue  # blocks are 8-connected only
             for strip_count in strips:
                 labels, count = _cpu.label(values, valid, connectivity, mode,
                                            Progress(), strips=strip_count)
                 np.testing.assert_array_equal(labels, expected)
                 assert count == expected_count
     finally:
-        _cpu.BLOCKS_8, _cpu.TIGHT_4 = saved
+        _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 = saved
 
 
 MODES_AND_CONNECTIVITIES = [("nonzero", 4), ("nonzero", 8), ("equal", 4),

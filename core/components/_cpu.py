@@ -62,9 +62,11 @@ def _blocks_pay_here():
 # per call, so tests set it to run both scans on any machine
 BLOCKS_8 = _blocks_pay_here()
 
-# 4-connected nonzero mode by its own cell scan (_label_row_nonzero_4)
-# rather than the general one; read per call, so tests run both
+# nonzero mode cell by cell by its own scans (_scan_row_nonzero_4 and
+# _8) rather than the general one, 4- and 8-connected; read per call, so
+# tests run both
 TIGHT_4 = True
+TIGHT_8 = True
 
 # A row is labelled run by run when the row before had at most one run
 # per this many cells, else cell by cell (see _label_rows).
@@ -128,8 +130,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     eight = connectivity == 8
     first_pass = _first_pass_equal
     if nonzero:
-        first_pass = _first_pass_nonzero_4 if TIGHT_4 and not eight else \
-            _first_pass_nonzero
+        first_pass = _first_pass_nonzero_tight if (
+            TIGHT_8 if eight else TIGHT_4) else _first_pass_nonzero
 
     strip_starts, strip_stops = _strip_bounds(rows, rows, cols, strips)
     first_labels = strip_starts * cols + 1
@@ -476,9 +478,9 @@ def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
 def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
                 row_stop, next_label, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
-    row is ``top``; ``nonzero``, ``eight`` and ``tight`` (4-connected
-    ``nonzero`` mode: the cell scan of :func:`_label_row_nonzero_4`) are
-    compile-time constants.
+    row is ``top``; ``nonzero``, ``eight`` and ``tight`` (``nonzero`` mode:
+    the cell scans of :func:`_label_row_nonzero`) are compile-time
+    constants.
 
     Each row is labelled cell by cell without branches on the data
     (:func:`_label_row_cells`) or run by run with them
@@ -511,9 +513,9 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
                 listed, nonzero, eight)
             listed = runs
         elif tight:
-            next_label, runs = _label_row_nonzero_4(
+            next_label, runs = _label_row_nonzero(
                 values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, zero_row)
+                has_above, next_label, zero_row, eight)
             listed = -1
         else:
             next_label, runs = _label_row_cells(
@@ -661,23 +663,34 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_row_nonzero_4(values, valid, check_valid, labels, parent, merges,
-                         row, has_above, next_label, zero_row):
-    """:func:`_label_row_cells` for 4-connected ``nonzero`` mode, the
-    commonest case: the scan (:func:`_scan_row_nonzero_4`), then the row's
-    new roots and merges."""
+def _label_row_nonzero(values, valid, check_valid, labels, parent, merges,
+                       row, has_above, next_label, zero_row, eight):
+    """:func:`_label_row_cells` for ``nonzero`` mode, the commonest case:
+    the scan (:func:`_scan_row_nonzero_4` or ``_8``), then the row's new
+    roots and merges (of the labels above and left of each listed cell;
+    8-connected, above-right and above-left, or left when above-left is
+    background)."""
     up = labels[row - 1] if has_above else zero_row
     out = labels[row]
     row_first_label = next_label
-    next_label, merge_count, runs = _scan_row_nonzero_4(
-        values[row], valid[row if check_valid else 0], check_valid, up, out,
-        merges.reshape(merges.size), next_label)
     merge_cols = merges.reshape(merges.size)
+    scan = _scan_row_nonzero_8 if eight else _scan_row_nonzero_4
+    next_label, merge_count, runs = scan(
+        values[row], valid[row if check_valid else 0], check_valid, up, out,
+        merge_cols, next_label)
     for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
         parent[new_label] = new_label
     for merge_index in range(merge_count):
         col = np.uint64(merge_cols[merge_index])
-        merge_sets(parent, np.int64(up[col]), np.int64(out[col - 1]))
+        if eight:
+            first = np.int64(up[col + np.uint64(1)])
+            second = np.int64(up[col - np.uint64(1)])
+            if second == 0:
+                second = np.int64(out[col - np.uint64(1)])
+        else:
+            first = np.int64(up[col])
+            second = np.int64(out[col - np.uint64(1)])
+        merge_sets(parent, first, second)
     return next_label, runs
 
 
@@ -722,6 +735,62 @@ def _scan_row_nonzero_4(here, inside, check_valid, up, out, merge_cols,
         left = current
         left_vertex = vertex
     return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True)
+def _scan_row_nonzero_8(here, inside, check_valid, up, out, merge_cols,
+                        next_label):
+    """:func:`_scan_row_nonzero_4`, 8-connected: the labels above-left and
+    above slide along in registers, the last column (no cell above-right)
+    is its own step.  A cell merges above-right with above-left (or left)
+    when above is background (Wu et al.'s decision tree)."""
+    cols = np.uint64(here.size)
+    above_left = np.int64(0)
+    above = np.int64(up[0])
+    left = np.int64(0)
+    left_vertex = np.int64(0)
+    merge_count = np.uint64(0)
+    runs = np.int64(0)
+    for col in range(cols - np.uint64(1)):
+        (left, left_vertex, next_label, merge_count,
+         runs) = _step_nonzero_8(here, inside, check_valid, out, merge_cols,
+                                 col, above_left, above,
+                                 np.int64(up[col + np.uint64(1)]), left,
+                                 left_vertex, next_label, merge_count, runs)
+        above_left = above
+        above = np.int64(up[col + np.uint64(1)])
+    (left, left_vertex, next_label, merge_count,
+     runs) = _step_nonzero_8(here, inside, check_valid, out, merge_cols,
+                             cols - np.uint64(1), above_left, above,
+                             np.int64(0), left, left_vertex, next_label,
+                             merge_count, runs)
+    return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step_nonzero_8(here, inside, check_valid, out, merge_cols, col,
+                    above_left, above, above_right, left, left_vertex,
+                    next_label, merge_count, runs):
+    """One cell of :func:`_scan_row_nonzero_8`."""
+    value = here[col]
+    cell_inside = inside[col] if check_valid else value == value
+    vertex = np.int64(cell_inside & (value != 0))
+    above_linked = np.int64(above != 0)
+    above_left_linked = np.int64(above_left != 0)
+    above_right_linked = np.int64(above_right != 0)
+    linked_above = above_linked | above_right_linked | above_left_linked
+    runs += vertex & (1 - left_vertex)
+    base = _select(above_linked, above, _select(
+        above_right_linked, above_right,
+        _select(above_left_linked, above_left, next_label))) & -vertex
+    take_left = vertex & left_vertex & (1 - linked_above)
+    current = _select(take_left, left, base)
+    next_label += vertex & (1 - linked_above) & (1 - left_vertex)
+    merge_cols[merge_count] = col
+    merge_count += np.uint64(vertex & (1 - above_linked) & above_right_linked
+                             & (above_left_linked | left_vertex))
+    out[col] = current
+    return current, vertex, next_label, merge_count, runs
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -777,10 +846,13 @@ def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
 
 
 @njit(cache=True, nogil=True)
-def _first_pass_nonzero_4(values, valid, check_valid, eight, labels, parent,
-                          top, row_start, row_stop, next_label):
-    """:func:`_first_pass_nonzero`, 4-connected, by the cell scan of
-    :func:`_label_row_nonzero_4` (``eight`` is ignored)."""
+def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
+                              parent, top, row_start, row_stop, next_label):
+    """:func:`_first_pass_nonzero` by the cell scans of
+    :func:`_label_row_nonzero`."""
+    if eight:
+        return _label_rows(values, valid, check_valid, labels, parent, top,
+                           row_start, row_stop, next_label, True, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, top,
                        row_start, row_stop, next_label, True, False, True)
 
