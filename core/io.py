@@ -102,6 +102,16 @@ def read_band(path, band=1):
                       dataset.GetProjection())
 
 
+# Bytes a banded read or write request covers at least (in whole block
+# rows): 16 MB keeps GDAL's decoding and compressing threads busy.
+IO_BAND_BYTES = 16 << 20
+
+
+def _band_rows(block_rows, row_bytes):
+    """Rows of a band: whole blocks, at least IO_BAND_BYTES."""
+    return block_rows * max(1, -(-IO_BAND_BYTES // (block_rows * row_bytes)))
+
+
 def _write_in_bands(dataset, band, array, flush_each):
     """``band.WriteArray(array)``, a band of block rows at a time with the
     dataset flushed after each when ``flush_each``: GDAL's block cache
@@ -114,10 +124,8 @@ def _write_in_bands(dataset, band, array, flush_each):
         band.WriteArray(array)
         band.FlushCache()
         return
-    block_rows = max(1, band.GetBlockSize()[1])
-    row_bytes = max(1, array.shape[1] * array.dtype.itemsize)
-    band_rows = block_rows * max(1, -(-READ_BAND_BYTES
-                                      // (block_rows * row_bytes)))
+    band_rows = _band_rows(max(1, band.GetBlockSize()[1]),
+                           max(1, array.shape[1] * array.dtype.itemsize))
     try:
         for top in range(0, rows, band_rows):
             band.WriteArray(array[top:top + band_rows], 0, top)
@@ -129,10 +137,6 @@ def _write_in_bands(dataset, band, array, flush_each):
         dataset = band = None  # noqa: F841
         traceback.clear_frames(error.__traceback__)
         raise
-
-
-# Bytes a read or write request covers at least (whole block rows).
-READ_BAND_BYTES = 16 << 20
 
 
 def _read_in_bands(dataset, raster_band):
@@ -148,9 +152,7 @@ def _read_in_bands(dataset, raster_band):
     first = raster_band.ReadAsArray(0, 0, cols, min(block_rows, rows))
     if first is None or first.shape[0] >= rows:
         return first
-    row_bytes = max(1, cols * first.dtype.itemsize)
-    band_rows = block_rows * max(1, -(-READ_BAND_BYTES
-                                      // (block_rows * row_bytes)))
+    band_rows = _band_rows(block_rows, max(1, cols * first.dtype.itemsize))
     array = np.empty((rows, cols), dtype=first.dtype)
     array[:first.shape[0]] = first
     top = first.shape[0]

@@ -203,6 +203,7 @@ def start_in_background(log=None):
 
 
 _prepare_thread = None
+_prepare_lock = threading.Lock()
 
 
 def prepare_in_background():
@@ -219,7 +220,7 @@ def prepare_in_background():
     already started).  Changes no result.
     """
     global _prepare_thread
-    with _lock_prepare:
+    with _prepare_lock:
         if _prepare_thread is not None:
             return None
 
@@ -236,9 +237,6 @@ def prepare_in_background():
                                            name="gridgraph-numba-setup")
         _prepare_thread.start()
         return _prepare_thread
-
-
-_lock_prepare = threading.Lock()
 
 
 def main():

@@ -130,7 +130,7 @@ def test_band_read_in_bands_equals_readasarray(tmp_path, monkeypatch, layout,
     dataset.GetRasterBand(1).WriteArray(values)
     dataset = None
     # bands of a few block rows: several requests, a short last one
-    monkeypatch.setattr(io, "READ_BAND_BYTES", 40 * 57)
+    monkeypatch.setattr(io, "IO_BAND_BYTES", 40 * 57)
     band = io.read_band(path)
     reopened = gdal.Open(path)  # a band does not keep its dataset alive
     expected = reopened.GetRasterBand(1).ReadAsArray()
@@ -145,7 +145,7 @@ def test_raster_written_in_bands_reads_back_the_same(tmp_path, monkeypatch,
     values = (rng.random((517, 300)) * 1000).astype(dtype)
     if dtype != np.int32:
         values[100:140, :] = np.nan
-    monkeypatch.setattr(io, "READ_BAND_BYTES", 1)  # one block row a band
+    monkeypatch.setattr(io, "IO_BAND_BYTES", 1)  # one block row a band
     path = str(tmp_path / "out.tif")
     io.write_raster(path, values, GEOTRANSFORM, "", 0)
     written = gdal.Open(path)

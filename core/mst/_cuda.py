@@ -256,6 +256,22 @@ def _jump(parent, n, hook, packed, best_key, best_id):
             best_id[v] = NONE
 
 
+@cuda.jit(device=True, cache=True)
+def _forward_cell(valid, rows, cols, eight, forward, r, c, rank):
+    """The valid cell across forward edge ``rank`` of cell (r, c), or -1
+    (off the grid, a diagonal in 4-connectivity, or nodata)."""
+    if (rank & 1) and not eight:
+        return np.int64(-1)
+    nr = r + forward[rank, 0]
+    nc = c + forward[rank, 1]
+    if nr >= rows or nc < 0 or nc >= cols:
+        return np.int64(-1)
+    u = nr * cols + nc
+    if not valid[u]:
+        return np.int64(-1)
+    return u
+
+
 @cuda.jit(cache=True)
 def _grid_offer(values, valid, rows, cols, eight, weight_index, half,
                 weight64, packed, stage, forward, parent, best_key, best_id,
@@ -271,14 +287,8 @@ def _grid_offer(values, valid, rows, cols, eight, weight_index, half,
         c = v - r * cols
         x = values[v]
         for rank in range(4):
-            if (rank & 1) and not eight:
-                continue
-            nr = r + forward[rank, 0]
-            nc = c + forward[rank, 1]
-            if nr >= rows or nc < 0 or nc >= cols:
-                continue
-            u = nr * cols + nc
-            if not valid[u]:
+            u = _forward_cell(valid, rows, cols, eight, forward, r, c, rank)
+            if u < 0:
                 continue
             ru = _find(parent, u)
             if ru == rv:
@@ -310,27 +320,15 @@ def _grid_cut_edges(values, valid, rows, cols, eight, weight_index, half,
         r = v // cols
         c = v - r * cols
         for rank in range(4):
-            if (rank & 1) and not eight:
-                continue
-            nr = r + forward[rank, 0]
-            nc = c + forward[rank, 1]
-            if nr >= rows or nc < 0 or nc >= cols:
-                continue
-            u = nr * cols + nc
-            if valid[u] and _find(parent, u) != rv:
+            u = _forward_cell(valid, rows, cols, eight, forward, r, c, rank)
+            if u >= 0 and _find(parent, u) != rv:
                 cut += 1
     slot = block_reserve(cut, n_out, scratch)
     if cut > 0:
         x = values[v]
         for rank in range(4):
-            if (rank & 1) and not eight:
-                continue
-            nr = r + forward[rank, 0]
-            nc = c + forward[rank, 1]
-            if nr >= rows or nc < 0 or nc >= cols:
-                continue
-            u = nr * cols + nc
-            if not valid[u]:
+            u = _forward_cell(valid, rows, cols, eight, forward, r, c, rank)
+            if u < 0:
                 continue
             ru = _find(parent, u)
             if ru == rv:
