@@ -62,9 +62,10 @@ def _blocks_pay_here():
 # per call, so tests set it to run both scans on any machine
 BLOCKS_8 = _blocks_pay_here()
 
-# nonzero mode cell by cell by its own scans (_scan_row_nonzero_4 and
-# _8) rather than the general one, 4- and 8-connected; read per call, so
-# tests run both
+# rows labelled cell by cell by their own scans (_scan_row_nonzero_4,
+# _scan_row_nonzero_8, _scan_row_equal_4) rather than the general one:
+# TIGHT_4 for 4-connectivity (both modes), TIGHT_8 for 8-connected
+# nonzero mode; read per call, so tests run both
 TIGHT_4 = True
 TIGHT_8 = True
 
@@ -128,7 +129,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         return labels, 0
     nonzero = mode == "nonzero"
     eight = connectivity == 8
-    first_pass = _first_pass_equal
+    first_pass = _first_pass_equal_tight if TIGHT_4 and not eight else \
+        _first_pass_equal
     if nonzero:
         first_pass = _first_pass_nonzero_tight if (
             TIGHT_8 if eight else TIGHT_4) else _first_pass_nonzero
@@ -478,8 +480,8 @@ def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
 def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
                 row_stop, next_label, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
-    row is ``top``; ``nonzero``, ``eight`` and ``tight`` (``nonzero`` mode:
-    the cell scans of :func:`_label_row_nonzero`) are compile-time
+    row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
+    cell scans of :func:`_label_row_tight`) are compile-time
     constants.
 
     Each row is labelled cell by cell without branches on the data
@@ -513,9 +515,9 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
                 listed, nonzero, eight)
             listed = runs
         elif tight:
-            next_label, runs = _label_row_nonzero(
+            next_label, runs = _label_row_tight(
                 values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, zero_row, eight)
+                has_above, next_label, zero_row, nonzero, eight)
             listed = -1
         else:
             next_label, runs = _label_row_cells(
@@ -663,21 +665,31 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_row_nonzero(values, valid, check_valid, labels, parent, merges,
-                       row, has_above, next_label, zero_row, eight):
-    """:func:`_label_row_cells` for ``nonzero`` mode, the commonest case:
-    the scan (:func:`_scan_row_nonzero_4` or ``_8``), then the row's new
-    roots and merges (of the labels above and left of each listed cell;
-    8-connected, above-right and above-left, or left when above-left is
+def _label_row_tight(values, valid, check_valid, labels, parent, merges,
+                     row, has_above, next_label, zero_row, nonzero, eight):
+    """:func:`_label_row_cells` by the scans written for one case
+    (:func:`_scan_row_nonzero_4`, ``_8``, :func:`_scan_row_equal_4`;
+    ``nonzero`` and ``eight`` are compile-time constants, and ``equal``
+    mode is 4-connected only), then the row's new roots and merges (of
+    the labels above and left of each listed cell; 8-connected,
+    above-right and above-left, or left when above-left is
     background)."""
     up = labels[row - 1] if has_above else zero_row
     out = labels[row]
     row_first_label = next_label
     merge_cols = merges.reshape(merges.size)
-    scan = _scan_row_nonzero_8 if eight else _scan_row_nonzero_4
-    next_label, merge_count, runs = scan(
-        values[row], valid[row if check_valid else 0], check_valid, up, out,
-        merge_cols, next_label)
+    if nonzero:
+        scan = _scan_row_nonzero_8 if eight else _scan_row_nonzero_4
+        next_label, merge_count, runs = scan(
+            values[row], valid[row if check_valid else 0], check_valid, up,
+            out, merge_cols, next_label)
+    else:
+        # above a strip's first row: labels 0, so its values are never
+        # compared
+        next_label, merge_count, runs = _scan_row_equal_4(
+            values[row], values[row - 1] if has_above else values[row],
+            valid[row if check_valid else 0], check_valid, up, out,
+            merge_cols, next_label)
     for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
         parent[new_label] = new_label
     for merge_index in range(merge_count):
@@ -734,6 +746,44 @@ def _scan_row_nonzero_4(here, inside, check_valid, up, out, merge_cols,
         above_left_linked = above_linked
         left = current
         left_vertex = vertex
+    return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True)
+def _scan_row_equal_4(here, up_values, inside, check_valid, up, out,
+                      merge_cols, next_label):
+    """:func:`_scan_row_nonzero_4` for ``equal`` mode: every valid cell is
+    a vertex, linked to a labelled neighbour of equal value.  A cell
+    merges above and left when both are linked and above-left is not;
+    the above-left link carried along was taken against the left cell's
+    value, which equals this cell's whenever left is linked."""
+    above_left_linked = np.int64(0)
+    left = np.int64(0)
+    left_vertex = np.int64(0)
+    left_value = here[0]
+    merge_count = np.uint64(0)
+    runs = np.int64(0)
+    for col in range(np.uint64(here.size)):
+        value = here[col]
+        vertex = np.int64(inside[col] if check_valid else value == value)
+        above = np.int64(up[col])
+        above_linked = np.int64((above != 0) & (up_values[col] == value))
+        left_linked = left_vertex & np.int64(left_value == value)
+        start = vertex & (1 - left_linked)
+        runs += start
+        take_above = vertex & above_linked
+        base = _select(take_above, above, next_label & -vertex)
+        take_left = (vertex & left_linked) & (1 - above_linked)
+        current = _select(take_left, left, base)
+        next_label += start & (1 - above_linked)
+        merge_cols[merge_count] = col
+        merge_count += np.uint64(take_above & left_linked &
+                                 (1 - above_left_linked))
+        out[col] = current
+        above_left_linked = above_linked
+        left = current
+        left_vertex = vertex
+        left_value = value
     return next_label, merge_count, runs
 
 
@@ -849,12 +899,21 @@ def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
 def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
                               parent, top, row_start, row_stop, next_label):
     """:func:`_first_pass_nonzero` by the cell scans of
-    :func:`_label_row_nonzero`."""
+    :func:`_label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent, top,
                            row_start, row_stop, next_label, True, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, top,
                        row_start, row_stop, next_label, True, False, True)
+
+
+@njit(cache=True, nogil=True)
+def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
+                            parent, top, row_start, row_stop, next_label):
+    """:func:`_first_pass_equal`, 4-connected (``eight`` is ignored), by
+    the cell scan of :func:`_scan_row_equal_4`."""
+    return _label_rows(values, valid, check_valid, labels, parent, top,
+                       row_start, row_stop, next_label, False, False, True)
 
 
 @njit(cache=True, nogil=True)
