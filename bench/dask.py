@@ -356,6 +356,11 @@ def main():
                                  digests=digests,
                                  load=(load_before, os.getloadavg()[0]),
                                  tenths=tenths(marks, seconds)))
+                if operation == "components":
+                    # every mark: where the summary round ends (0.45) and
+                    # the label round starts (0.5, after the merge)
+                    rows[-1]["marks"] = [(round(f, 4), round(t, 4))
+                                         for f, t in marks]
                 print(rows[-1], flush=True)
                 if args.json:  # so far: a run cut short keeps its rows
                     write_json(args, shape, rows)
