@@ -1,6 +1,6 @@
 """The branch-light per-cell scan (core/components/_cpu.py: ``nonzero``
 and ``equal`` modes at both connectivities; 8-connected nonzero also by
-blocks) label for label against the per-cell scan it replaced (tests/components_previous.py)
+blocks; nonzero mode also by its own scans, ``TIGHT_4``/``TIGHT_8``) label for label against the per-cell scan it replaced (tests/components_previous.py)
 and against scipy-built oracles.
 
 The new scan computes its links as 0/1 masks, takes the left neighbour's
@@ -43,21 +43,25 @@ def check(values, connectivity, mode, valid=None, strips=(1, 2, 3, 7)):
                                                      connectivity)
     np.testing.assert_array_equal(previous, expected)
     assert previous_count == expected_count
-    # 8-connected nonzero mode: by blocks and cell by cell, whichever
-    # this machine's CPU takes by default
-    scans = (True, False) if (mode, connectivity) == ("nonzero", 8) \
-        else (_cpu.BLOCKS_8,)
-    saved = _cpu.BLOCKS_8
+    # nonzero mode: 8-connected by blocks and cell by cell, whichever
+    # this machine's CPU takes by default, and cell by cell by its own scan
+    # and by the general one
+    scans = [(_cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8)]
+    if mode == "nonzero":
+        scans = [(True, True, True), (False, True, True),
+                 (False, False, False)]
+    saved = _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8
     try:
-        for blocks in scans:
-            _cpu.BLOCKS_8 = blocks
+        for _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 in scans:
+            if connectivity == 4 and _cpu.BLOCKS_8:
+                continue  # blocks are 8-connected only
             for strip_count in strips:
                 labels, count = _cpu.label(values, valid, connectivity, mode,
                                            Progress(), strips=strip_count)
                 np.testing.assert_array_equal(labels, expected)
                 assert count == expected_count
     finally:
-        _cpu.BLOCKS_8 = saved
+        _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 = saved
 
 
 MODES_AND_CONNECTIVITIES = [("nonzero", 4), ("nonzero", 8), ("equal", 4),
@@ -213,6 +217,8 @@ def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
     # other shares stop at their next call (no hang, nothing swallowed)
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 3)
     monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 2 * 30)
+    # the general scan, the one patched below
+    monkeypatch.setattr(_cpu, "TIGHT_4", False)
     values = np.ones((60, 30), dtype=np.uint8)
     if failing == "first":
         real = _cpu._first_pass_nonzero
@@ -241,6 +247,7 @@ def test_cancel_with_pool_threads_stops_every_share(monkeypatch):
     from gridgraph.core import CancelledError
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 3)
     monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 30)  # a row a call
+    monkeypatch.setattr(_cpu, "TIGHT_4", False)  # the scan patched below
     values = np.ones((90, 30), dtype=np.uint8)
     calls = []
     real = _cpu._first_pass_nonzero
