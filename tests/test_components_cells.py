@@ -213,6 +213,33 @@ def test_more_workers_than_cpus_grow_the_shared_pool(monkeypatch):
     assert _cpu._POOL[0]._max_workers >= 4
 
 
+def _label_in_forked_child(values, expected, answers):
+    got = _cpu.label(values, None, 4, "equal", Progress(), strips=2)
+    answers.put(bool(np.array_equal(got[0], expected)))
+
+
+def test_a_forked_child_labels_with_its_own_pool(monkeypatch):
+    # the shared pool exists in the parent; a forked child (a process pool
+    # executor's worker) gets none of its threads and must not wait on them
+    import multiprocessing
+    monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
+    monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 3 * 41)
+    values = np.random.default_rng(7).integers(0, 3, (90, 41))
+    expected = _cpu.label(values, None, 4, "equal", Progress(), strips=2)[0]
+    assert _cpu._POOL, "the parent's labelling made the shared pool"
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    child = context.Process(target=_label_in_forked_child,
+                            args=(values, expected, answers))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung on the parent's pool")
+    assert child.exitcode == 0
+    assert answers.get(timeout=5) is True
+
+
 @pytest.mark.parametrize("failing", ["first", "second"])
 def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
                                                          failing):

@@ -373,6 +373,19 @@ _POOL = []  # the process-wide strip pool, made on first use
 _POOL_LOCK = threading.Lock()
 
 
+def _forget_pool_in_child():
+    """A forked child inherits the pool object but none of its threads (nor
+    a lock's holder): shares sent to it would wait for ever.  The child
+    makes its own pool on first use (a process pool executor forks)."""
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()
+    _POOL.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _pool(workers):
     """A pool with at least the ``workers - 1`` threads that run beside the
     calling one (which runs a share itself), or the calling thread alone.
