@@ -6,7 +6,8 @@ least), interleaved per round, median of --repeat; ``_cpu.label`` with one
 strip; 8-connected ``nonzero`` mode also by blocks and by cells (whichever
 ``BLOCKS_8`` picks on this CPU is "ours").  Every labelling is checked:
 ours and the older one equal scipy's, ours equals the older one in
-``equal`` mode.  The older checkout is imported as ``gridgraph_old``: put a
+``equal`` mode.  "ours general": ``nonzero`` mode by the general cell
+scan (``TIGHT_4``/``TIGHT_8`` off).  The older checkout is imported as ``gridgraph_old``: put a
 folder holding a link ``gridgraph_old`` -> that checkout on PYTHONPATH.
 
     PYTHONPATH=/tmp/old .venv/bin/python bench/components_one_thread.py 2048 4096
@@ -34,14 +35,15 @@ def quiet(_fraction):
     return None
 
 
-def ours(mask, connectivity, mode, blocks=None):
-    saved = _cpu.BLOCKS_8
+def ours(mask, connectivity, mode, blocks=None, tight=True):
+    saved = _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8
     if blocks is not None:
         _cpu.BLOCKS_8 = blocks
+    _cpu.TIGHT_4 = _cpu.TIGHT_8 = tight
     try:
         return _cpu.label(mask, None, connectivity, mode, quiet, strips=1)[0]
     finally:
-        _cpu.BLOCKS_8 = saved
+        _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 = saved
 
 
 def main():
@@ -68,7 +70,10 @@ def main():
                     "OpenCV": lambda: cv2.connectedComponentsWithAlgorithm(
                         mask, connectivity, cv2.CV_32S,
                         cv2.CCL_SPAGHETTI)[1],
-                    "ours equal": lambda: ours(mask, connectivity, "equal")}
+                    "ours equal": lambda: ours(mask, connectivity, "equal"),
+                    # nonzero mode by the general cell scan, not its own
+                    "ours general": lambda: ours(mask, connectivity,
+                                                 "nonzero", False, False)}
                 if old_cpu is not None:
                     calls["before"] = lambda: old_cpu.label(
                         mask, None, connectivity, "nonzero", quiet,
@@ -81,6 +86,8 @@ def main():
                                                         True)
                     calls["ours cells"] = lambda: ours(mask, 8, "nonzero",
                                                        False)
+                    calls["ours cells general"] = lambda: ours(
+                        mask, 8, "nonzero", False, False)
                 expected = ndi.label(mask, ndi.generate_binary_structure(
                     2, connectivity // 4))[0]
                 for key in calls:

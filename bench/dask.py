@@ -173,12 +173,15 @@ def simulate(args, shape, dem, mask):
 
 
 def settings():
-    """The cost distance's scheduling switches of this run."""
+    """The scheduling and writing switches of this run."""
+    from gridgraph.core.components import tiled as components_tiled
     from gridgraph.core.costdistance import rounds
-    return {name: getattr(rounds, name) for name in (
+    chosen = {name: getattr(rounds, name) for name in (
         "ROUND_DELTA_TILES", "WAIT_FOR_LOWER_NEIGHBOURS",
         "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
         "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
+    chosen["MAPPED_LABEL_WRITES"] = components_tiled.MAPPED_LABEL_WRITES
+    return chosen
 
 
 def run_header(args, shape):
@@ -267,8 +270,14 @@ def main():
                         help="cost distance: start tiles by key alone, "
                         "wherever their state is "
                         "(rounds.PREFER_FREE_WORKERS off)")
+    parser.add_argument("--components-pwrite", action="store_true",
+                        help="components: the label round writes with "
+                        "pwrite (components.tiled.MAPPED_LABEL_WRITES off)")
     args = parser.parse_args()
+    from gridgraph.core.components import tiled as components_tiled
     from gridgraph.core.costdistance import rounds
+    if args.components_pwrite:
+        components_tiled.MAPPED_LABEL_WRITES = False
     if args.round_delta is not None:
         rounds.ROUND_DELTA_TILES = args.round_delta
     if args.settle_delta is not None:
@@ -347,6 +356,11 @@ def main():
                                  digests=digests,
                                  load=(load_before, os.getloadavg()[0]),
                                  tenths=tenths(marks, seconds)))
+                if operation == "components":
+                    # every mark: where the summary round ends (0.45) and
+                    # the label round starts (0.5, after the merge)
+                    rows[-1]["marks"] = [(round(f, 4), round(t, 4))
+                                         for f, t in marks]
                 print(rows[-1], flush=True)
                 if args.json:  # so far: a run cut short keeps its rows
                     write_json(args, shape, rows)

@@ -6,6 +6,8 @@
 #                                   same time: 2 of 16 cores), then 8 and 16
 #   bench/dask_device.sh four    -- 4 workers, then the GPU-worker check
 #   bench/dask_device.sh sixteen -- cost distance at 16 workers alone
+#   bench/dask_device.sh mapped -- components with pwrite / mapped label
+#                                   writes, 1 and 8 workers; MST at 8
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -35,6 +37,21 @@ ab)
         --json "$OUT/ab-no-prefer-free.json" > "$OUT/ab-no-prefer-free.log" 2>&1
     $B --workers 8 --operations costdistance --no-hops-wait-for-neighbours \
         --json "$OUT/ab-no-hops-wait.json" > "$OUT/ab-no-hops-wait.log" 2>&1
+    ;;
+mapped)
+    # components' label round: pwrite against writes through shared
+    # mappings (the default since this call), 1 worker and 8 three times;
+    # then MST at 8 workers (and at 1 when the call has time left)
+    $B --workers 1 8 8 8 --operations components --components-pwrite \
+        --json "$OUT/cc-pwrite.json" > "$OUT/run.log" 2>&1
+    $B --workers 1 8 8 8 --operations components \
+        --json "$OUT/cc-mapped.json" >> "$OUT/run.log" 2>&1
+    $B --workers 8 --operations mst --json "$OUT/mst8.json" \
+        >> "$OUT/run.log" 2>&1
+    if [ "$SECONDS" -lt "${MST1_IF_UNDER:-0}" ]; then
+        $B --workers 1 --operations mst --json "$OUT/mst1.json" \
+            >> "$OUT/run.log" 2>&1
+    fi
     ;;
 sixteen)
     $B --workers 16 --operations costdistance \

@@ -270,7 +270,9 @@ class ArraySink:
 
 
 class NpySink:
-    """Writes windows into a ``.npy`` file with ``pwrite``.
+    """Writes windows into a ``.npy`` file with ``pwrite``, or, with
+    ``mapped``, through a shared mapping of the window's rows (the file's
+    blocks reserved up front: a full disk fails at construction).
 
     The file is created at full size up front (sparse: unwritten cells read
     as zero) under a temporary name; :meth:`finish` moves it into place and
@@ -279,10 +281,11 @@ class NpySink:
     older file at ``path`` alone.
     """
 
-    def __init__(self, path, shape, dtype):
+    def __init__(self, path, shape, dtype, mapped=False):
         self.path = os.fspath(path)
         self.shape = tuple(int(v) for v in shape)
         self.dtype = np.dtype(dtype)
+        self.mapped = False
         header = {"descr": np.lib.format.dtype_to_descr(self.dtype),
                   "fortran_order": False, "shape": self.shape}
         handle, self.partial = tempfile.mkstemp(
@@ -299,6 +302,34 @@ class NpySink:
             handle.truncate(self.offset + self.dtype.itemsize
                             * self.shape[0] * self.shape[1])
         self._fd = os.open(self.partial, os.O_WRONLY)
+        if mapped and self.shape[0] * self.shape[1]:
+            self.mapped = self._reserve()
+
+    def _reserve(self):
+        """Allocate the file's blocks now (``posix_fallocate``), so writes
+        through a mapping cannot find the disk full later (a SIGBUS in the
+        writer instead of an error): a full disk fails here, the partial
+        file removed.  False where the file system cannot reserve (the
+        sink then writes with ``pwrite``)."""
+        import errno
+
+        from . import scratch
+        size = self.offset + self.dtype.itemsize * self.shape[0] \
+            * self.shape[1]
+        try:
+            with scratch.disk_errors(os.path.dirname(self.partial), size,
+                                     self.path):
+                try:
+                    os.posix_fallocate(self._fd, 0, size)
+                except OSError as error:
+                    if error.errno in (errno.EOPNOTSUPP, errno.ENOSYS,
+                                       errno.EINVAL):
+                        return False
+                    raise
+        except BaseException:
+            self.abort()
+            raise
+        return True
 
     def __getstate__(self):
         # a copy in a worker process opens the partial file per write
@@ -314,7 +345,9 @@ class NpySink:
         with scratch.disk_errors(os.path.dirname(self.partial),
                                  self.dtype.itemsize * self.shape[0]
                                  * self.shape[1], self.path):
-            if self._fd is None:
+            if self.mapped:
+                self._write_mapped(window, block)
+            elif self._fd is None:
                 fd = os.open(self.partial, os.O_WRONLY)
                 try:
                     self._write(fd, window, block)
@@ -322,6 +355,19 @@ class NpySink:
                     os.close(fd)
             else:
                 self._write(self._fd, window, block)
+
+    def _write_mapped(self, window, block):
+        # the window's rows of the file, mapped shared for this write only:
+        # processes writing one file through the page cache do not queue
+        # behind each other the way buffered writes of one file do (two
+        # processes: 0.13 s against 0.33 s for 884 MB, 2026-11-24); the
+        # blocks were reserved up front, so no page can find the disk full
+        rows = np.memmap(self.partial, dtype=self.dtype, mode="r+",
+                         offset=self.offset + window.row * self.shape[1]
+                         * self.dtype.itemsize,
+                         shape=(window.rows, self.shape[1]))
+        rows[:, window.col:window.col + window.cols] = block
+        del rows  # unmapped here (the dirty pages stay in the page cache)
 
     def _write(self, fd, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
@@ -397,13 +443,14 @@ class NpyFile:
             self._fd = None
 
 
-def make_sink(out_dir, name, shape, dtype, fill=0):
-    """An :class:`NpySink` for ``out_dir/name.npy``, or an in-memory
+def make_sink(out_dir, name, shape, dtype, fill=0, mapped=False):
+    """An :class:`NpySink` for ``out_dir/name.npy`` (``mapped``: written
+    through shared mappings, its space reserved up front), or an in-memory
     :class:`ArraySink` when ``out_dir`` is None."""
     if out_dir is None:
         return ArraySink(shape, dtype, fill)
     return NpySink(os.path.join(os.fspath(out_dir), name + ".npy"), shape,
-                   dtype)
+                   dtype, mapped)
 
 
 def check_out_dir(out_dir, output_bytes, limit_bytes):

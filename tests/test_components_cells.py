@@ -1,6 +1,7 @@
 """The branch-light per-cell scan (core/components/_cpu.py: ``nonzero``
 and ``equal`` modes at both connectivities; 8-connected nonzero also by
-blocks) label for label against the per-cell scan it replaced (tests/components_previous.py)
+blocks; both modes 4-connected and nonzero 8-connected also by scans
+written for them, ``TIGHT_4``/``TIGHT_8``) label for label against the per-cell scan it replaced (tests/components_previous.py)
 and against scipy-built oracles.
 
 The new scan computes its links as 0/1 masks, takes the left neighbour's
@@ -43,21 +44,27 @@ def check(values, connectivity, mode, valid=None, strips=(1, 2, 3, 7)):
                                                      connectivity)
     np.testing.assert_array_equal(previous, expected)
     assert previous_count == expected_count
-    # 8-connected nonzero mode: by blocks and cell by cell, whichever
-    # this machine's CPU takes by default
-    scans = (True, False) if (mode, connectivity) == ("nonzero", 8) \
-        else (_cpu.BLOCKS_8,)
-    saved = _cpu.BLOCKS_8
+    # cell by cell by the scans written for one case (TIGHT_4: both modes,
+    # TIGHT_8: nonzero) and by the general one; nonzero mode 8-connected
+    # also by blocks
+    scans = [(_cpu.BLOCKS_8, True, True), (_cpu.BLOCKS_8, False, False)]
+    if connectivity == 8 and mode == "equal":
+        scans = scans[:1]  # one scan only
+    if mode == "nonzero":
+        scans = [(True, True, True), (False, True, True),
+                 (False, False, False)]
+    saved = _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8
     try:
-        for blocks in scans:
-            _cpu.BLOCKS_8 = blocks
+        for _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 in scans:
+            if connectivity == 4 and _cpu.BLOCKS_8:
+                continue  # blocks are 8-connected only
             for strip_count in strips:
                 labels, count = _cpu.label(values, valid, connectivity, mode,
                                            Progress(), strips=strip_count)
                 np.testing.assert_array_equal(labels, expected)
                 assert count == expected_count
     finally:
-        _cpu.BLOCKS_8 = saved
+        _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 = saved
 
 
 MODES_AND_CONNECTIVITIES = [("nonzero", 4), ("nonzero", 8), ("equal", 4),
@@ -206,6 +213,33 @@ def test_more_workers_than_cpus_grow_the_shared_pool(monkeypatch):
     assert _cpu._POOL[0]._max_workers >= 4
 
 
+def _label_in_forked_child(values, expected, answers):
+    got = _cpu.label(values, None, 4, "equal", Progress(), strips=2)
+    answers.put(bool(np.array_equal(got[0], expected)))
+
+
+def test_a_forked_child_labels_with_its_own_pool(monkeypatch):
+    # the shared pool exists in the parent; a forked child (a process pool
+    # executor's worker) gets none of its threads and must not wait on them
+    import multiprocessing
+    monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
+    monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 3 * 41)
+    values = np.random.default_rng(7).integers(0, 3, (90, 41))
+    expected = _cpu.label(values, None, 4, "equal", Progress(), strips=2)[0]
+    assert _cpu._POOL, "the parent's labelling made the shared pool"
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    child = context.Process(target=_label_in_forked_child,
+                            args=(values, expected, answers))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung on the parent's pool")
+    assert child.exitcode == 0
+    assert answers.get(timeout=5) is True
+
+
 @pytest.mark.parametrize("failing", ["first", "second"])
 def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
                                                          failing):
@@ -213,6 +247,8 @@ def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
     # other shares stop at their next call (no hang, nothing swallowed)
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 3)
     monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 2 * 30)
+    # the general scan, the one patched below
+    monkeypatch.setattr(_cpu, "TIGHT_4", False)
     values = np.ones((60, 30), dtype=np.uint8)
     if failing == "first":
         real = _cpu._first_pass_nonzero
@@ -241,6 +277,7 @@ def test_cancel_with_pool_threads_stops_every_share(monkeypatch):
     from gridgraph.core import CancelledError
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 3)
     monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 30)  # a row a call
+    monkeypatch.setattr(_cpu, "TIGHT_4", False)  # the scan patched below
     values = np.ones((90, 30), dtype=np.uint8)
     calls = []
     real = _cpu._first_pass_nonzero

@@ -131,9 +131,14 @@ def test_run_tasks_batched_on_dask(client):
     assert seen == {k: 2 * k for k in range(20)}
 
 
-def test_components_many_tiles_batched(client, tmp_path):
+@pytest.mark.parametrize("mapped", [True, False])
+def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
+                                       mapped):
     """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task),
-    labels written by the tasks into out_dir or gathered here."""
+    labels written by the tasks into out_dir (through shared mappings of
+    the reserved file, or with pwrite) or gathered here."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
     values = (np.random.default_rng(11).random((64, 72)) < 0.45).astype(
         np.uint8)
     expected = connected_components(values, connectivity=8, mode="nonzero")

@@ -3,6 +3,7 @@ tile size (docs/architecture.md), checked on literal grids, scipy,
 and adversarial rasters (spirals across many tiles, nodata, plateaus)."""
 
 import concurrent.futures
+import os
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from gridgraph.core import CancelledError, InvalidInputError, connected_components
 from gridgraph.core import tiling
 
+from faults_helpers import small_disk  # noqa: F401 - a fixture
 from rasters import fractal_surface, spiral_mask
 
 TILE_SIZES = (8, 16, 64)
@@ -302,3 +304,51 @@ def test_automatic_tiles_leave_every_worker_several():
     # a given tile size is kept
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         assert tiling.plan(shape, 2048, 1024, 1000, 1, pool).tile_size == 2048
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_labels_written_through_mappings_or_pwrite(tmp_path, monkeypatch,
+                                                   mapped):
+    """The label round's writes into out_dir (tasks in threads, windows
+    not aligned to pages): through shared mappings of the reserved file or
+    with pwrite, the same file."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=4, mode="equal")
+    out = tmp_path / "out"
+    out.mkdir()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        result = connected_components(values, connectivity=4, mode="equal",
+                                      tile_size=16, executor=pool,
+                                      out_dir=out, backend="cpu")
+    assert result.count == expected.count > 20
+    np.testing.assert_array_equal(np.load(out / "labels.npy"),
+                                  expected.labels)
+    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
+
+
+def test_labels_file_reserved_up_front_on_a_full_disk(small_disk):
+    """The labels file is reserved (posix_fallocate) before the label
+    round: on a disk too small for it the run fails there, before any
+    label is written, with the message naming the disk, the size and the
+    fix, and no partial file left (never a SIGBUS in a writer)."""
+    from gridgraph.core import DiskFullError
+    values = (np.random.default_rng(6).random((800, 800)) < 0.5).astype(
+        np.uint8)  # int32 labels: 2.4 MB on a 2 MB disk
+    marks = []
+
+    def progress(fraction):
+        marks.append(fraction)
+        return True
+
+    with pytest.raises(DiskFullError) as error:
+        connected_components(values, mode="nonzero", tile_size=256,
+                             out_dir=str(small_disk), backend="cpu",
+                             progress=progress)
+    message = str(error.value)
+    assert f"the disk holding {small_disk} is full" in message
+    assert "MB were needed" in message and "labels.npy" in message
+    assert "free space there, or choose another folder" in message
+    assert max(marks) <= 0.5  # the label round never started
+    assert os.listdir(small_disk) == []

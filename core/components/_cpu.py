@@ -62,6 +62,13 @@ def _blocks_pay_here():
 # per call, so tests set it to run both scans on any machine
 BLOCKS_8 = _blocks_pay_here()
 
+# rows labelled cell by cell by their own scans (_scan_row_nonzero_4,
+# _scan_row_nonzero_8, _scan_row_equal_4) rather than the general one:
+# TIGHT_4 for 4-connectivity (both modes), TIGHT_8 for 8-connected
+# nonzero mode; read per call, so tests run both
+TIGHT_4 = True
+TIGHT_8 = True
+
 # A row is labelled run by run when the row before had at most one run
 # per this many cells, else cell by cell (see _label_rows).
 _RUN_SCAN_MIN_CELLS_PER_RUN = 16
@@ -121,8 +128,12 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         progress(1.0)
         return labels, 0
     nonzero = mode == "nonzero"
-    first_pass = _first_pass_nonzero if nonzero else _first_pass_equal
     eight = connectivity == 8
+    first_pass = _first_pass_equal_tight if TIGHT_4 and not eight else \
+        _first_pass_equal
+    if nonzero:
+        first_pass = _first_pass_nonzero_tight if (
+            TIGHT_8 if eight else TIGHT_4) else _first_pass_nonzero
 
     strip_starts, strip_stops = _strip_bounds(rows, rows, cols, strips)
     first_labels = strip_starts * cols + 1
@@ -362,6 +373,19 @@ _POOL = []  # the process-wide strip pool, made on first use
 _POOL_LOCK = threading.Lock()
 
 
+def _forget_pool_in_child():
+    """A forked child inherits the pool object but none of its threads (nor
+    a lock's holder): shares sent to it would wait for ever.  The child
+    makes its own pool on first use (a process pool executor forks)."""
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()
+    _POOL.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _pool(workers):
     """A pool with at least the ``workers - 1`` threads that run beside the
     calling one (which runs a share itself), or the calling thread alone.
@@ -467,9 +491,11 @@ def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
 
 @njit(cache=True, nogil=True, inline="always")
 def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
-                row_stop, next_label, nonzero, eight):
+                row_stop, next_label, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
-    row is ``top``; ``nonzero`` and ``eight`` are compile-time constants.
+    row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
+    cell scans of :func:`_label_row_tight`) are compile-time
+    constants.
 
     Each row is labelled cell by cell without branches on the data
     (:func:`_label_row_cells`) or run by run with them
@@ -501,6 +527,11 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
                 listed, nonzero, eight)
             listed = runs
+        elif tight:
+            next_label, runs = _label_row_tight(
+                values, valid, check_valid, labels, parent, merges, row,
+                has_above, next_label, zero_row, nonzero, eight)
+            listed = -1
         else:
             next_label, runs = _label_row_cells(
                 values, valid, check_valid, labels, parent, merges, row,
@@ -647,6 +678,185 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _label_row_tight(values, valid, check_valid, labels, parent, merges,
+                     row, has_above, next_label, zero_row, nonzero, eight):
+    """:func:`_label_row_cells` by the scans written for one case
+    (:func:`_scan_row_nonzero_4`, ``_8``, :func:`_scan_row_equal_4`;
+    ``nonzero`` and ``eight`` are compile-time constants, and ``equal``
+    mode is 4-connected only), then the row's new roots and merges (of
+    the labels above and left of each listed cell; 8-connected,
+    above-right and above-left, or left when above-left is
+    background)."""
+    up = labels[row - 1] if has_above else zero_row
+    out = labels[row]
+    row_first_label = next_label
+    merge_cols = merges.reshape(merges.size)
+    if nonzero:
+        scan = _scan_row_nonzero_8 if eight else _scan_row_nonzero_4
+        next_label, merge_count, runs = scan(
+            values[row], valid[row if check_valid else 0], check_valid, up,
+            out, merge_cols, next_label)
+    else:
+        # above a strip's first row: labels 0, so its values are never
+        # compared
+        next_label, merge_count, runs = _scan_row_equal_4(
+            values[row], values[row - 1] if has_above else values[row],
+            valid[row if check_valid else 0], check_valid, up, out,
+            merge_cols, next_label)
+    for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
+        parent[new_label] = new_label
+    for merge_index in range(merge_count):
+        col = np.uint64(merge_cols[merge_index])
+        if eight:
+            first = np.int64(up[col + np.uint64(1)])
+            second = np.int64(up[col - np.uint64(1)])
+            if second == 0:
+                second = np.int64(out[col - np.uint64(1)])
+        else:
+            first = np.int64(up[col])
+            second = np.int64(out[col - np.uint64(1)])
+        merge_sets(parent, first, second)
+    return next_label, runs
+
+
+@njit(cache=True, nogil=True)
+def _scan_row_nonzero_4(here, inside, check_valid, up, out, merge_cols,
+                        next_label):
+    """Provisional labels ``out`` of one row, 4-connected ``nonzero`` mode,
+    under the row labelled ``up``; returns (next label, merge count,
+    runs), the columns of the cells whose above and left labels must be
+    merged listed in ``merge_cols``.
+
+    Its own function, not inlined: the register allocator then sees only
+    this loop's few live values (inlined into the row loop, with the run
+    scan beside it, LLVM kept loop-invariant pointers and carried values
+    on the stack, 45-51 instructions and 8-9 spills a cell).  The left
+    label enters last through one select; a labelled left neighbour is a
+    foreground one, and a cell merges when it, the cell above and the
+    cell left are foreground and the cell above-left is not."""
+    above_left_linked = np.int64(0)
+    left = np.int64(0)
+    left_vertex = np.int64(0)
+    merge_count = np.uint64(0)
+    runs = np.int64(0)
+    for col in range(np.uint64(here.size)):
+        value = here[col]
+        cell_inside = inside[col] if check_valid else value == value
+        vertex = np.int64(cell_inside & (value != 0))
+        above = np.int64(up[col])
+        above_linked = np.int64(above != 0)
+        start = vertex & (1 - left_vertex)
+        runs += start
+        take_above = vertex & above_linked
+        base = _select(take_above, above, next_label & -vertex)
+        take_left = (vertex & left_vertex) & (1 - above_linked)
+        current = _select(take_left, left, base)
+        next_label += start & (1 - above_linked)
+        merge_cols[merge_count] = col
+        merge_count += np.uint64(take_above & left_vertex &
+                                 (1 - above_left_linked))
+        out[col] = current
+        above_left_linked = above_linked
+        left = current
+        left_vertex = vertex
+    return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True)
+def _scan_row_equal_4(here, up_values, inside, check_valid, up, out,
+                      merge_cols, next_label):
+    """:func:`_scan_row_nonzero_4` for ``equal`` mode: every valid cell is
+    a vertex, linked to a labelled neighbour of equal value.  A cell
+    merges above and left when both are linked and above-left is not;
+    the above-left link carried along was taken against the left cell's
+    value, which equals this cell's whenever left is linked."""
+    above_left_linked = np.int64(0)
+    left = np.int64(0)
+    left_vertex = np.int64(0)
+    left_value = here[0]
+    merge_count = np.uint64(0)
+    runs = np.int64(0)
+    for col in range(np.uint64(here.size)):
+        value = here[col]
+        vertex = np.int64(inside[col] if check_valid else value == value)
+        above = np.int64(up[col])
+        above_linked = np.int64((above != 0) & (up_values[col] == value))
+        left_linked = left_vertex & np.int64(left_value == value)
+        start = vertex & (1 - left_linked)
+        runs += start
+        take_above = vertex & above_linked
+        base = _select(take_above, above, next_label & -vertex)
+        take_left = (vertex & left_linked) & (1 - above_linked)
+        current = _select(take_left, left, base)
+        next_label += start & (1 - above_linked)
+        merge_cols[merge_count] = col
+        merge_count += np.uint64(take_above & left_linked &
+                                 (1 - above_left_linked))
+        out[col] = current
+        above_left_linked = above_linked
+        left = current
+        left_vertex = vertex
+        left_value = value
+    return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True)
+def _scan_row_nonzero_8(here, inside, check_valid, up, out, merge_cols,
+                        next_label):
+    """:func:`_scan_row_nonzero_4`, 8-connected: the labels above-left and
+    above slide along in registers, the last column (no cell above-right)
+    is its own step.  A cell merges above-right with above-left (or left)
+    when above is background (Wu et al.'s decision tree)."""
+    cols = np.uint64(here.size)
+    above_left = np.int64(0)
+    above = np.int64(up[0])
+    left = np.int64(0)
+    left_vertex = np.int64(0)
+    merge_count = np.uint64(0)
+    runs = np.int64(0)
+    for col in range(cols - np.uint64(1)):
+        (left, left_vertex, next_label, merge_count,
+         runs) = _step_nonzero_8(here, inside, check_valid, out, merge_cols,
+                                 col, above_left, above,
+                                 np.int64(up[col + np.uint64(1)]), left,
+                                 left_vertex, next_label, merge_count, runs)
+        above_left = above
+        above = np.int64(up[col + np.uint64(1)])
+    (left, left_vertex, next_label, merge_count,
+     runs) = _step_nonzero_8(here, inside, check_valid, out, merge_cols,
+                             cols - np.uint64(1), above_left, above,
+                             np.int64(0), left, left_vertex, next_label,
+                             merge_count, runs)
+    return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step_nonzero_8(here, inside, check_valid, out, merge_cols, col,
+                    above_left, above, above_right, left, left_vertex,
+                    next_label, merge_count, runs):
+    """One cell of :func:`_scan_row_nonzero_8`."""
+    value = here[col]
+    cell_inside = inside[col] if check_valid else value == value
+    vertex = np.int64(cell_inside & (value != 0))
+    above_linked = np.int64(above != 0)
+    above_left_linked = np.int64(above_left != 0)
+    above_right_linked = np.int64(above_right != 0)
+    linked_above = above_linked | above_right_linked | above_left_linked
+    runs += vertex & (1 - left_vertex)
+    base = _select(above_linked, above, _select(
+        above_right_linked, above_right,
+        _select(above_left_linked, above_left, next_label))) & -vertex
+    take_left = vertex & left_vertex & (1 - linked_above)
+    current = _select(take_left, left, base)
+    next_label += vertex & (1 - linked_above) & (1 - left_vertex)
+    merge_cols[merge_count] = col
+    merge_count += np.uint64(vertex & (1 - above_linked) & above_right_linked
+                             & (above_left_linked | left_vertex))
+    out[col] = current
+    return current, vertex, next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _cell_step(here, inside, out, parent, merges, col, above_left,
                above_left_value, above, above_value, above_right,
                above_right_value, left, left_vertex, left_value, next_label,
@@ -696,6 +906,27 @@ def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
                            row_start, row_stop, next_label, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, top,
                        row_start, row_stop, next_label, True, False)
+
+
+@njit(cache=True, nogil=True)
+def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
+                              parent, top, row_start, row_stop, next_label):
+    """:func:`_first_pass_nonzero` by the cell scans of
+    :func:`_label_row_tight`."""
+    if eight:
+        return _label_rows(values, valid, check_valid, labels, parent, top,
+                           row_start, row_stop, next_label, True, True, True)
+    return _label_rows(values, valid, check_valid, labels, parent, top,
+                       row_start, row_stop, next_label, True, False, True)
+
+
+@njit(cache=True, nogil=True)
+def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
+                            parent, top, row_start, row_stop, next_label):
+    """:func:`_first_pass_equal`, 4-connected (``eight`` is ignored), by
+    the cell scan of :func:`_scan_row_equal_4`."""
+    return _label_rows(values, valid, check_valid, labels, parent, top,
+                       row_start, row_stop, next_label, False, False, True)
 
 
 @njit(cache=True, nogil=True)

@@ -54,6 +54,11 @@ IN_MEMORY_BYTES_PER_CELL = 24
 # 3.36 s against 2.28 s (the extra split tasks and the label round bound
 # to where each tile's labels are).
 KEPT_LABELS_SHARE = 0.0
+# The label round writes a raw labels file (out_dir) through shared
+# mappings of the file, its space reserved up front (NpySink's mapped
+# mode), instead of pwrite: the label round's floor on the H100 host was
+# processes queueing on one file's buffered writes.  False: pwrite.
+MAPPED_LABEL_WRITES = True
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
@@ -164,7 +169,8 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     answers, count = merge(grid, by_tile, eight, mode == "equal")
     progress(LABEL_SPAN[0])
 
-    sink = tiling.make_sink(out_dir, "labels", shape, label_dtype)
+    sink = tiling.make_sink(out_dir, "labels", shape, label_dtype,
+                            mapped=MAPPED_LABEL_WRITES)
     with tiling.output_sinks([sink]):
         # a sink on disk is written by the tasks themselves (pwrite of
         # their own window, idempotent); an in-memory one here
