@@ -282,9 +282,25 @@ def test_tiled_gpu_disk_full_while_writing_bands(monkeypatch, tmp_path):
                       out_dir=str(tmp_path))
     assert len(calls) >= 5
     _nothing_left(tmp_path)
-    calls.clear()
+    # components: labels written with pwrite fail at the fifth window;
+    # written through mappings, the disk is found full when the file's
+    # blocks are reserved (posix_fallocate), before any tile is labelled
+    from gridgraph.core.components import tiled as label_round
     values = np.random.default_rng(2).integers(0, 3, (2 * CC_SIDE + 1,
                                                       CC_SIDE + 3))
+    monkeypatch.setattr(label_round, "MAPPED_LABEL_WRITES", False)
+    calls.clear()
+    with pytest.raises(DiskFullError):
+        connected_components(values.astype(np.float32), 8, backend="cuda",
+                             tile_size=CC_SIDE, out_dir=str(tmp_path))
+    assert len(calls) >= 5
+    _nothing_left(tmp_path)
+
+    def full_disk(fd, offset, size):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(label_round, "MAPPED_LABEL_WRITES", True)
+    monkeypatch.setattr(tile_io.os, "posix_fallocate", full_disk)
     with pytest.raises(DiskFullError):
         connected_components(values.astype(np.float32), 8, backend="cuda",
                              tile_size=CC_SIDE, out_dir=str(tmp_path))
