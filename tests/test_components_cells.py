@@ -1,7 +1,8 @@
 """The branch-light per-cell scan (core/components/_cpu.py: ``nonzero``
 and ``equal`` modes at both connectivities; 8-connected nonzero also by
-blocks; both modes 4-connected and nonzero 8-connected also by scans
-written for them, ``TIGHT_4``/``TIGHT_8``) label for label against the per-cell scan it replaced (tests/components_previous.py)
+blocks; both modes at both connectivities also by the scans written for
+them, ``TIGHT_4``/``TIGHT_8``) label for label against the per-cell scan
+it replaced (tests/components_previous.py)
 and against scipy-built oracles.
 
 The new scan computes its links as 0/1 masks, takes the left neighbour's
@@ -44,12 +45,10 @@ def check(values, connectivity, mode, valid=None, strips=(1, 2, 3, 7)):
                                                      connectivity)
     np.testing.assert_array_equal(previous, expected)
     assert previous_count == expected_count
-    # cell by cell by the scans written for one case (TIGHT_4: both modes,
-    # TIGHT_8: nonzero) and by the general one; nonzero mode 8-connected
-    # also by blocks
+    # cell by cell by the scans written for one case (TIGHT_4 and TIGHT_8,
+    # both modes) and by the general one; nonzero mode 8-connected also by
+    # blocks
     scans = [(_cpu.BLOCKS_8, True, True), (_cpu.BLOCKS_8, False, False)]
-    if connectivity == 8 and mode == "equal":
-        scans = scans[:1]  # one scan only
     if mode == "nonzero":
         scans = [(True, True, True), (False, True, True),
                  (False, False, False)]

@@ -63,9 +63,9 @@ def _blocks_pay_here():
 BLOCKS_8 = _blocks_pay_here()
 
 # rows labelled cell by cell by their own scans (_scan_row_nonzero_4,
-# _scan_row_nonzero_8, _scan_row_equal_4) rather than the general one:
-# TIGHT_4 for 4-connectivity (both modes), TIGHT_8 for 8-connected
-# nonzero mode; read per call, so tests run both
+# _scan_row_nonzero_8, _scan_row_equal_4, _scan_row_equal_8) rather than
+# the general one: TIGHT_4 for 4-connectivity, TIGHT_8 for 8, both modes;
+# read per call, so tests run both
 TIGHT_4 = True
 TIGHT_8 = True
 
@@ -129,8 +129,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         return labels, 0
     nonzero = mode == "nonzero"
     eight = connectivity == 8
-    first_pass = _first_pass_equal_tight if TIGHT_4 and not eight else \
-        _first_pass_equal
+    first_pass = _first_pass_equal_tight if (
+        TIGHT_8 if eight else TIGHT_4) else _first_pass_equal
     if nonzero:
         first_pass = _first_pass_nonzero_tight if (
             TIGHT_8 if eight else TIGHT_4) else _first_pass_nonzero
@@ -681,35 +681,40 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
 def _label_row_tight(values, valid, check_valid, labels, parent, merges,
                      row, has_above, next_label, zero_row, nonzero, eight):
     """:func:`_label_row_cells` by the scans written for one case
-    (:func:`_scan_row_nonzero_4`, ``_8``, :func:`_scan_row_equal_4`;
-    ``nonzero`` and ``eight`` are compile-time constants, and ``equal``
-    mode is 4-connected only), then the row's new roots and merges (of
-    the labels above and left of each listed cell; 8-connected,
-    above-right and above-left, or left when above-left is
-    background)."""
+    (:func:`_scan_row_nonzero_4`, ``_8``, :func:`_scan_row_equal_4`,
+    ``_8``; ``nonzero`` and ``eight`` are compile-time constants), then
+    the row's new roots and merges (of the labels above and left of each
+    listed cell; 8-connected, above-right and above-left, or left when
+    above-left is not linked)."""
     up = labels[row - 1] if has_above else zero_row
     out = labels[row]
     row_first_label = next_label
     merge_cols = merges.reshape(merges.size)
+    here = values[row]
+    # above a strip's first row: labels 0, so its values are never
+    # compared
+    up_values = values[row - 1] if has_above else here
     if nonzero:
         scan = _scan_row_nonzero_8 if eight else _scan_row_nonzero_4
         next_label, merge_count, runs = scan(
-            values[row], valid[row if check_valid else 0], check_valid, up,
+            here, valid[row if check_valid else 0], check_valid, up,
             out, merge_cols, next_label)
     else:
-        # above a strip's first row: labels 0, so its values are never
-        # compared
-        next_label, merge_count, runs = _scan_row_equal_4(
-            values[row], values[row - 1] if has_above else values[row],
-            valid[row if check_valid else 0], check_valid, up, out,
-            merge_cols, next_label)
+        scan = _scan_row_equal_8 if eight else _scan_row_equal_4
+        next_label, merge_count, runs = scan(
+            here, up_values, valid[row if check_valid else 0], check_valid,
+            up, out, merge_cols, next_label)
     for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
         parent[new_label] = new_label
     for merge_index in range(merge_count):
         col = np.uint64(merge_cols[merge_index])
         if eight:
+            # above-right with above-left when that one is linked (in
+            # ``equal`` mode: labelled and of this cell's value), else left
             first = np.int64(up[col + np.uint64(1)])
             second = np.int64(up[col - np.uint64(1)])
+            if not nonzero and up_values[col - np.uint64(1)] != here[col]:
+                second = 0
             if second == 0:
                 second = np.int64(out[col - np.uint64(1)])
         else:
@@ -830,6 +835,74 @@ def _scan_row_nonzero_8(here, inside, check_valid, up, out, merge_cols,
     return next_label, merge_count, runs
 
 
+@njit(cache=True, nogil=True)
+def _scan_row_equal_8(here, up_values, inside, check_valid, up, out,
+                      merge_cols, next_label):
+    """:func:`_scan_row_nonzero_8` for ``equal`` mode: every valid cell is
+    a vertex, linked to a labelled neighbour of equal value; the labels
+    and values above-left and above slide along in registers."""
+    cols = np.uint64(here.size)
+    above_left = np.int64(0)
+    above_left_value = up_values[0]  # not read while above_left is 0
+    above = np.int64(up[0])
+    above_value = up_values[0]
+    left = np.int64(0)
+    left_vertex = np.int64(0)
+    left_value = here[0]
+    merge_count = np.uint64(0)
+    runs = np.int64(0)
+    for col in range(cols - np.uint64(1)):
+        above_right = np.int64(up[col + np.uint64(1)])
+        above_right_value = up_values[col + np.uint64(1)]
+        (left, left_vertex, left_value, next_label, merge_count,
+         runs) = _step_equal_8(here, inside, check_valid, out, merge_cols,
+                               col, above_left, above_left_value, above,
+                               above_value, above_right, above_right_value,
+                               left, left_vertex, left_value, next_label,
+                               merge_count, runs)
+        above_left = above
+        above_left_value = above_value
+        above = above_right
+        above_value = above_right_value
+    (left, left_vertex, left_value, next_label, merge_count,
+     runs) = _step_equal_8(here, inside, check_valid, out, merge_cols,
+                           cols - np.uint64(1), above_left, above_left_value,
+                           above, above_value, np.int64(0), above_value,
+                           left, left_vertex, left_value, next_label,
+                           merge_count, runs)
+    return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step_equal_8(here, inside, check_valid, out, merge_cols, col,
+                  above_left, above_left_value, above, above_value,
+                  above_right, above_right_value, left, left_vertex,
+                  left_value, next_label, merge_count, runs):
+    """One cell of :func:`_scan_row_equal_8` (:func:`_step_nonzero_8`
+    with links against equal values)."""
+    value = here[col]
+    vertex = np.int64(inside[col] if check_valid else value == value)
+    above_linked = np.int64((above != 0) & (above_value == value))
+    above_left_linked = np.int64((above_left != 0) &
+                                 (above_left_value == value))
+    above_right_linked = np.int64((above_right != 0) &
+                                  (above_right_value == value))
+    left_linked = left_vertex & np.int64(left_value == value)
+    linked_above = above_linked | above_right_linked | above_left_linked
+    runs += vertex & (1 - left_linked)
+    base = _select(above_linked, above, _select(
+        above_right_linked, above_right,
+        _select(above_left_linked, above_left, next_label))) & -vertex
+    take_left = vertex & left_linked & (1 - linked_above)
+    current = _select(take_left, left, base)
+    next_label += vertex & (1 - linked_above) & (1 - left_linked)
+    merge_cols[merge_count] = col
+    merge_count += np.uint64(vertex & (1 - above_linked) & above_right_linked
+                             & (above_left_linked | left_linked))
+    out[col] = current
+    return current, vertex, value, next_label, merge_count, runs
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _step_nonzero_8(here, inside, check_valid, out, merge_cols, col,
                     above_left, above, above_right, left, left_vertex,
@@ -923,8 +996,11 @@ def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
 @njit(cache=True, nogil=True)
 def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
                             parent, top, row_start, row_stop, next_label):
-    """:func:`_first_pass_equal`, 4-connected (``eight`` is ignored), by
-    the cell scan of :func:`_scan_row_equal_4`."""
+    """:func:`_first_pass_equal` by the cell scans of
+    :func:`_scan_row_equal_4` and :func:`_scan_row_equal_8`."""
+    if eight:
+        return _label_rows(values, valid, check_valid, labels, parent, top,
+                           row_start, row_stop, next_label, False, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, top,
                        row_start, row_stop, next_label, False, False, True)
 
