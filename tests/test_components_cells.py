@@ -190,6 +190,38 @@ def test_smooth_fractal_masks(mode, connectivity, seed):
               connectivity, mode)
 
 
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.bool_])
+def test_smooth_one_byte_rasters_with_and_without_valid(mode, connectivity,
+                                                        dtype):
+    """One-byte rasters' run bounds are found 8 cells at a time (words
+    with no bound skipped): runs that start or stop on a word's first or
+    last cell, rows whose width is no multiple of 8 (the tail cell by
+    cell), narrower than a word, and ``valid`` masks smooth (whole words
+    invalid) and rough."""
+    surface = fractal_surface((96, 173), seed=4)
+    rng = np.random.default_rng(9)
+    for level in np.percentile(surface, [30, 60]):
+        values = np.where(surface > level, np.floor(surface / 150) + 1, 0)
+        values = values.astype(dtype)
+        hole = fractal_surface((96, 173), seed=5)
+        smooth_valid = hole > np.percentile(hole, 25)
+        rough_valid = rng.random(values.shape) < 0.9
+        for cols in (173, 168, 16, 9, 7):
+            part = np.ascontiguousarray(values[:, :cols])
+            check(part, connectivity, mode, strips=(1, 3))
+            for valid in (smooth_valid, rough_valid):
+                check(part, connectivity, mode,
+                      np.ascontiguousarray(valid[:, :cols]), strips=(1, 3))
+    # runs bounded exactly at word edges: stripes of 8 and 16 cells
+    cols = np.arange(64)
+    for width in (8, 16):
+        stripes = np.tile((cols // width) % 2, (12, 1)).astype(dtype)
+        check(stripes, connectivity, mode, strips=(1, 3))
+        check(stripes, connectivity, mode, np.tile(cols % 24 < 16, (12, 1)),
+              strips=(1, 3))
+
+
 # the strip runner: one task per strip (first pass) and per worker share
 # (second pass), the calling thread running share 0; a process-wide pool
 

@@ -552,26 +552,30 @@ def _label_row_runs(values, valid, check_valid, labels, parent, row,
     was labelled by runs (``above_count`` of them; -1: it was not), else
     from its cells, told apart by their labels: a run carries one label,
     and two neighbouring cells above with the same label are in one set
-    already."""
+    already.
+
+    The runs' bounds are found first, by a loop with no branch on the
+    data (:func:`_run_bounds_nonzero`, :func:`_run_bounds_equal`); a
+    loop that walks each run to its end mispredicts its exit once a run
+    and tests every cell twice.  The row's labels are then written run
+    by run and gap by gap, loops that compile to block fills."""
     cols = values.shape[1]
-    runs = 0
+    here = values[row]
+    inside = valid[row if check_valid else 0]
+    if nonzero:
+        runs = _run_bounds_nonzero(here, inside, check_valid, runs_here)
+    else:
+        runs = _run_bounds_equal(here, inside, check_valid, runs_here)
+    out = labels[row]
     above_next = 0
-    col = 0
-    while col < cols:
-        if _vertex(values, valid, check_valid, nonzero, row, col) == 0:
-            labels[row, col] = 0
-            col += 1
-            continue
-        start = col
-        value = values[row, col]
-        col += 1
-        while col < cols and _vertex(values, valid, check_valid, nonzero,
-                                     row, col) != 0 and (
-                nonzero or values[row, col] == value):
-            col += 1
+    gap_start = 0
+    for run in range(runs):
+        start = runs_here[run, 0]
+        stop = runs_here[run, 1]
+        value = here[start]
         label = np.int64(0)
         first = start - 1 if eight and start > 0 else start
-        last = col + 1 if eight and col < cols else col
+        last = stop + 1 if eight and stop < cols else stop
         if has_above and above_count >= 0:
             # the runs above that reach [first, last); those ending at or
             # before ``first`` reach no later run either
@@ -604,13 +608,141 @@ def _label_row_runs(values, valid, check_valid, labels, parent, row,
             label = next_label
             parent[next_label] = next_label
             next_label += 1
-        for run_col in range(start, col):
-            labels[row, run_col] = label
-        runs_here[runs, 0] = start
-        runs_here[runs, 1] = col
-        runs_here[runs, 2] = label
-        runs += 1
+        runs_here[run, 2] = label
+        # unsigned bounds: no negative-index fix-up, so these loops
+        # compile to fills (3.8 -> 0.9 ms a 2048² all-background pass)
+        for col in range(np.uint64(gap_start), np.uint64(start)):
+            out[col] = 0
+        for col in range(np.uint64(start), np.uint64(stop)):
+            out[col] = label
+        gap_start = stop
+    for col in range(np.uint64(gap_start), np.uint64(cols)):
+        out[col] = 0
     return next_label, runs
+
+
+# bytes of a 64-bit word: the low 7 bits of each, the high bit of each,
+# and 1 in each (SWAR tests on 8 one-byte cells at a time)
+_LOW_7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_BYTE_ONES = np.uint64(0x0101010101010101)
+
+
+@njit(cache=True, nogil=True)
+def _run_bounds_nonzero(here, inside, check_valid, runs):
+    """The foreground runs of one row (``nonzero`` mode) as (start, stop)
+    in ``runs[:, 0:2]``; returns how many.
+
+    Cell by cell there is no branch on the data: every cell writes its
+    column as the next start and the next stop, and the counts move on
+    where a run starts or stops.  One-byte rasters (masks) are first
+    tested 8 cells at a time: a word whose cells are all foreground (or
+    all background) like the cell before it holds no bound and is
+    skipped (9 words in 10 of a 2048² fractal mask's)."""
+    cols = np.uint64(here.size)
+    starts = np.uint64(0)
+    stops = np.uint64(0)
+    left_vertex = np.uint64(0)
+    col = np.uint64(0)
+    if here.itemsize == 1:
+        words = cols >> np.uint64(3)
+        value_words = here[:words * np.uint64(8)].view(np.uint64)
+        inside_words = inside[:words * np.uint64(8)].view(np.uint64) \
+            if check_valid else value_words
+        for word in range(words):
+            bits = value_words[word]
+            # the high bit of each non-zero byte
+            flags = (((bits & _LOW_7) + _LOW_7) | bits) & _HIGH_BITS
+            if check_valid:  # valid bytes are 0 or 1
+                flags &= inside_words[word] << np.uint64(7)
+            if flags == _HIGH_BITS * left_vertex:
+                continue
+            for col in range(word * np.uint64(8),
+                             word * np.uint64(8) + np.uint64(8)):
+                starts, stops, left_vertex = _bound_step_nonzero(
+                    here, inside, check_valid, runs, col, starts, stops,
+                    left_vertex)
+        col = words * np.uint64(8)
+    for col in range(col, cols):
+        starts, stops, left_vertex = _bound_step_nonzero(
+            here, inside, check_valid, runs, col, starts, stops, left_vertex)
+    runs[stops, 1] = cols  # the last run's stop, when it is open
+    return np.int64(starts)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bound_step_nonzero(here, inside, check_valid, runs, col, starts, stops,
+                        left_vertex):
+    """One cell of :func:`_run_bounds_nonzero`."""
+    value = here[col]
+    cell_inside = inside[col] if check_valid else value == value
+    vertex = np.uint64(cell_inside & (value != 0))
+    runs[starts, 0] = col
+    starts += vertex & (np.uint64(1) - left_vertex)
+    runs[stops, 1] = col
+    stops += left_vertex & (np.uint64(1) - vertex)
+    return starts, stops, vertex
+
+
+@njit(cache=True, nogil=True)
+def _run_bounds_equal(here, inside, check_valid, runs):
+    """:func:`_run_bounds_nonzero` for ``equal`` mode: runs of valid cells
+    of one value (runs may touch, so starts and stops are counted apart;
+    NaN equals nothing, as in the cell scans).  A word of 8 one-byte
+    cells is skipped when each equals the cell before it and all are
+    valid like it (or all are invalid like it)."""
+    cols = np.uint64(here.size)
+    starts = np.uint64(0)
+    stops = np.uint64(0)
+    left_vertex = np.uint64(0)
+    left_value = here[0]
+    col = np.uint64(0)
+    if here.itemsize == 1:
+        words = cols >> np.uint64(3)
+        value_words = here[:words * np.uint64(8)].view(np.uint64)
+        inside_words = inside[:words * np.uint64(8)].view(np.uint64) \
+            if check_valid else value_words
+        before = np.uint64(0)  # the cell before the word, in its top byte
+        for word in range(words):
+            bits = value_words[word]
+            same = (bits ^ ((bits << np.uint64(8)) |
+                            (before >> np.uint64(56)))) == 0
+            before = bits
+            if check_valid:
+                valid_bits = inside_words[word]
+                if valid_bits == _BYTE_ONES * left_vertex and (
+                        same or left_vertex == 0):
+                    continue
+            elif same and left_vertex == 1:
+                continue
+            for col in range(word * np.uint64(8),
+                             word * np.uint64(8) + np.uint64(8)):
+                starts, stops, left_vertex, left_value = _bound_step_equal(
+                    here, inside, check_valid, runs, col, starts, stops,
+                    left_vertex, left_value)
+        col = words * np.uint64(8)
+        if words > 0:
+            left_value = here[col - np.uint64(1)]
+    for col in range(col, cols):
+        starts, stops, left_vertex, left_value = _bound_step_equal(
+            here, inside, check_valid, runs, col, starts, stops, left_vertex,
+            left_value)
+    runs[stops, 1] = cols
+    return np.int64(starts)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bound_step_equal(here, inside, check_valid, runs, col, starts, stops,
+                      left_vertex, left_value):
+    """One cell of :func:`_run_bounds_equal`."""
+    value = here[col]
+    vertex = np.uint64(inside[col] if check_valid else value == value)
+    same = np.uint64(value == left_value)
+    runs[starts, 0] = col
+    starts += vertex & (np.uint64(1) - (left_vertex & same))
+    runs[stops, 1] = col
+    stops += left_vertex & (np.uint64(1) - (vertex & same))
+    return starts, stops, vertex, value
 
 
 @njit(cache=True, nogil=True, inline="always")
