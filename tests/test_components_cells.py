@@ -222,6 +222,28 @@ def test_smooth_one_byte_rasters_with_and_without_valid(mode, connectivity,
               strips=(1, 3))
 
 
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+def test_rows_kept_as_run_lists_across_calls_seams_and_cell_rows(
+        monkeypatch, mode, connectivity):
+    """Rows labelled by runs keep their run list in their label row
+    (core/components/_cpu_runs.py) for the second pass to fill: a strip's
+    next call must read the list its previous call left in its last row
+    (calls of 1, 2 and 5 rows), a seam's rows are unpacked before the
+    seam merge, a cell-scanned row reads the labels of a kept row above,
+    and a row whose list does not fit (more than (cols - 1) / 3 runs)
+    writes its labels."""
+    surface = fractal_surface((60, 131), seed=8)
+    rng = np.random.default_rng(13)
+    smooth = (surface > np.median(surface)).astype(np.uint8)
+    mixed = smooth.copy()
+    mixed[7::9] = rng.random((len(range(7, 60, 9)), 131)) < 0.6  # rough
+    mixed[20] = np.arange(131) % 2  # 66 runs after a smooth row: no fit
+    for per_call in (1, 2, 5):
+        monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", per_call * 131)
+        for values in (smooth, mixed, mixed * (1 + (surface > 600))):
+            check(values, connectivity, mode, strips=(1, 2, 7))
+
+
 # the strip runner: one task per strip (first pass) and per worker share
 # (second pass), the calling thread running share 0; a process-wide pool
 
@@ -285,19 +307,19 @@ def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
         real = _cpu._first_pass_nonzero
 
         def first_pass(values, valid, check_valid, eight, labels, parent,
-                       top, row_start, row_stop, next_label):
+                       run_rows, top, row_start, row_stop, next_label):
             if top > 0:  # a strip other than the caller's
                 raise MemoryError("share of strip at row %d" % top)
             return real(values, valid, check_valid, eight, labels, parent,
-                        top, row_start, row_stop, next_label)
+                        run_rows, top, row_start, row_stop, next_label)
         monkeypatch.setattr(_cpu, "_first_pass_nonzero", first_pass)
     else:
         real = _cpu._second_pass
 
-        def second_pass(labels, final, row_start, row_stop):
+        def second_pass(labels, final, run_rows, row_start, row_stop):
             if row_start >= 30:
                 raise MemoryError("second pass at row %d" % row_start)
-            return real(labels, final, row_start, row_stop)
+            return real(labels, final, run_rows, row_start, row_stop)
         monkeypatch.setattr(_cpu, "_second_pass", second_pass)
     with pytest.raises(MemoryError):
         _cpu.label(values, None, 4, "nonzero", Progress(), strips=3)
@@ -314,8 +336,8 @@ def test_cancel_with_pool_threads_stops_every_share(monkeypatch):
     real = _cpu._first_pass_nonzero
 
     def first_pass(*args):
-        calls.append(args[7])  # row_start
-        if args[6] > 0:  # the pool threads' strips: 5 ms a row
+        calls.append(args[8])  # row_start
+        if args[7] > 0:  # the pool threads' strips: 5 ms a row
             time.sleep(0.005)
         return real(*args)
     monkeypatch.setattr(_cpu, "_first_pass_nonzero", first_pass)

@@ -33,6 +33,8 @@ from .._common import index_dtype
 from .._unionfind import find_root as _find
 from .._unionfind import merge_sets
 from . import _cpu_blocks
+from ._cpu_runs import keep_runs, fill_runs, label_row_runs, unpack_rows, \
+    unpack_runs
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
 # honoured well within a second (256 rows of a 4096-column raster).
@@ -142,6 +144,9 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     # cell; np.empty only commits the pages of the label ranges in use.
     parent = np.empty(values.size + 1, dtype=dtype)
     parent[0] = 0
+    # rows labelled by runs that keep their run list in their label row
+    # (``_cpu_runs``): the second pass fills them run by run
+    run_rows = np.zeros(rows, dtype=np.bool_)
     rows_per_call = max(1, _CELLS_PER_CALL // cols)
     workers = min(strip_starts.size, _cpu_count())
 
@@ -149,17 +154,20 @@ def label(array, valid, connectivity, mode, progress, strips=None):
 
         def first_pass_rows(strip, top, row_start, row_stop):
             next_labels[strip] = first_pass(
-                values, valid, check_valid, eight, labels, parent, top,
-                row_start, row_stop, next_labels[strip])
+                values, valid, check_valid, eight, labels, parent, run_rows,
+                top, row_start, row_stop, next_labels[strip])
 
         _first_passes(pool, strip_starts, strip_stops, rows_per_call,
                       first_pass_rows, progress)
-        _merge_seams(values, nonzero, eight, labels, parent, strip_starts[1:])
+        seam_rows = strip_starts[1:]
+        unpack_rows(labels, run_rows, np.concatenate((seam_rows - 1,
+                                                      seam_rows)))
+        _merge_seams(values, nonzero, eight, labels, parent, seam_rows)
         count = _resolve(parent, first_labels, next_labels)
         progress(_RESOLVE_END)
         _second_passes(pool, rows, rows_per_call, workers,
-                       lambda start, stop: _second_pass(labels, parent, start,
-                                                        stop), progress)
+                       lambda start, stop: _second_pass(
+                           labels, parent, run_rows, start, stop), progress)
     return labels, int(count)
 
 
@@ -490,8 +498,8 @@ def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
-                row_stop, next_label, nonzero, eight, tight=False):
+def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
+                row_start, row_stop, next_label, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
     row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
     cell scans of :func:`_label_row_tight`) are compile-time
@@ -499,11 +507,14 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
 
     Each row is labelled cell by cell without branches on the data
     (:func:`_label_row_cells`) or run by run with them
-    (:func:`_label_row_runs`), by how often the row before changed from
+    (:func:`._cpu_runs.label_row_runs`), by how often the row before changed from
     one run to the next: a rough row costs the run scan a mispredicted
     branch per run, a smooth one costs the cell scan its constant work per
     cell.  Both read the row above's provisional labels and write the
-    row's, so they mix freely.
+    row's, so they mix freely; a row labelled by runs keeps its run list
+    instead when it fits (``run_rows``; :mod:`._cpu_runs`), and a cell
+    scan below it reads its labels from a scratch row filled from the
+    list.
     """
     cols = values.shape[1]
     # the row's merges, made after it: a branch per cell on whether to
@@ -518,236 +529,45 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
     listed = -1
     # the labels "above" a strip's first row
     zero_row = np.zeros(cols, dtype=labels.dtype)
+    # the provisional labels of a row above that kept its run list
+    above_row = np.empty(cols, dtype=labels.dtype)
+    if row_start > top and run_rows[row_start - 1]:
+        # the strip's previous call left its last row as a run list
+        listed = unpack_runs(labels[row_start - 1],
+                             run_list[(row_start - 1) & 1])
+        runs = listed
     for row in range(row_start, row_stop):
         has_above = row > top
         if runs * _RUN_SCAN_MIN_CELLS_PER_RUN <= cols:
-            next_label, runs = _label_row_runs(
+            next_label, runs = label_row_runs(
                 values, valid, check_valid, labels, parent, row, has_above,
                 next_label, run_list[row & 1],
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
                 listed, nonzero, eight)
+            run_rows[row] = keep_runs(labels[row], run_list[row & 1], runs)
             listed = runs
-        elif tight:
+            continue
+        up = zero_row
+        if has_above:
+            up = labels[row - 1]
+            if run_rows[row - 1]:  # listed >= 0: labelled by runs
+                fill_runs(above_row, run_list[(row - 1) & 1], listed)
+                up = above_row
+        if tight:
             next_label, runs = _label_row_tight(
                 values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, zero_row, nonzero, eight)
-            listed = -1
+                has_above, next_label, up, nonzero, eight)
         else:
             next_label, runs = _label_row_cells(
                 values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, nonzero, eight, zero_row)
-            listed = -1
+                has_above, next_label, nonzero, eight, up)
+        listed = -1
     return next_label
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_row_runs(values, valid, check_valid, labels, parent, row,
-                    has_above, next_label, runs_here, runs_above,
-                    above_count, nonzero, eight):
-    """Provisional labels of one row, a run at a time: a run (valid cells,
-    non-zero in ``nonzero`` mode, of one value in ``equal`` mode) takes the
-    label of the first linked run above it and merges the others; returns
-    (next label, runs), the runs listed in ``runs_here`` (start, stop,
-    label).  The runs above come from ``runs_above`` when the row above
-    was labelled by runs (``above_count`` of them; -1: it was not), else
-    from its cells, told apart by their labels: a run carries one label,
-    and two neighbouring cells above with the same label are in one set
-    already.
-
-    The runs' bounds are found first, by a loop with no branch on the
-    data (:func:`_run_bounds_nonzero`, :func:`_run_bounds_equal`); a
-    loop that walks each run to its end mispredicts its exit once a run
-    and tests every cell twice.  The row's labels are then written run
-    by run and gap by gap, loops that compile to block fills."""
-    cols = values.shape[1]
-    here = values[row]
-    inside = valid[row if check_valid else 0]
-    if nonzero:
-        runs = _run_bounds_nonzero(here, inside, check_valid, runs_here)
-    else:
-        runs = _run_bounds_equal(here, inside, check_valid, runs_here)
-    out = labels[row]
-    above_next = 0
-    gap_start = 0
-    for run in range(runs):
-        start = runs_here[run, 0]
-        stop = runs_here[run, 1]
-        value = here[start]
-        label = np.int64(0)
-        first = start - 1 if eight and start > 0 else start
-        last = stop + 1 if eight and stop < cols else stop
-        if has_above and above_count >= 0:
-            # the runs above that reach [first, last); those ending at or
-            # before ``first`` reach no later run either
-            while above_next < above_count and \
-                    runs_above[above_next, 1] <= first:
-                above_next += 1
-            above_index = above_next
-            while above_index < above_count and \
-                    runs_above[above_index, 0] < last:
-                above = runs_above[above_index, 2]
-                if nonzero or values[row - 1, runs_above[above_index, 0]] \
-                        == value:
-                    if label == 0:
-                        label = above
-                    else:
-                        merge_sets(parent, label, above)
-                above_index += 1
-        elif has_above:
-            previous = np.int64(0)
-            for above_col in range(first, last):
-                above = np.int64(labels[row - 1, above_col])
-                if above != 0 and above != previous and (
-                        nonzero or values[row - 1, above_col] == value):
-                    if label == 0:
-                        label = above
-                    else:
-                        merge_sets(parent, label, above)
-                previous = above
-        if label == 0:
-            label = next_label
-            parent[next_label] = next_label
-            next_label += 1
-        runs_here[run, 2] = label
-        # unsigned bounds: no negative-index fix-up, so these loops
-        # compile to fills (3.8 -> 0.9 ms a 2048² all-background pass)
-        for col in range(np.uint64(gap_start), np.uint64(start)):
-            out[col] = 0
-        for col in range(np.uint64(start), np.uint64(stop)):
-            out[col] = label
-        gap_start = stop
-    for col in range(np.uint64(gap_start), np.uint64(cols)):
-        out[col] = 0
-    return next_label, runs
-
-
-# bytes of a 64-bit word: the low 7 bits of each, the high bit of each,
-# and 1 in each (SWAR tests on 8 one-byte cells at a time)
-_LOW_7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_HIGH_BITS = np.uint64(0x8080808080808080)
-_BYTE_ONES = np.uint64(0x0101010101010101)
-
-
-@njit(cache=True, nogil=True)
-def _run_bounds_nonzero(here, inside, check_valid, runs):
-    """The foreground runs of one row (``nonzero`` mode) as (start, stop)
-    in ``runs[:, 0:2]``; returns how many.
-
-    Cell by cell there is no branch on the data: every cell writes its
-    column as the next start and the next stop, and the counts move on
-    where a run starts or stops.  One-byte rasters (masks) are first
-    tested 8 cells at a time: a word whose cells are all foreground (or
-    all background) like the cell before it holds no bound and is
-    skipped (9 words in 10 of a 2048² fractal mask's)."""
-    cols = np.uint64(here.size)
-    starts = np.uint64(0)
-    stops = np.uint64(0)
-    left_vertex = np.uint64(0)
-    col = np.uint64(0)
-    if here.itemsize == 1:
-        words = cols >> np.uint64(3)
-        value_words = here[:words * np.uint64(8)].view(np.uint64)
-        inside_words = inside[:words * np.uint64(8)].view(np.uint64) \
-            if check_valid else value_words
-        for word in range(words):
-            bits = value_words[word]
-            # the high bit of each non-zero byte
-            flags = (((bits & _LOW_7) + _LOW_7) | bits) & _HIGH_BITS
-            if check_valid:  # valid bytes are 0 or 1
-                flags &= inside_words[word] << np.uint64(7)
-            if flags == _HIGH_BITS * left_vertex:
-                continue
-            for col in range(word * np.uint64(8),
-                             word * np.uint64(8) + np.uint64(8)):
-                starts, stops, left_vertex = _bound_step_nonzero(
-                    here, inside, check_valid, runs, col, starts, stops,
-                    left_vertex)
-        col = words * np.uint64(8)
-    for col in range(col, cols):
-        starts, stops, left_vertex = _bound_step_nonzero(
-            here, inside, check_valid, runs, col, starts, stops, left_vertex)
-    runs[stops, 1] = cols  # the last run's stop, when it is open
-    return np.int64(starts)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _bound_step_nonzero(here, inside, check_valid, runs, col, starts, stops,
-                        left_vertex):
-    """One cell of :func:`_run_bounds_nonzero`."""
-    value = here[col]
-    cell_inside = inside[col] if check_valid else value == value
-    vertex = np.uint64(cell_inside & (value != 0))
-    runs[starts, 0] = col
-    starts += vertex & (np.uint64(1) - left_vertex)
-    runs[stops, 1] = col
-    stops += left_vertex & (np.uint64(1) - vertex)
-    return starts, stops, vertex
-
-
-@njit(cache=True, nogil=True)
-def _run_bounds_equal(here, inside, check_valid, runs):
-    """:func:`_run_bounds_nonzero` for ``equal`` mode: runs of valid cells
-    of one value (runs may touch, so starts and stops are counted apart;
-    NaN equals nothing, as in the cell scans).  A word of 8 one-byte
-    cells is skipped when each equals the cell before it and all are
-    valid like it (or all are invalid like it)."""
-    cols = np.uint64(here.size)
-    starts = np.uint64(0)
-    stops = np.uint64(0)
-    left_vertex = np.uint64(0)
-    left_value = here[0]
-    col = np.uint64(0)
-    if here.itemsize == 1:
-        words = cols >> np.uint64(3)
-        value_words = here[:words * np.uint64(8)].view(np.uint64)
-        inside_words = inside[:words * np.uint64(8)].view(np.uint64) \
-            if check_valid else value_words
-        before = np.uint64(0)  # the cell before the word, in its top byte
-        for word in range(words):
-            bits = value_words[word]
-            same = (bits ^ ((bits << np.uint64(8)) |
-                            (before >> np.uint64(56)))) == 0
-            before = bits
-            if check_valid:
-                valid_bits = inside_words[word]
-                if valid_bits == _BYTE_ONES * left_vertex and (
-                        same or left_vertex == 0):
-                    continue
-            elif same and left_vertex == 1:
-                continue
-            for col in range(word * np.uint64(8),
-                             word * np.uint64(8) + np.uint64(8)):
-                starts, stops, left_vertex, left_value = _bound_step_equal(
-                    here, inside, check_valid, runs, col, starts, stops,
-                    left_vertex, left_value)
-        col = words * np.uint64(8)
-        if words > 0:
-            left_value = here[col - np.uint64(1)]
-    for col in range(col, cols):
-        starts, stops, left_vertex, left_value = _bound_step_equal(
-            here, inside, check_valid, runs, col, starts, stops, left_vertex,
-            left_value)
-    runs[stops, 1] = cols
-    return np.int64(starts)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _bound_step_equal(here, inside, check_valid, runs, col, starts, stops,
-                      left_vertex, left_value):
-    """One cell of :func:`_run_bounds_equal`."""
-    value = here[col]
-    vertex = np.uint64(inside[col] if check_valid else value == value)
-    same = np.uint64(value == left_value)
-    runs[starts, 0] = col
-    starts += vertex & (np.uint64(1) - (left_vertex & same))
-    runs[stops, 1] = col
-    stops += left_vertex & (np.uint64(1) - (vertex & same))
-    return starts, stops, vertex, value
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
-                     has_above, next_label, nonzero, eight, zero_row):
+                     has_above, next_label, nonzero, eight, up):
     """Provisional labels of one row, cell by cell with no branch on the
     data; returns (next label, runs).
 
@@ -767,7 +587,6 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
     here = values[row]
     inside = valid[row if check_valid else 0]
     out = labels[row]
-    up = labels[row - 1] if has_above else zero_row
     up_values = values[row - 1] if has_above else here
     zero_value = values.dtype.type(0)
     above_left = np.int64(0)
@@ -811,14 +630,13 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
 
 @njit(cache=True, nogil=True, inline="always")
 def _label_row_tight(values, valid, check_valid, labels, parent, merges,
-                     row, has_above, next_label, zero_row, nonzero, eight):
+                     row, has_above, next_label, up, nonzero, eight):
     """:func:`_label_row_cells` by the scans written for one case
     (:func:`_scan_row_nonzero_4`, ``_8``, :func:`_scan_row_equal_4`,
     ``_8``; ``nonzero`` and ``eight`` are compile-time constants), then
     the row's new roots and merges (of the labels above and left of each
     listed cell; 8-connected, above-right and above-left, or left when
     above-left is not linked)."""
-    up = labels[row - 1] if has_above else zero_row
     out = labels[row]
     row_first_label = next_label
     merge_cols = merges.reshape(merges.size)
@@ -1101,51 +919,59 @@ def _cell_step(here, inside, out, parent, merges, col, above_left,
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
-                        top, row_start, row_stop, next_label):
+                        run_rows, top, row_start, row_stop, next_label):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
-    first row is ``top`` (its rows above ``row_start`` already labelled);
-    returns the next unused provisional label."""
+    first row is ``top`` (its rows above ``row_start`` already labelled),
+    or run lists for rows labelled by runs (``run_rows`` set); returns the
+    next unused provisional label."""
     # one specialised loop per connectivity: no flag tests per cell
     if eight:
-        return _label_rows(values, valid, check_valid, labels, parent, top,
-                           row_start, row_stop, next_label, True, True)
-    return _label_rows(values, valid, check_valid, labels, parent, top,
-                       row_start, row_stop, next_label, True, False)
+        return _label_rows(values, valid, check_valid, labels, parent,
+                           run_rows, top, row_start, row_stop, next_label,
+                           True, True)
+    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
+                       top, row_start, row_stop, next_label, True, False)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
-                              parent, top, row_start, row_stop, next_label):
+                              parent, run_rows, top, row_start, row_stop,
+                              next_label):
     """:func:`_first_pass_nonzero` by the cell scans of
     :func:`_label_row_tight`."""
     if eight:
-        return _label_rows(values, valid, check_valid, labels, parent, top,
-                           row_start, row_stop, next_label, True, True, True)
-    return _label_rows(values, valid, check_valid, labels, parent, top,
-                       row_start, row_stop, next_label, True, False, True)
+        return _label_rows(values, valid, check_valid, labels, parent,
+                           run_rows, top, row_start, row_stop, next_label,
+                           True, True, True)
+    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
+                       top, row_start, row_stop, next_label, True, False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
-                            parent, top, row_start, row_stop, next_label):
+                            parent, run_rows, top, row_start, row_stop,
+                            next_label):
     """:func:`_first_pass_equal` by the cell scans of
     :func:`_scan_row_equal_4` and :func:`_scan_row_equal_8`."""
     if eight:
-        return _label_rows(values, valid, check_valid, labels, parent, top,
-                           row_start, row_stop, next_label, False, True, True)
-    return _label_rows(values, valid, check_valid, labels, parent, top,
-                       row_start, row_stop, next_label, False, False, True)
+        return _label_rows(values, valid, check_valid, labels, parent,
+                           run_rows, top, row_start, row_stop, next_label,
+                           False, True, True)
+    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
+                       top, row_start, row_stop, next_label, False, False,
+                       True)
 
 
 @njit(cache=True, nogil=True)
-def _first_pass_equal(values, valid, check_valid, eight, labels, parent, top,
-                      row_start, row_stop, next_label):
+def _first_pass_equal(values, valid, check_valid, eight, labels, parent,
+                      run_rows, top, row_start, row_stop, next_label):
     """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
-        return _label_rows(values, valid, check_valid, labels, parent, top,
-                           row_start, row_stop, next_label, False, True)
-    return _label_rows(values, valid, check_valid, labels, parent, top,
-                       row_start, row_stop, next_label, False, False)
+        return _label_rows(values, valid, check_valid, labels, parent,
+                           run_rows, top, row_start, row_stop, next_label,
+                           False, True)
+    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
+                       top, row_start, row_stop, next_label, False, False)
 
 
 @njit(cache=True, nogil=True)
@@ -1190,11 +1016,21 @@ def _resolve(parent, first_labels, next_labels):
 
 
 @njit(cache=True, nogil=True)
-def _second_pass(labels, final, row_start, row_stop):
-    # final[0] == 0, so background needs no branch (which random masks
-    # would mispredict half the time); row views and unsigned label
-    # indices: no negative-index fix-up per cell
+def _second_pass(labels, final, run_rows, row_start, row_stop):
+    """Final labels of rows ``row_start:row_stop``: rows that kept their
+    run list (``run_rows``) are filled run by run (a write per cell, no
+    read and no look-up), the others relabelled cell by cell."""
+    runs = np.empty((labels.shape[1] // 3 + 1, 3), dtype=np.int64)
     for row in range(row_start, row_stop):
         cells = labels[row]
+        if run_rows[row]:
+            count = unpack_runs(cells, runs)
+            for run in range(count):
+                runs[run, 2] = final[np.uint64(runs[run, 2])]
+            fill_runs(cells, runs, count)
+            continue
+        # final[0] == 0, so background needs no branch (which random
+        # masks would mispredict half the time); row views and unsigned
+        # label indices: no negative-index fix-up per cell
         for col in range(cells.size):
             cells[col] = final[np.uint64(cells[col])]
