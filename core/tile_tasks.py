@@ -23,6 +23,13 @@ DASK_IN_FLIGHT_PER_THREAD = 2
 # at 1024 x 1024) are otherwise bound by the driver's and scheduler's cost
 # per task (submit, result, progress), not by the workers.
 BATCHES_PER_THREAD = 4
+# ...and the batches shrink towards the end of the round (guided
+# self-scheduling: Polychronopoulos & Kuck, "Guided self-scheduling: a
+# practical scheduling scheme for parallel supercomputers", 1987): each
+# holds at most 1 / (GUIDED_SHARE x threads) of the tiles not yet batched,
+# so the round ends on one-tile tasks instead of leaving workers idle while
+# the last few full batches run.  0: batches of one size (the last smaller).
+GUIDED_SHARE = 2
 
 def executor_workers(executor):
     """How many tile tasks may run at once under ``executor``: 1 in-process,
@@ -35,6 +42,24 @@ def executor_workers(executor):
             return distributed.cluster_threads(client)
     return max(1, int(getattr(executor, "_max_workers", 1) or 1))
 
+
+
+def batch_sizes(total, threads):
+    """Tiles per Dask task of a batched round (``run_tasks(batch="auto")``),
+    in submission order: at most ``total // (BATCHES_PER_THREAD x threads)``
+    (at least 1), and never more than ``ceil(left / (GUIDED_SHARE x
+    threads))`` of the ``left`` tiles not yet batched, down to 1."""
+    largest = max(1, total // (BATCHES_PER_THREAD * max(1, threads)))
+    share = GUIDED_SHARE * max(1, threads)
+    sizes = []
+    left = total
+    while left > 0:
+        size = min(largest, left)
+        if share:
+            size = min(size, max(1, -(-left // share)))
+        sizes.append(size)
+        left -= size
+    return sizes
 
 
 def _malloc_trim():
@@ -91,8 +116,9 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     ``batch="auto"`` (without ``keep``): on a Dask cluster, consecutive
     tasks are grouped so that each worker thread gets about
     :data:`BATCHES_PER_THREAD` Dask tasks, each running its tiles one
-    after the other (:func:`_run_batch`); the same calls, so the same
-    results.  Only for tasks whose arguments are values (a future among
+    after the other (:func:`_run_batch`), the last ones smaller
+    (:func:`batch_sizes`: give the longest tasks first); the same calls,
+    so the same results.  Only for tasks whose arguments are values (a future among
     them would pull every state of the group to one worker).
     """
     progress = progress if progress is not None else Progress()
@@ -113,13 +139,12 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
             progress((index + 1) / max(total, 1))
         return results
     if distributed.is_dask_client(executor):
-        size = 1
+        sizes = None
         if batch == "auto" and not keep:
-            size = max(1, total // (BATCHES_PER_THREAD
-                                    * distributed.cluster_threads(executor)))
-        if size > 1:
-            _run_batches_on_dask(executor, function, tasks, total, size,
-                                 consume, progress, resources)
+            sizes = batch_sizes(total, distributed.cluster_threads(executor))
+        if sizes is not None and len(sizes) < total:
+            _run_batches_on_dask(executor, function, tasks, sizes, consume,
+                                 progress, resources)
         else:
             _run_on_dask(executor, function, tasks, total, consume, progress,
                          keep, resources)
@@ -221,18 +246,17 @@ def _run_batch(function, tasks):
     return results
 
 
-def _run_batches_on_dask(client, function, tasks, total, size, consume,
+def _run_batches_on_dask(client, function, tasks, sizes, consume,
                          progress, resources=None):
-    """:func:`run_tasks` on a Dask client, ``size`` tasks per Dask task
-    (the last batch may be smaller)."""
+    """:func:`run_tasks` on a Dask client, ``sizes[k]`` tasks in the k-th
+    Dask task."""
     import itertools
 
-    starts = range(0, total, size)
+    starts = [0] + list(itertools.accumulate(sizes))[:-1]
 
     def batches():
-        for start in starts:
-            yield (function, list(itertools.islice(tasks,
-                                                   min(size, total - start))))
+        for size in sizes:
+            yield (function, list(itertools.islice(tasks, size)))
 
     def consume_batch(index, results):
         for k, result in enumerate(results):

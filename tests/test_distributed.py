@@ -8,6 +8,7 @@ rasters are small and tiles 8 cells wide so that every run crosses many
 seams while the per-task overhead stays small.
 """
 
+import itertools
 import os
 import signal
 import socket
@@ -121,14 +122,37 @@ def test_run_tasks_batched_on_dask(client):
     results = tiling.run_tasks(operator.mul, [(k, 3) for k in range(50)],
                                client, progress=marks.append, batch="auto")
     assert results == [3 * k for k in range(50)]
-    # 2 one-thread workers: 50 // (4 * 2) = 6 tasks a batch, 9 batches (a
+    # 2 one-thread workers: at most 50 // (4 * 2) = 6 tasks a batch,
+    # shrinking to 1 at the end (tile_tasks.batch_sizes): 14 batches (a
     # mark per batch or fewer); one task each would give at least 50 / 4
     # marks (4 tasks in flight)
-    assert len(marks) <= 9 and marks[-1] == 1.0
+    assert tiling.batch_sizes(50, 2) == [6, 6, 6, 6, 6, 5, 4, 3, 2, 2, 1, 1,
+                                         1, 1]
+    assert len(marks) <= 14 and marks[-1] == 1.0
     seen = {}
     tiling.run_tasks(operator.mul, ((k, 2) for k in range(20)), client,
                      on_result=seen.__setitem__, count=20, batch="auto")
     assert seen == {k: 2 * k for k in range(20)}
+
+
+def test_run_tasks_batches_are_the_dask_tasks(client):
+    """Each batch of tile_tasks.batch_sizes is one Dask task running its
+    tiles in order, the batches shrinking to one tile at the end."""
+    from gridgraph.core import tiling
+    results = tiling.run_tasks(task_key, [(k,) for k in range(40)], client,
+                               batch="auto")
+    assert [k for k, _ in results] == list(range(40))
+    keys = [key for _, key in results]
+    sizes = [len(list(group)) for _, group in itertools.groupby(keys)]
+    assert len(set(keys)) == len(sizes)  # each Dask task's tiles together
+    assert sizes == tiling.batch_sizes(40, 2) == [5, 5, 5, 5, 5, 4, 3, 2, 2,
+                                                  1, 1, 1, 1]
+
+
+def task_key(k):
+    """``(k, key of the Dask task running this call)``."""
+    from distributed import get_worker
+    return k, str(get_worker().get_current_task())
 
 
 @pytest.mark.parametrize("mapped", [True, False])

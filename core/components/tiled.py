@@ -63,6 +63,9 @@ MAPPED_LABEL_WRITES = True
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
 DASK_BATCH = "auto"
+# On a pool or a cluster the tiles run largest first (those cut short by
+# the raster's edge last): the rounds end on their shortest tasks.
+LARGEST_FIRST = True
 
 
 @dataclass
@@ -142,6 +145,10 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     rows, cols = source.shape
     label_dtype = index_dtype(rows * cols)
     tiles = grid.morton_order()
+    if executor is not None and LARGEST_FIRST:
+        # the tiles cut short by the raster's edge last: each round ends on
+        # its shortest tasks (tiling.TileGrid.largest_first)
+        tiles = grid.largest_first(tiles)
     windows = [grid.window(r, c) for r, c in tiles]
     shape = (rows, cols)
     eight = connectivity == 8
