@@ -9,6 +9,7 @@ where it was computed (a future on a Dask worker).
 
 import functools
 from concurrent.futures import FIRST_COMPLETED, wait
+from dataclasses import dataclass
 
 from . import distributed
 from ._common import Progress
@@ -113,13 +114,15 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     (:func:`gridgraph.core.distributed.task_resources`: the GPU of a CUDA
     task); ignored by other executors.
 
-    ``batch="auto"`` (without ``keep``): on a Dask cluster, consecutive
-    tasks are grouped so that each worker thread gets about
-    :data:`BATCHES_PER_THREAD` Dask tasks, each running its tiles one
-    after the other (:func:`_run_batch`), the last ones smaller
-    (:func:`batch_sizes`: give the longest tasks first); the same calls,
-    so the same results.  Only for tasks whose arguments are values (a future among
-    them would pull every state of the group to one worker).
+    ``batch="auto"``: on a Dask cluster, consecutive tasks are grouped so
+    that each worker thread gets about :data:`BATCHES_PER_THREAD` Dask
+    tasks, each running its tiles one after the other (:func:`_run_batch`),
+    the last ones smaller (:func:`batch_sizes`: give the longest tasks
+    first); the same calls, so the same results.  Only for tasks whose
+    arguments are values (a future among them would pull every state of
+    the group to one worker).  With ``keep`` the states of a batch stay
+    together on its worker: each tile's state is then a :class:`KeptPart`
+    (the batch's future and the tile's place in it; :func:`kept_groups`).
     """
     progress = progress if progress is not None else Progress()
     total = len(tasks) if count is None else count
@@ -140,11 +143,11 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
         return results
     if distributed.is_dask_client(executor):
         sizes = None
-        if batch == "auto" and not keep:
+        if batch == "auto":
             sizes = batch_sizes(total, distributed.cluster_threads(executor))
         if sizes is not None and len(sizes) < total:
             _run_batches_on_dask(executor, function, tasks, sizes, consume,
-                                 progress, resources)
+                                 progress, resources, keep)
         else:
             _run_on_dask(executor, function, tasks, total, consume, progress,
                          keep, resources)
@@ -246,10 +249,46 @@ def _run_batch(function, tasks):
     return results
 
 
+def _run_batch_kept(function, tasks):
+    """:func:`_run_batch` of tasks returning ``(message, state)``: the
+    batch's ``(messages, states)``, split by Dask so that only the
+    messages travel."""
+    results = _run_batch(function, tasks)
+    return [message for message, _ in results], \
+        [state for _, state in results]
+
+
+@dataclass(frozen=True)
+class KeptPart:
+    """One tile's state kept on the workers inside its batch's state (a
+    Dask future of a list): ``future`` and the tile's ``index`` in it."""
+
+    future: object
+    index: int
+
+
+def kept_groups(states):
+    """The kept states of a round (``run_tasks(keep=True)``'s, in task
+    order) grouped by the Dask future that holds them: a list of
+    ``(future, [(index in the future's list or None, task number)])``, in
+    order of first appearance.  A later task given one group's future runs
+    where those states are.  Index None: the state is the future itself
+    (an unbatched task's) or a plain value (not on Dask)."""
+    groups = {}
+    for number, state in enumerate(states):
+        if isinstance(state, KeptPart):
+            future, index = state.future, state.index
+        else:
+            future, index = state, None
+        key = getattr(future, "key", None) or id(future)
+        groups.setdefault(key, (future, []))[1].append((index, number))
+    return list(groups.values())
+
+
 def _run_batches_on_dask(client, function, tasks, sizes, consume,
-                         progress, resources=None):
+                         progress, resources=None, keep=False):
     """:func:`run_tasks` on a Dask client, ``sizes[k]`` tasks in the k-th
-    Dask task."""
+    Dask task (with ``keep``, states as :class:`KeptPart`)."""
     import itertools
 
     starts = [0] + list(itertools.accumulate(sizes))[:-1]
@@ -259,11 +298,15 @@ def _run_batches_on_dask(client, function, tasks, sizes, consume,
             yield (function, list(itertools.islice(tasks, size)))
 
     def consume_batch(index, results):
+        if keep:
+            messages, future = results
+            results = [(message, KeptPart(future, k))
+                       for k, message in enumerate(messages)]
         for k, result in enumerate(results):
             consume(starts[index] + k, result)
 
-    _run_on_dask(client, _run_batch, batches(), len(starts), consume_batch,
-                 progress, False, resources,
+    _run_on_dask(client, _run_batch_kept if keep else _run_batch, batches(),
+                 len(starts), consume_batch, progress, keep, resources,
                  name=getattr(function, "__name__", None) or getattr(
                      getattr(function, "func", None), "__name__", "tile"))
 

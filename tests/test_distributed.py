@@ -155,14 +155,24 @@ def task_key(k):
     return k, str(get_worker().get_current_task())
 
 
-@pytest.mark.parametrize("mapped", [True, False])
+@pytest.mark.parametrize("mapped,kept", [(True, False), (False, False),
+                                         (True, True)])
 def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
-                                       mapped):
-    """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task),
-    labels written by the tasks into out_dir (through shared mappings of
-    the reserved file, or with pwrite) or gathered here."""
+                                       mapped, kept):
+    """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task,
+    fewer at the end), labels written by the tasks into out_dir (through
+    shared mappings of the reserved file, or with pwrite) or gathered
+    here; with ``kept`` round 1's labels stay on the workers, one future
+    per batch, and round 3 renumbers them there."""
+    from gridgraph.core import tiling
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE",
+                        0.25 if kept else 0.0)
+    groups = []
+    real_kept_groups = tiling.kept_groups
+    monkeypatch.setattr(tiling, "kept_groups", lambda states: groups.append(
+        real_kept_groups(states)) or groups[-1])
     values = (np.random.default_rng(11).random((64, 72)) < 0.45).astype(
         np.uint8)
     expected = connected_components(values, connectivity=8, mode="nonzero")
@@ -175,6 +185,13 @@ def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
                                       out_dir=out_dir)
         assert result.count == expected.count > 20
         assert_same(result, expected, ["labels"])
+    if kept:  # a group per summary batch, the tiles in batch order
+        sizes = tiling.batch_sizes(72, 2)
+        assert [len(parts) for _, parts in groups[0]] == sizes
+        assert [index for _, parts in groups[0] for index, _ in parts] == [
+            k for size in sizes for k in range(size)]
+    else:
+        assert not groups
 
 
 @pytest.mark.parametrize("connectivity", [4, 8])
