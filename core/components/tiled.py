@@ -493,14 +493,14 @@ def renumber_kept_group(states, parts, label_dtype, sink=None):
     for states itself, window, answer)``.  Writes each block into ``sink``
     (returns None), or returns the blocks in order without one.  Pure."""
     blocks = []
-    for index, window, answer in parts:
-        block = renumber_kept(states if index is None else states[index],
-                              window, answer, label_dtype)
-        if sink is not None:
-            sink.write(window, block)
-        else:
-            blocks.append(block)
-    tiling.release_free_memory()
+    with tiling.heap_kept_for_tiles():
+        for index, window, answer in parts:
+            block = renumber_kept(states if index is None else states[index],
+                                  window, answer, label_dtype)
+            if sink is not None:
+                sink.write(window, block)
+            else:
+                blocks.append(block)
     return None if sink is not None else blocks
 
 
