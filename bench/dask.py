@@ -11,9 +11,10 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
   tiles' runs, core/mst/tiled/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation);
-- components-kept, components-fixed: components with round 1's labels kept
-  on the workers, or with batches of one size in Morton order (the
-  switches in ``COMPONENT_VARIANTS``), compared with components' outputs.
+- components-kept, components-s4: components with round 1's labels kept
+  on the workers, or as in the fourth session (batches of one size in
+  Morton order, glibc's settings left alone; the switches in
+  ``COMPONENT_VARIANTS``), compared with components' outputs.
 
 Outputs go to ``out_dir`` (.npy on the local disk every worker shares); the
 outputs of every worker count are compared bit for bit with the first
@@ -191,29 +192,41 @@ def settings():
 
 
 # Components under other switches, run on the same cluster as
-# "components" (operations "components-kept", "components-fixed"): their
+# "components" (operations "components-kept", "components-s4"): their
 # outputs must be identical to it.
 COMPONENT_VARIANTS = {
     # round 1's labels kept on the workers (one future per batch)
     "components-kept": [("components.tiled", "KEPT_LABELS_SHARE", 1.0)],
-    # batches of one size in Morton order (before guided batches)
-    "components-fixed": [("tile_tasks", "GUIDED_SHARE", 0),
-                         ("components.tiled", "LARGEST_FIRST", False)],
+    # the fourth session's: batches of one size in Morton order, glibc's
+    # settings as the worker has them
+    "components-s4": [("tile_tasks", "GUIDED_SHARE", 0),
+                      ("components.tiled", "LARGEST_FIRST", False),
+                      ("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
 }
 
 
-def apply_variant(operation, defaults={}):
-    """Set the switches of ``operation``'s variant (the defaults for any
-    other operation)."""
+def set_switch(module, name, value):
+    """``gridgraph.core.<module>.<name> = value`` in this process."""
     import importlib
+    setattr(importlib.import_module("gridgraph.core." + module), name, value)
+
+
+def apply_variant(operation, client, defaults={}):
+    """Set the switches of ``operation``'s variant (the defaults for any
+    other operation) here and on every worker (some are read there)."""
+    import importlib
+    chosen = {}
     for changes in COMPONENT_VARIANTS.values():
         for module, name, _ in changes:
-            module = importlib.import_module("gridgraph.core." + module)
-            defaults.setdefault((module, name), getattr(module, name))
-            setattr(module, name, defaults[(module, name)])
+            key = (module, name)
+            defaults.setdefault(key, getattr(importlib.import_module(
+                "gridgraph.core." + module), name))
+            chosen[key] = defaults[key]
     for module, name, value in COMPONENT_VARIANTS.get(operation, []):
-        module = importlib.import_module("gridgraph.core." + module)
-        setattr(module, name, value)
+        chosen[(module, name)] = value
+    for (module, name), value in chosen.items():
+        set_switch(module, name, value)
+        client.run(set_switch, module, name, value)
 
 
 def task_stream(records, start):
@@ -232,7 +245,9 @@ def task_stream(records, start):
                 rows.append([name, workers.index(record["worker"]),
                              round(span["start"] - start, 4),
                              round(span["stop"] - start, 4)])
-    return sorted(rows, key=lambda row: row[2])
+    # (records of the run before, finishing as this one starts, left out)
+    return sorted((row for row in rows if row[2] >= 0),
+                  key=lambda row: row[2])
 
 
 def run_header(args, shape):
@@ -385,7 +400,7 @@ def main():
                 out_dir = os.path.join(args.workdir, f"out-{operation}")
                 shutil.rmtree(out_dir, ignore_errors=True)
                 os.makedirs(out_dir)
-                apply_variant(operation)
+                apply_variant(operation, client)
                 # a first run on a crop compiles the kernels on every worker
                 # (the preflight's warm-up) outside the timing
                 run(operation, crops[0], crops[1], client, args.tile_size,

@@ -89,6 +89,8 @@ DEFAULT_THRESHOLD = 128 * 1024
 # 10.9 ms; page faults 1030 -> 65 and 2500 -> 990, 2026-11-24).
 BATCH_MMAP_THRESHOLD = 32 * 1024 * 1024
 BATCH_TRIM_THRESHOLD = 1 << 30
+# False: batches leave glibc's settings alone (for comparisons)
+HEAP_KEPT_IN_BATCHES = True
 
 
 @contextmanager
@@ -98,8 +100,11 @@ def heap_kept_for_tiles():
     afterwards the process's own settings (``MALLOC_*_THRESHOLD_``, as
     Dask's nanny sets them, else glibc's initial 128 KiB, then no longer
     self-raising) are set back and the free memory handed back."""
-    if _MALLOPT is None:
-        yield
+    if _MALLOPT is None or not HEAP_KEPT_IN_BATCHES:
+        try:
+            yield
+        finally:
+            release_free_memory()
         return
     _MALLOPT(M_MMAP_THRESHOLD, BATCH_MMAP_THRESHOLD)
     _MALLOPT(M_TRIM_THRESHOLD, BATCH_TRIM_THRESHOLD)
