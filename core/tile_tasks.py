@@ -241,6 +241,8 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
 
     name = name or getattr(function, "__name__", None) or getattr(
         getattr(function, "func", None), "__name__", "tile")
+    if function not in (_run_batch, _run_batch_kept):  # those do it
+        function = functools.partial(_in_kept_heap, function)
     limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
     in_flight = {}  # the future the driver waits on -> (index, state)
@@ -288,6 +290,13 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         if outstanding:
             client.cancel(outstanding, force=True)
         raise
+
+
+def _in_kept_heap(function, *arguments):
+    """``function(*arguments)`` with freed memory reused inside it
+    (:func:`heap_kept_for_tiles`): a Dask tile task."""
+    with heap_kept_for_tiles():
+        return function(*arguments)
 
 
 def _run_batch(function, tasks):
