@@ -10,7 +10,11 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
   mst_edges: the same with the sorted edge list (a sample sort over the
   tiles' runs, core/mst/tiled/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
-  every output (accumulated cost, direction, allocation).
+  every output (accumulated cost, direction, allocation);
+- components-kept, components-s4: components with round 1's labels kept
+  on the workers, or as in the fourth session (batches of one size in
+  Morton order, glibc's settings left alone; the switches in
+  ``COMPONENT_VARIANTS``), compared with components' outputs.
 
 Outputs go to ``out_dir`` (.npy on the local disk every worker shares); the
 outputs of every worker count are compared bit for bit with the first
@@ -89,7 +93,7 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
         progress=None):
     from gridgraph.core import (connected_components, cost_distance,
                                 minimum_spanning_tree)
-    if operation == "components":
+    if operation.startswith("components"):
         values = np.load(mask, mmap_mode="r")
         result = connected_components(values, mode="nonzero",
                                       tile_size=tile_size, executor=executor,
@@ -174,14 +178,76 @@ def simulate(args, shape, dem, mask):
 
 def settings():
     """The scheduling and writing switches of this run."""
+    from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     from gridgraph.core.costdistance import rounds
     chosen = {name: getattr(rounds, name) for name in (
         "ROUND_DELTA_TILES", "WAIT_FOR_LOWER_NEIGHBOURS",
         "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
         "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
-    chosen["MAPPED_LABEL_WRITES"] = components_tiled.MAPPED_LABEL_WRITES
+    for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE", "LARGEST_FIRST"):
+        chosen[name] = getattr(components_tiled, name)
+    chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
     return chosen
+
+
+# Components under other switches, run on the same cluster as
+# "components" (operations "components-kept", "components-s4"): their
+# outputs must be identical to it.
+COMPONENT_VARIANTS = {
+    # round 1's labels kept on the workers (one future per batch)
+    "components-kept": [("components.tiled", "KEPT_LABELS_SHARE", 1.0)],
+    # the fourth session's: batches of one size in Morton order, glibc's
+    # settings as the worker has them
+    "components-s4": [("tile_tasks", "GUIDED_SHARE", 0),
+                      ("components.tiled", "LARGEST_FIRST", False),
+                      ("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
+}
+
+
+def set_switch(module, name, value):
+    """``gridgraph.core.<module>.<name> = value`` in this process."""
+    import importlib
+    setattr(importlib.import_module("gridgraph.core." + module), name, value)
+
+
+def apply_variant(operation, client, defaults={}):
+    """Set the switches of ``operation``'s variant (the defaults for any
+    other operation) here and on every worker (some are read there)."""
+    import importlib
+    chosen = {}
+    for changes in COMPONENT_VARIANTS.values():
+        for module, name, _ in changes:
+            key = (module, name)
+            defaults.setdefault(key, getattr(importlib.import_module(
+                "gridgraph.core." + module), name))
+            chosen[key] = defaults[key]
+    for module, name, value in COMPONENT_VARIANTS.get(operation, []):
+        chosen[(module, name)] = value
+    for (module, name), value in chosen.items():
+        set_switch(module, name, value)
+        client.run(set_switch, module, name, value)
+
+
+def task_stream(records, start):
+    """Dask's task stream of a run, compact: per task [name, worker number,
+    start s, stop s] from the run's start (name: the key's function, with
+    -m / -s for the message / state splits)."""
+    workers = sorted({record["worker"] for record in records})
+    rows = []
+    for record in records:
+        key = str(record["key"])
+        name = key.split("-")[0]
+        if key.endswith("-message") or key.endswith("-state"):
+            name += "-" + key.rsplit("-", 1)[1][0]
+        for span in record["startstops"]:
+            if span["action"] == "compute":
+                rows.append([name, workers.index(record["worker"]),
+                             round(span["start"] - start, 4),
+                             round(span["stop"] - start, 4)])
+    # (records of the run before, finishing as this one starts, left out)
+    return sorted((row for row in rows if row[2] >= 0),
+                  key=lambda row: row[2])
 
 
 def run_header(args, shape):
@@ -270,6 +336,10 @@ def main():
                         help="cost distance: start tiles by key alone, "
                         "wherever their state is "
                         "(rounds.PREFER_FREE_WORKERS off)")
+    parser.add_argument("--task-stream", action="store_true",
+                        help="components: keep Dask's task stream of each "
+                        "run in its row (per task: name, worker, start, "
+                        "stop)")
     parser.add_argument("--components-pwrite", action="store_true",
                         help="components: the label round writes with "
                         "pwrite (components.tiled.MAPPED_LABEL_WRITES off)")
@@ -330,13 +400,20 @@ def main():
                 out_dir = os.path.join(args.workdir, f"out-{operation}")
                 shutil.rmtree(out_dir, ignore_errors=True)
                 os.makedirs(out_dir)
+                apply_variant(operation, client)
                 # a first run on a crop compiles the kernels on every worker
                 # (the preflight's warm-up) outside the timing
                 run(operation, crops[0], crops[1], client, args.tile_size,
                     out_dir, args.backend)
                 shutil.rmtree(out_dir)
                 os.makedirs(out_dir)
+                stream = None
+                if operation.startswith("components") and args.task_stream:
+                    from distributed import get_task_stream
+                    stream = get_task_stream(client=client)
+                    stream.__enter__()
                 start = time.perf_counter()
+                wall_start = time.time()
                 marks = []
 
                 def progress(fraction):
@@ -347,21 +424,28 @@ def main():
                                     args.tile_size, out_dir, args.backend,
                                     progress)
                 seconds = time.perf_counter() - start
+                if stream is not None:
+                    stream.__exit__(None, None, None)
                 digests = {name: digest(array)
                            for name, array in outputs.items()}
-                same = reference.setdefault(operation, digests) == digests
+                # a variant's outputs must be its operation's
+                same = reference.setdefault(operation.split("-")[0],
+                                            digests) == digests
                 rows.append(dict(operation=operation, workers=workers,
                                  seconds=seconds, same=same, note=note,
                                  settings=settings(),
                                  digests=digests,
                                  load=(load_before, os.getloadavg()[0]),
                                  tenths=tenths(marks, seconds)))
-                if operation == "components":
+                if operation.startswith("components"):
                     # every mark: where the summary round ends (0.45) and
                     # the label round starts (0.5, after the merge)
                     rows[-1]["marks"] = [(round(f, 4), round(t, 4))
                                          for f, t in marks]
-                print(rows[-1], flush=True)
+                if stream is not None:
+                    rows[-1]["tasks"] = task_stream(stream.data, wall_start)
+                print({k: v for k, v in rows[-1].items()
+                       if k not in ("tasks", "marks")}, flush=True)
                 if args.json:  # so far: a run cut short keeps its rows
                     write_json(args, shape, rows)
                 del outputs

@@ -8,6 +8,9 @@
 #   bench/dask_device.sh sixteen -- cost distance at 16 workers alone
 #   bench/dask_device.sh mapped -- components with pwrite / mapped label
 #                                   writes, 1 and 8 workers; MST at 8
+#   bench/dask_device.sh fifth   -- components (and its kept-labels and
+#                                   fourth-session variants) at 1 and 8 x 3
+#                                   workers with task streams; MST at 1, 8
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -53,6 +56,16 @@ mapped)
             >> "$OUT/run.log" 2>&1
     fi
     ;;
+fifth)
+    # everything in one call, so that efficiencies compare on one machine
+    $B --workers 1 8 8 8 --task-stream \
+        --operations components components-kept components-s4 \
+        --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 1 8 --operations mst --json "$OUT/mst.json" \
+        >> "$OUT/run.log" 2>&1
+    echo "mst done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
@@ -79,7 +92,7 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
         rows.append((path.split("/")[-1], row))
 first = {}
 for name, row in rows:
-    key = (row["operation"], "gpu" in name)
+    key = (row["operation"].split("-")[0], "gpu" in name)
     ref = first.setdefault(key, row["digests"])
     print(name, row["operation"], row["workers"], round(row["seconds"], 1),
           "identical" if row["digests"] == ref else "DIFFERENT", row["note"])

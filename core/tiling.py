@@ -32,7 +32,8 @@ from .tile_io import (  # noqa: F401  (the sources and sinks, named here)
     Window, _pread_exact, _pwrite_exact, check_out_dir, load_raster,
     make_sink, open_source, output_sinks, reopen_source, write_geotiff)
 from .tile_tasks import (  # noqa: F401  (how tasks run, named here)
-    TaskPool, executor_workers, release_free_memory, run_tasks, write_in_task)
+    KeptPart, TaskPool, batch_sizes, executor_workers, heap_kept_for_tiles,
+    kept_groups, release_free_memory, run_tasks, write_in_task)
 
 MIN_TILE_SIZE = 8
 # Largest automatic tile: 16M cells keeps per-tile kernels fast and their
@@ -212,6 +213,16 @@ class TileGrid:
                  for c in range(self.tile_cols)]
         tiles.sort(key=lambda rc: morton_key(*rc))
         return tiles
+
+    def largest_first(self, tiles):
+        """``tiles`` with the full tiles first and the ones cut short by the
+        raster's edge last, smallest last (stable otherwise): a round of
+        independent tasks then ends on its shortest tasks, so no worker
+        waits long for the last one (the tail of the round)."""
+        def cells(tile):
+            window = self.window(*tile)
+            return window.rows * window.cols
+        return sorted(tiles, key=cells, reverse=True)
 
 
 def auto_tile_size(shape, limit_bytes, tile_bytes_per_cell, workers=1,

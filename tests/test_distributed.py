@@ -8,6 +8,7 @@ rasters are small and tiles 8 cells wide so that every run crosses many
 seams while the per-task overhead stays small.
 """
 
+import itertools
 import os
 import signal
 import socket
@@ -121,24 +122,57 @@ def test_run_tasks_batched_on_dask(client):
     results = tiling.run_tasks(operator.mul, [(k, 3) for k in range(50)],
                                client, progress=marks.append, batch="auto")
     assert results == [3 * k for k in range(50)]
-    # 2 one-thread workers: 50 // (4 * 2) = 6 tasks a batch, 9 batches (a
+    # 2 one-thread workers: at most 50 // (4 * 2) = 6 tasks a batch,
+    # shrinking to 1 at the end (tile_tasks.batch_sizes): 14 batches (a
     # mark per batch or fewer); one task each would give at least 50 / 4
     # marks (4 tasks in flight)
-    assert len(marks) <= 9 and marks[-1] == 1.0
+    assert tiling.batch_sizes(50, 2) == [6, 6, 6, 6, 6, 5, 4, 3, 2, 2, 1, 1,
+                                         1, 1]
+    assert len(marks) <= 14 and marks[-1] == 1.0
     seen = {}
     tiling.run_tasks(operator.mul, ((k, 2) for k in range(20)), client,
                      on_result=seen.__setitem__, count=20, batch="auto")
     assert seen == {k: 2 * k for k in range(20)}
 
 
-@pytest.mark.parametrize("mapped", [True, False])
+def test_run_tasks_batches_are_the_dask_tasks(client):
+    """Each batch of tile_tasks.batch_sizes is one Dask task running its
+    tiles in order, the batches shrinking to one tile at the end."""
+    from gridgraph.core import tiling
+    results = tiling.run_tasks(task_key, [(k,) for k in range(40)], client,
+                               batch="auto")
+    assert [k for k, _ in results] == list(range(40))
+    keys = [key for _, key in results]
+    sizes = [len(list(group)) for _, group in itertools.groupby(keys)]
+    assert len(set(keys)) == len(sizes)  # each Dask task's tiles together
+    assert sizes == tiling.batch_sizes(40, 2) == [5, 5, 5, 5, 5, 4, 3, 2, 2,
+                                                  1, 1, 1, 1]
+
+
+def task_key(k):
+    """``(k, key of the Dask task running this call)``."""
+    from distributed import get_worker
+    return k, str(get_worker().get_current_task())
+
+
+@pytest.mark.parametrize("mapped,kept", [(True, False), (False, False),
+                                         (True, True)])
 def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
-                                       mapped):
-    """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task),
-    labels written by the tasks into out_dir (through shared mappings of
-    the reserved file, or with pwrite) or gathered here."""
+                                       mapped, kept):
+    """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task,
+    fewer at the end), labels written by the tasks into out_dir (through
+    shared mappings of the reserved file, or with pwrite) or gathered
+    here; with ``kept`` round 1's labels stay on the workers, one future
+    per batch, and round 3 renumbers them there."""
+    from gridgraph.core import tiling
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE",
+                        0.25 if kept else 0.0)
+    groups = []
+    real_kept_groups = tiling.kept_groups
+    monkeypatch.setattr(tiling, "kept_groups", lambda states: groups.append(
+        real_kept_groups(states)) or groups[-1])
     values = (np.random.default_rng(11).random((64, 72)) < 0.45).astype(
         np.uint8)
     expected = connected_components(values, connectivity=8, mode="nonzero")
@@ -151,6 +185,13 @@ def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
                                       out_dir=out_dir)
         assert result.count == expected.count > 20
         assert_same(result, expected, ["labels"])
+    if kept:  # a group per summary batch, the tiles in batch order
+        sizes = tiling.batch_sizes(72, 2)
+        assert [len(parts) for _, parts in groups[0]] == sizes
+        assert [index for _, parts in groups[0] for index, _ in parts] == [
+            k for size in sizes for k in range(size)]
+    else:
+        assert not groups
 
 
 @pytest.mark.parametrize("connectivity", [4, 8])

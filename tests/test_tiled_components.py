@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gridgraph.core import CancelledError, InvalidInputError, connected_components
-from gridgraph.core import tiling
+from gridgraph.core import tile_tasks, tiling
 
 from faults_helpers import small_disk  # noqa: F401 - a fixture
 from rasters import fractal_surface, spiral_mask
@@ -267,6 +267,33 @@ def test_morton_order_and_grid():
     assert order[:8] == [(0, 0), (0, 1), (1, 0), (1, 1),
                          (0, 2), (0, 3), (1, 2), (1, 3)]
     assert sorted(order) == [(r, c) for r in range(3) for c in range(5)]
+
+
+def test_largest_first_puts_cut_tiles_last():
+    grid = tiling.TileGrid((20, 33), 8)
+    order = grid.largest_first(grid.morton_order())
+    cells = [grid.window(*tile).rows * grid.window(*tile).cols
+             for tile in order]
+    assert cells == sorted(cells, reverse=True) and cells[-1] == 4 * 1
+    assert sorted(order) == sorted(grid.morton_order())
+    # full tiles keep their Morton order
+    assert order[:8] == grid.morton_order()[:8]
+
+
+@pytest.mark.parametrize("total,threads", [(234, 8), (234, 1), (50, 2),
+                                           (7, 8), (1000, 16)])
+def test_batch_sizes_shrink_to_single_tiles(total, threads):
+    sizes = tiling.batch_sizes(total, threads)
+    assert sum(sizes) == total and min(sizes) >= 1
+    assert sizes == sorted(sizes, reverse=True)
+    per_thread = tile_tasks.BATCHES_PER_THREAD
+    assert sizes[0] == max(1, total // (per_thread * threads))
+    assert sizes[-1] == 1
+    left = total
+    for size in sizes:  # never more than a 1 / (2 threads) share of the rest
+        share = tile_tasks.GUIDED_SHARE * threads
+        assert size <= max(1, -(-left // share))
+        left -= size
 
 
 def test_tiled_labels_to_geotiff_by_strips(tmp_path):

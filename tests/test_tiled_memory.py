@@ -56,3 +56,47 @@ def test_peak_rss_under_the_limit(tmp_path):
         if operation == "mst":
             assert tiled_run["total_weight"] == memory_run["total_weight"]
             assert tiled_run["edges"] == memory_run["edges"]
+
+
+HEAP_PROBE = """
+import resource, sys
+import numpy as np
+from gridgraph.core import tile_tasks
+
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+def churn():  # a tile's temporaries: 4 MiB arrays made and freed
+    before = faults()
+    for _ in range(20):
+        array = np.ones(1 << 19)
+        del array
+    return faults() - before
+
+if tile_tasks._MALLOPT is None:
+    print("no glibc")
+    sys.exit()
+outside = churn()
+with tile_tasks.heap_kept_for_tiles():
+    inside = churn()
+print(outside, inside, churn())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="glibc's malloc")
+def test_batches_reuse_freed_tile_arrays():
+    """Under Dask's worker setting (MALLOC_TRIM_THRESHOLD_=65536) every
+    4 MiB array is fresh pages (~500 faults each here: 10280 for 20);
+    inside a batch (tile_tasks.heap_kept_for_tiles) freed arrays are
+    reused (482: the first one's), and the setting is back afterwards."""
+    env = dict(os.environ, MALLOC_TRIM_THRESHOLD_="65536")
+    answer = subprocess.run([sys.executable, "-c", HEAP_PROBE], env=env,
+                            capture_output=True, text=True, check=True,
+                            cwd=HERE).stdout.split()
+    if answer == ["no", "glibc"]:
+        pytest.skip("not glibc")
+    outside, inside, after = map(int, answer)
+    assert outside > 8 * 1024  # 20 arrays, each faulted in anew
+    assert inside < 2 * 1024  # the first array's pages, then reused
+    assert after > 8 * 1024  # the worker's own setting again

@@ -20,8 +20,9 @@ Three rounds (docs/architecture.md, "The block hierarchy"):
    component's number from round 2, interior labels count the starts
    before them on their row.  On a Dask cluster, with
    :data:`KEPT_LABELS_SHARE` set, round 1's tile labels can stay on the
-   workers instead (futures) and round 3 only renumbers them
-   (:func:`renumber_kept`); off by default (slower, as measured).
+   workers instead (one future per batch of tiles) and round 3 only
+   renumbers them where they are (:func:`renumber_kept_group`); off by
+   default (see there).
 
 Memory: a tile's kernel arrays, plus messages of O(tile side) per tile
 (and, on a cluster, the kept labels in the workers' memory).
@@ -63,6 +64,9 @@ MAPPED_LABEL_WRITES = True
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
 DASK_BATCH = "auto"
+# On a pool or a cluster the tiles run largest first (those cut short by
+# the raster's edge last): the rounds end on their shortest tasks.
+LARGEST_FIRST = True
 
 
 @dataclass
@@ -142,6 +146,10 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     rows, cols = source.shape
     label_dtype = index_dtype(rows * cols)
     tiles = grid.morton_order()
+    if executor is not None and LARGEST_FIRST:
+        # the tiles cut short by the raster's edge last: each round ends on
+        # its shortest tasks (tiling.TileGrid.largest_first)
+        tiles = grid.largest_first(tiles)
     windows = [grid.window(r, c) for r, c in tiles]
     shape = (rows, cols)
     eight = connectivity == 8
@@ -182,9 +190,20 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
 
         resources = None  # renumbering runs on the CPU
         if kept is not None:
-            function = renumber_kept
-            arguments = [(state, window, answers[tile], label_dtype)
-                         for state, tile, window in zip(kept, tiles, windows)]
+            # one task per group of kept labels (a summary batch's), run
+            # where they are; it writes its windows or returns the blocks
+            groups = tiling.kept_groups(kept)
+            function = renumber_kept_group
+            arguments = [(future, [(index, windows[number],
+                                    answers[tiles[number]])
+                                   for index, number in parts],
+                          label_dtype, sink if in_task else None)
+                         for future, parts in groups]
+
+            def write(index, blocks):
+                if not in_task:
+                    for (_, number), block in zip(groups[index][1], blocks):
+                        sink.write(windows[number], block)
         else:
             resources = distributed.task_resources(backend, executor)
             function = tile_labels
@@ -194,6 +213,9 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
         if on_gpu is not None:
             on_gpu.write_labels(sink, [answers[tile] for tile in tiles],
                                 label_dtype, progress.span(*LABEL_SPAN))
+        elif kept is not None:
+            tiling.run_tasks(function, arguments, executor,
+                             progress.span(*LABEL_SPAN), on_result=write)
         else:
             tiling.run_tasks(
                 functools.partial(tiling.write_in_task, sink, function)
@@ -201,7 +223,7 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
                 progress.span(*LABEL_SPAN), on_result=write,
                 resources=resources,
                 # blocks gathered here travel one by one
-                batch=DASK_BATCH if kept is None and in_task else None)
+                batch=DASK_BATCH if in_task else None)
         del kept, arguments  # the kept labels: released on the workers
         labels = sink.finish()
     return labels, count
@@ -463,6 +485,23 @@ def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
                                      nodata, backend)
     border_index = tiling.border_label_index(labels, count)
     return renumber_kept((labels, border_index), window, answer, label_dtype)
+
+
+def renumber_kept_group(states, parts, label_dtype, sink=None):
+    """Round 3 for the tiles of one group of kept labels
+    (:func:`tiling.kept_groups`): ``parts`` are ``(index in states or None
+    for states itself, window, answer)``.  Writes each block into ``sink``
+    (returns None), or returns the blocks in order without one.  Pure."""
+    blocks = []
+    with tiling.heap_kept_for_tiles():
+        for index, window, answer in parts:
+            block = renumber_kept(states if index is None else states[index],
+                                  window, answer, label_dtype)
+            if sink is not None:
+                sink.write(window, block)
+            else:
+                blocks.append(block)
+    return None if sink is not None else blocks
 
 
 def renumber_kept(kept, window, answer, label_dtype):
