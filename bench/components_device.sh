@@ -4,7 +4,8 @@
 # masks, 4- and 8-connected, nonzero and equal mode, ours at 1 and 2 strips
 # interleaved with OpenCV Spaghetti at 1 and 2 threads, every labelling
 # checked against scipy), system time and page faults per call
-# (bench/components_faults.py), then the one-thread scans against an older
+# (bench/components_faults.py), wall per cell at 2048² and 4096²
+# (bench/components_per_cell.py), then the one-thread scans against an older
 # checkout (bench/components_one_thread.py, thread time) when one is
 # carried in old/gridgraph_old.  Each step has its own time limit and
 # prints its rows as it goes, so a cut step keeps what it did.
@@ -27,9 +28,12 @@ echo "## goal table: taskset -c 0,1 bench/components_phases.py 2048 4096"
 timeout "${PHASES_S:-150}" taskset -c 0,1 python3 \
     bench/components_phases.py 2048 4096 --repeat 5 2>&1 | tee "$out/phases.txt"
 echo "## fresh memory: taskset -c 0,1 bench/components_faults.py 2048 4096"
-timeout "${FAULTS_S:-25}" taskset -c 0,1 python3 \
+timeout "${FAULTS_S:-20}" taskset -c 0,1 python3 \
     bench/components_faults.py 2048 4096 2>&1 | tee "$out/faults.txt"
+echo "## per cell: taskset -c 0,1 bench/components_per_cell.py"
+timeout "${PER_CELL_S:-25}" taskset -c 0,1 python3 \
+    bench/components_per_cell.py 2>&1 | tee "$out/per_cell.txt"
 echo "## one thread: taskset -c 0 bench/components_one_thread.py 2048"
-timeout "${ONE_THREAD_S:-60}" taskset -c 0 python3 \
+timeout "${ONE_THREAD_S:-45}" taskset -c 0 python3 \
     bench/components_one_thread.py 2048 --repeat 5 2>&1 | tee "$out/one_thread.txt"
 date -u; uptime
