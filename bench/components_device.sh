@@ -25,15 +25,15 @@ cv2.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__, \
     cat CODE 2>/dev/null
 } 2>&1 | tee "$out/env.txt"
 echo "## goal table: taskset -c 0,1 bench/components_phases.py 2048 4096"
-timeout "${PHASES_S:-150}" taskset -c 0,1 python3 \
+timeout "${PHASES_S:-130}" taskset -c 0,1 python3 \
     bench/components_phases.py 2048 4096 --repeat 5 2>&1 | tee "$out/phases.txt"
 echo "## fresh memory: taskset -c 0,1 bench/components_faults.py 2048 4096"
-timeout "${FAULTS_S:-20}" taskset -c 0,1 python3 \
+timeout "${FAULTS_S:-15}" taskset -c 0,1 python3 \
     bench/components_faults.py 2048 4096 2>&1 | tee "$out/faults.txt"
 echo "## per cell: taskset -c 0,1 bench/components_per_cell.py"
-timeout "${PER_CELL_S:-25}" taskset -c 0,1 python3 \
+timeout "${PER_CELL_S:-20}" taskset -c 0,1 python3 \
     bench/components_per_cell.py 2>&1 | tee "$out/per_cell.txt"
 echo "## one thread: taskset -c 0 bench/components_one_thread.py 2048"
-timeout "${ONE_THREAD_S:-45}" taskset -c 0 python3 \
+timeout "${ONE_THREAD_S:-40}" taskset -c 0 python3 \
     bench/components_one_thread.py 2048 --repeat 5 2>&1 | tee "$out/one_thread.txt"
 date -u; uptime

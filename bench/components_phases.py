@@ -79,15 +79,24 @@ def quiet(_fraction):
 def equal_mode_expected(mask, structure):
     """``equal`` mode's labels of a 0/1 mask from scipy: the components of
     the ones and of the zeros, numbered 1.. by their first cell in scan
-    order."""
-    ones, count = ndi.label(mask, structure)
-    zeros = ndi.label(mask == 0, structure)[0]
-    both = np.where(mask != 0, ones, zeros + count).ravel()
-    _, first = np.unique(both, return_index=True)
-    order = np.empty(first.size, dtype=np.int64)
-    order[np.argsort(first)] = np.arange(1, first.size + 1)
-    return order[np.unique(both, return_inverse=True)[1]].reshape(
-        mask.shape)
+    order (scipy numbers each kind in that order, so the two lists of
+    first cells are merged)."""
+    ones, _ = ndi.label(mask, structure)
+    zeros, _ = ndi.label(mask == 0, structure)
+    firsts = []
+    for labels in (ones, zeros):
+        flat = labels.ravel()
+        cells = np.flatnonzero(flat)
+        values = flat[cells]
+        # a label's first cell: where the running maximum grows
+        before = np.maximum.accumulate(np.concatenate(([0], values[:-1])))
+        firsts.append(cells[values > before])
+    order = np.argsort(np.concatenate(firsts), kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(1, order.size + 1)
+    ones_final = np.concatenate(([0], rank[:firsts[0].size]))
+    zeros_final = np.concatenate(([0], rank[firsts[0].size:]))
+    return np.where(mask != 0, ones_final[ones], zeros_final[zeros])
 
 
 def main():
