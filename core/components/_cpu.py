@@ -507,14 +507,14 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
 
     Each row is labelled cell by cell without branches on the data
     (:func:`_label_row_cells`) or run by run with them
-    (:func:`._cpu_runs.label_row_runs`), by how often the row before changed from
-    one run to the next: a rough row costs the run scan a mispredicted
-    branch per run, a smooth one costs the cell scan its constant work per
-    cell.  Both read the row above's provisional labels and write the
-    row's, so they mix freely; a row labelled by runs keeps its run list
-    instead when it fits (``run_rows``; :mod:`._cpu_runs`), and a cell
-    scan below it reads its labels from a scratch row filled from the
-    list.
+    (:func:`._cpu_runs.label_row_runs`), by how often the row before
+    changed from one run to the next: a rough row costs the run scan a
+    mispredicted branch per run, a smooth one costs the cell scan its
+    constant work per cell.  Both read the row above's provisional
+    labels and write the row's, so they mix freely; a row labelled by
+    runs keeps its run list instead when it fits (``run_rows``;
+    :mod:`._cpu_runs`), and a cell scan below it reads its labels from a
+    scratch row filled from the list.
     """
     cols = values.shape[1]
     # the row's merges, made after it: a branch per cell on whether to
