@@ -99,7 +99,9 @@ def heap_kept_for_tiles():
     reuse (:data:`BATCH_MMAP_THRESHOLD`, :data:`BATCH_TRIM_THRESHOLD`);
     afterwards the process's own settings (``MALLOC_*_THRESHOLD_``, as
     Dask's nanny sets them, else glibc's initial 128 KiB, then no longer
-    self-raising) are set back and the free memory handed back."""
+    self-raising) are set back and the free memory handed back.  The
+    settings are the process's: in a worker with several threads one
+    batch's end sets them back for the others too (slower, never wrong)."""
     if _MALLOPT is None or not HEAP_KEPT_IN_BATCHES:
         try:
             yield
