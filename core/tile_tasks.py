@@ -31,8 +31,13 @@ BATCHES_PER_THREAD = 4
 # practical scheduling scheme for parallel supercomputers", 1987): each
 # holds at most 1 / (GUIDED_SHARE x threads) of the tiles not yet batched,
 # so the round ends on one-tile tasks instead of leaving workers idle while
-# the last few full batches run.  0: batches of one size (the last smaller).
-GUIDED_SHARE = 2
+# the last few full batches run.  0 (the default): batches of one size (the
+# last smaller).  Off since it gained nothing where it was measured (H100
+# host's CPUs, components on neuse40, 8 workers, 2026-11-24 17:59 UTC: the
+# rounds' workers were 90-95 % busy without it; 1.19 s against 1.17 s
+# with the two other switches of that call, docs/benchmarks.md, fifth
+# session).
+GUIDED_SHARE = 0
 
 def executor_workers(executor):
     """How many tile tasks may run at once under ``executor``: 1 in-process,
@@ -79,18 +84,22 @@ _MALLOPT = _glibc("mallopt")
 # glibc's mallopt parameters, its defaults, and what a batch of tiles uses
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 DEFAULT_THRESHOLD = 128 * 1024
-# Within a batch freed tile arrays stay in the heap for the next tile (the
-# largest mmap threshold glibc takes, 32 MiB, and no trimming; the batch
-# ends with malloc_trim).  Dask's nanny starts workers with
+# With HEAP_KEPT_IN_BATCHES, within a batch (and any Dask tile task) freed
+# tile arrays stay in the heap for the next tile (the largest mmap
+# threshold glibc takes, 32 MiB, and no trimming; the batch ends with
+# malloc_trim).  Dask's nanny starts workers with
 # MALLOC_TRIM_THRESHOLD_=65536, which makes glibc map and unmap every
-# array over 128 KiB: each tile's temporaries were fresh pages, faulted in
-# and zeroed by the kernel (2-core box, 1024 x 1024 components tiles under
-# that setting, CPU time per tile: summary 8.6 -> 6.1 ms, labels 14.8 ->
-# 10.9 ms; page faults 1030 -> 65 and 2500 -> 990, 2026-11-24).
+# array over 128 KiB: each tile's temporaries are fresh pages, faulted in
+# and zeroed by the kernel.  Whether that costs depends on the machine:
+# on the 2-core box keeping the heap cut the CPU per 1024 x 1024
+# components tile by a third (summary 8.6 -> 6.1 ms, labels 14.8 -> 10.9
+# ms; page faults 1030 -> 65 and 2500 -> 990), on the H100 host it made a
+# summary tile 20 % slower at 1 worker (0.40-0.46 s against 0.33-0.37 s a
+# batch of 58 tiles) and changed nothing at 8 (2026-11-24, docs/
+# benchmarks.md, fifth session).  Off by default.
 BATCH_MMAP_THRESHOLD = 32 * 1024 * 1024
 BATCH_TRIM_THRESHOLD = 1 << 30
-# False: batches leave glibc's settings alone (for comparisons)
-HEAP_KEPT_IN_BATCHES = True
+HEAP_KEPT_IN_BATCHES = False
 
 
 @contextmanager
