@@ -141,5 +141,7 @@ def previous_label(values, valid, connectivity, mode):
     next_label = first_pass(values, valid, connectivity == 8, labels, parent,
                             0, 0, values.shape[0], 1)
     count = _resolve(parent, np.array([1]), np.array([next_label]))
-    _second_pass(labels, parent, 0, values.shape[0])
+    # no row keeps a run list here
+    _second_pass(labels, parent, np.zeros(values.shape[0], dtype=np.bool_),
+                 0, values.shape[0])
     return labels, int(count)

@@ -1,7 +1,8 @@
 """The branch-light per-cell scan (core/components/_cpu.py: ``nonzero``
 and ``equal`` modes at both connectivities; 8-connected nonzero also by
-blocks; both modes 4-connected and nonzero 8-connected also by scans
-written for them, ``TIGHT_4``/``TIGHT_8``) label for label against the per-cell scan it replaced (tests/components_previous.py)
+blocks; both modes at both connectivities also by the scans written for
+them, ``TIGHT_4``/``TIGHT_8``) label for label against the per-cell scan
+it replaced (tests/components_previous.py)
 and against scipy-built oracles.
 
 The new scan computes its links as 0/1 masks, takes the left neighbour's
@@ -44,12 +45,10 @@ def check(values, connectivity, mode, valid=None, strips=(1, 2, 3, 7)):
                                                      connectivity)
     np.testing.assert_array_equal(previous, expected)
     assert previous_count == expected_count
-    # cell by cell by the scans written for one case (TIGHT_4: both modes,
-    # TIGHT_8: nonzero) and by the general one; nonzero mode 8-connected
-    # also by blocks
+    # cell by cell by the scans written for one case (TIGHT_4 and TIGHT_8,
+    # both modes) and by the general one; nonzero mode 8-connected also by
+    # blocks
     scans = [(_cpu.BLOCKS_8, True, True), (_cpu.BLOCKS_8, False, False)]
-    if connectivity == 8 and mode == "equal":
-        scans = scans[:1]  # one scan only
     if mode == "nonzero":
         scans = [(True, True, True), (False, True, True),
                  (False, False, False)]
@@ -191,6 +190,60 @@ def test_smooth_fractal_masks(mode, connectivity, seed):
               connectivity, mode)
 
 
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.bool_])
+def test_smooth_one_byte_rasters_with_and_without_valid(mode, connectivity,
+                                                        dtype):
+    """One-byte rasters' run bounds are found 8 cells at a time (words
+    with no bound skipped): runs that start or stop on a word's first or
+    last cell, rows whose width is no multiple of 8 (the tail cell by
+    cell), narrower than a word, and ``valid`` masks smooth (whole words
+    invalid) and rough."""
+    surface = fractal_surface((96, 173), seed=4)
+    rng = np.random.default_rng(9)
+    for level in np.percentile(surface, [30, 60]):
+        values = np.where(surface > level, np.floor(surface / 150) + 1, 0)
+        values = values.astype(dtype)
+        hole = fractal_surface((96, 173), seed=5)
+        smooth_valid = hole > np.percentile(hole, 25)
+        rough_valid = rng.random(values.shape) < 0.9
+        for cols in (173, 168, 16, 9, 7):
+            part = np.ascontiguousarray(values[:, :cols])
+            check(part, connectivity, mode, strips=(1, 3))
+            for valid in (smooth_valid, rough_valid):
+                check(part, connectivity, mode,
+                      np.ascontiguousarray(valid[:, :cols]), strips=(1, 3))
+    # runs bounded exactly at word edges: stripes of 8 and 16 cells
+    cols = np.arange(64)
+    for width in (8, 16):
+        stripes = np.tile((cols // width) % 2, (12, 1)).astype(dtype)
+        check(stripes, connectivity, mode, strips=(1, 3))
+        check(stripes, connectivity, mode, np.tile(cols % 24 < 16, (12, 1)),
+              strips=(1, 3))
+
+
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+def test_rows_kept_as_run_lists_across_calls_seams_and_cell_rows(
+        monkeypatch, mode, connectivity):
+    """Rows labelled by runs keep their run list in their label row
+    (core/components/_cpu_runs.py) for the second pass to fill: a strip's
+    next call must read the list its previous call left in its last row
+    (calls of 1, 2 and 5 rows), a seam's rows are unpacked before the
+    seam merge, a cell-scanned row reads the labels of a kept row above,
+    and a row whose list does not fit (more than (cols - 1) / 3 runs)
+    writes its labels."""
+    surface = fractal_surface((60, 131), seed=8)
+    rng = np.random.default_rng(13)
+    smooth = (surface > np.median(surface)).astype(np.uint8)
+    mixed = smooth.copy()
+    mixed[7::9] = rng.random((len(range(7, 60, 9)), 131)) < 0.6  # rough
+    mixed[20] = np.arange(131) % 2  # 66 runs after a smooth row: no fit
+    for per_call in (1, 2, 5):
+        monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", per_call * 131)
+        for values in (smooth, mixed, mixed * (1 + (surface > 600))):
+            check(values, connectivity, mode, strips=(1, 2, 7))
+
+
 # the strip runner: one task per strip (first pass) and per worker share
 # (second pass), the calling thread running share 0; a process-wide pool
 
@@ -254,19 +307,19 @@ def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
         real = _cpu._first_pass_nonzero
 
         def first_pass(values, valid, check_valid, eight, labels, parent,
-                       top, row_start, row_stop, next_label):
+                       run_rows, top, row_start, row_stop, next_label):
             if top > 0:  # a strip other than the caller's
                 raise MemoryError("share of strip at row %d" % top)
             return real(values, valid, check_valid, eight, labels, parent,
-                        top, row_start, row_stop, next_label)
+                        run_rows, top, row_start, row_stop, next_label)
         monkeypatch.setattr(_cpu, "_first_pass_nonzero", first_pass)
     else:
         real = _cpu._second_pass
 
-        def second_pass(labels, final, row_start, row_stop):
+        def second_pass(labels, final, run_rows, row_start, row_stop):
             if row_start >= 30:
                 raise MemoryError("second pass at row %d" % row_start)
-            return real(labels, final, row_start, row_stop)
+            return real(labels, final, run_rows, row_start, row_stop)
         monkeypatch.setattr(_cpu, "_second_pass", second_pass)
     with pytest.raises(MemoryError):
         _cpu.label(values, None, 4, "nonzero", Progress(), strips=3)
@@ -283,8 +336,8 @@ def test_cancel_with_pool_threads_stops_every_share(monkeypatch):
     real = _cpu._first_pass_nonzero
 
     def first_pass(*args):
-        calls.append(args[7])  # row_start
-        if args[6] > 0:  # the pool threads' strips: 5 ms a row
+        calls.append(args[8])  # row_start
+        if args[7] > 0:  # the pool threads' strips: 5 ms a row
             time.sleep(0.005)
         return real(*args)
     monkeypatch.setattr(_cpu, "_first_pass_nonzero", first_pass)

@@ -33,6 +33,8 @@ from .._common import index_dtype
 from .._unionfind import find_root as _find
 from .._unionfind import merge_sets
 from . import _cpu_blocks
+from ._cpu_runs import keep_runs, fill_runs, label_row_runs, unpack_rows, \
+    unpack_runs
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
 # honoured well within a second (256 rows of a 4096-column raster).
@@ -63,9 +65,9 @@ def _blocks_pay_here():
 BLOCKS_8 = _blocks_pay_here()
 
 # rows labelled cell by cell by their own scans (_scan_row_nonzero_4,
-# _scan_row_nonzero_8, _scan_row_equal_4) rather than the general one:
-# TIGHT_4 for 4-connectivity (both modes), TIGHT_8 for 8-connected
-# nonzero mode; read per call, so tests run both
+# _scan_row_nonzero_8, _scan_row_equal_4, _scan_row_equal_8) rather than
+# the general one: TIGHT_4 for 4-connectivity, TIGHT_8 for 8, both modes;
+# read per call, so tests run both
 TIGHT_4 = True
 TIGHT_8 = True
 
@@ -129,8 +131,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         return labels, 0
     nonzero = mode == "nonzero"
     eight = connectivity == 8
-    first_pass = _first_pass_equal_tight if TIGHT_4 and not eight else \
-        _first_pass_equal
+    first_pass = _first_pass_equal_tight if (
+        TIGHT_8 if eight else TIGHT_4) else _first_pass_equal
     if nonzero:
         first_pass = _first_pass_nonzero_tight if (
             TIGHT_8 if eight else TIGHT_4) else _first_pass_nonzero
@@ -142,6 +144,9 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     # cell; np.empty only commits the pages of the label ranges in use.
     parent = np.empty(values.size + 1, dtype=dtype)
     parent[0] = 0
+    # rows labelled by runs that keep their run list in their label row
+    # (``_cpu_runs``): the second pass fills them run by run
+    run_rows = np.zeros(rows, dtype=np.bool_)
     rows_per_call = max(1, _CELLS_PER_CALL // cols)
     workers = min(strip_starts.size, _cpu_count())
 
@@ -149,17 +154,20 @@ def label(array, valid, connectivity, mode, progress, strips=None):
 
         def first_pass_rows(strip, top, row_start, row_stop):
             next_labels[strip] = first_pass(
-                values, valid, check_valid, eight, labels, parent, top,
-                row_start, row_stop, next_labels[strip])
+                values, valid, check_valid, eight, labels, parent, run_rows,
+                top, row_start, row_stop, next_labels[strip])
 
         _first_passes(pool, strip_starts, strip_stops, rows_per_call,
                       first_pass_rows, progress)
-        _merge_seams(values, nonzero, eight, labels, parent, strip_starts[1:])
+        seam_rows = strip_starts[1:]
+        unpack_rows(labels, run_rows, np.concatenate((seam_rows - 1,
+                                                      seam_rows)))
+        _merge_seams(values, nonzero, eight, labels, parent, seam_rows)
         count = _resolve(parent, first_labels, next_labels)
         progress(_RESOLVE_END)
         _second_passes(pool, rows, rows_per_call, workers,
-                       lambda start, stop: _second_pass(labels, parent, start,
-                                                        stop), progress)
+                       lambda start, stop: _second_pass(
+                           labels, parent, run_rows, start, stop), progress)
     return labels, int(count)
 
 
@@ -490,8 +498,8 @@ def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
-                row_stop, next_label, nonzero, eight, tight=False):
+def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
+                row_start, row_stop, next_label, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
     row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
     cell scans of :func:`_label_row_tight`) are compile-time
@@ -499,11 +507,14 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
 
     Each row is labelled cell by cell without branches on the data
     (:func:`_label_row_cells`) or run by run with them
-    (:func:`_label_row_runs`), by how often the row before changed from
+    (:func:`._cpu_runs.label_row_runs`), by how often the row before changed from
     one run to the next: a rough row costs the run scan a mispredicted
     branch per run, a smooth one costs the cell scan its constant work per
     cell.  Both read the row above's provisional labels and write the
-    row's, so they mix freely.
+    row's, so they mix freely; a row labelled by runs keeps its run list
+    instead when it fits (``run_rows``; :mod:`._cpu_runs`), and a cell
+    scan below it reads its labels from a scratch row filled from the
+    list.
     """
     cols = values.shape[1]
     # the row's merges, made after it: a branch per cell on whether to
@@ -518,104 +529,45 @@ def _label_rows(values, valid, check_valid, labels, parent, top, row_start,
     listed = -1
     # the labels "above" a strip's first row
     zero_row = np.zeros(cols, dtype=labels.dtype)
+    # the provisional labels of a row above that kept its run list
+    above_row = np.empty(cols, dtype=labels.dtype)
+    if row_start > top and run_rows[row_start - 1]:
+        # the strip's previous call left its last row as a run list
+        listed = unpack_runs(labels[row_start - 1],
+                             run_list[(row_start - 1) & 1])
+        runs = listed
     for row in range(row_start, row_stop):
         has_above = row > top
         if runs * _RUN_SCAN_MIN_CELLS_PER_RUN <= cols:
-            next_label, runs = _label_row_runs(
+            next_label, runs = label_row_runs(
                 values, valid, check_valid, labels, parent, row, has_above,
                 next_label, run_list[row & 1],
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
                 listed, nonzero, eight)
+            run_rows[row] = keep_runs(labels[row], run_list[row & 1], runs)
             listed = runs
-        elif tight:
+            continue
+        up = zero_row
+        if has_above:
+            up = labels[row - 1]
+            if run_rows[row - 1]:  # listed >= 0: labelled by runs
+                fill_runs(above_row, run_list[(row - 1) & 1], listed)
+                up = above_row
+        if tight:
             next_label, runs = _label_row_tight(
                 values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, zero_row, nonzero, eight)
-            listed = -1
+                has_above, next_label, up, nonzero, eight)
         else:
             next_label, runs = _label_row_cells(
                 values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, nonzero, eight, zero_row)
-            listed = -1
+                has_above, next_label, nonzero, eight, up)
+        listed = -1
     return next_label
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _label_row_runs(values, valid, check_valid, labels, parent, row,
-                    has_above, next_label, runs_here, runs_above,
-                    above_count, nonzero, eight):
-    """Provisional labels of one row, a run at a time: a run (valid cells,
-    non-zero in ``nonzero`` mode, of one value in ``equal`` mode) takes the
-    label of the first linked run above it and merges the others; returns
-    (next label, runs), the runs listed in ``runs_here`` (start, stop,
-    label).  The runs above come from ``runs_above`` when the row above
-    was labelled by runs (``above_count`` of them; -1: it was not), else
-    from its cells, told apart by their labels: a run carries one label,
-    and two neighbouring cells above with the same label are in one set
-    already."""
-    cols = values.shape[1]
-    runs = 0
-    above_next = 0
-    col = 0
-    while col < cols:
-        if _vertex(values, valid, check_valid, nonzero, row, col) == 0:
-            labels[row, col] = 0
-            col += 1
-            continue
-        start = col
-        value = values[row, col]
-        col += 1
-        while col < cols and _vertex(values, valid, check_valid, nonzero,
-                                     row, col) != 0 and (
-                nonzero or values[row, col] == value):
-            col += 1
-        label = np.int64(0)
-        first = start - 1 if eight and start > 0 else start
-        last = col + 1 if eight and col < cols else col
-        if has_above and above_count >= 0:
-            # the runs above that reach [first, last); those ending at or
-            # before ``first`` reach no later run either
-            while above_next < above_count and \
-                    runs_above[above_next, 1] <= first:
-                above_next += 1
-            above_index = above_next
-            while above_index < above_count and \
-                    runs_above[above_index, 0] < last:
-                above = runs_above[above_index, 2]
-                if nonzero or values[row - 1, runs_above[above_index, 0]] \
-                        == value:
-                    if label == 0:
-                        label = above
-                    else:
-                        merge_sets(parent, label, above)
-                above_index += 1
-        elif has_above:
-            previous = np.int64(0)
-            for above_col in range(first, last):
-                above = np.int64(labels[row - 1, above_col])
-                if above != 0 and above != previous and (
-                        nonzero or values[row - 1, above_col] == value):
-                    if label == 0:
-                        label = above
-                    else:
-                        merge_sets(parent, label, above)
-                previous = above
-        if label == 0:
-            label = next_label
-            parent[next_label] = next_label
-            next_label += 1
-        for run_col in range(start, col):
-            labels[row, run_col] = label
-        runs_here[runs, 0] = start
-        runs_here[runs, 1] = col
-        runs_here[runs, 2] = label
-        runs += 1
-    return next_label, runs
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
-                     has_above, next_label, nonzero, eight, zero_row):
+                     has_above, next_label, nonzero, eight, up):
     """Provisional labels of one row, cell by cell with no branch on the
     data; returns (next label, runs).
 
@@ -635,7 +587,6 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
     here = values[row]
     inside = valid[row if check_valid else 0]
     out = labels[row]
-    up = labels[row - 1] if has_above else zero_row
     up_values = values[row - 1] if has_above else here
     zero_value = values.dtype.type(0)
     above_left = np.int64(0)
@@ -679,37 +630,41 @@ def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
 
 @njit(cache=True, nogil=True, inline="always")
 def _label_row_tight(values, valid, check_valid, labels, parent, merges,
-                     row, has_above, next_label, zero_row, nonzero, eight):
+                     row, has_above, next_label, up, nonzero, eight):
     """:func:`_label_row_cells` by the scans written for one case
-    (:func:`_scan_row_nonzero_4`, ``_8``, :func:`_scan_row_equal_4`;
-    ``nonzero`` and ``eight`` are compile-time constants, and ``equal``
-    mode is 4-connected only), then the row's new roots and merges (of
-    the labels above and left of each listed cell; 8-connected,
-    above-right and above-left, or left when above-left is
-    background)."""
-    up = labels[row - 1] if has_above else zero_row
+    (:func:`_scan_row_nonzero_4`, ``_8``, :func:`_scan_row_equal_4`,
+    ``_8``; ``nonzero`` and ``eight`` are compile-time constants), then
+    the row's new roots and merges (of the labels above and left of each
+    listed cell; 8-connected, above-right and above-left, or left when
+    above-left is not linked)."""
     out = labels[row]
     row_first_label = next_label
     merge_cols = merges.reshape(merges.size)
+    here = values[row]
+    # above a strip's first row: labels 0, so its values are never
+    # compared
+    up_values = values[row - 1] if has_above else here
     if nonzero:
         scan = _scan_row_nonzero_8 if eight else _scan_row_nonzero_4
         next_label, merge_count, runs = scan(
-            values[row], valid[row if check_valid else 0], check_valid, up,
+            here, valid[row if check_valid else 0], check_valid, up,
             out, merge_cols, next_label)
     else:
-        # above a strip's first row: labels 0, so its values are never
-        # compared
-        next_label, merge_count, runs = _scan_row_equal_4(
-            values[row], values[row - 1] if has_above else values[row],
-            valid[row if check_valid else 0], check_valid, up, out,
-            merge_cols, next_label)
+        scan = _scan_row_equal_8 if eight else _scan_row_equal_4
+        next_label, merge_count, runs = scan(
+            here, up_values, valid[row if check_valid else 0], check_valid,
+            up, out, merge_cols, next_label)
     for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
         parent[new_label] = new_label
     for merge_index in range(merge_count):
         col = np.uint64(merge_cols[merge_index])
         if eight:
+            # above-right with above-left when that one is linked (in
+            # ``equal`` mode: labelled and of this cell's value), else left
             first = np.int64(up[col + np.uint64(1)])
             second = np.int64(up[col - np.uint64(1)])
+            if not nonzero and up_values[col - np.uint64(1)] != here[col]:
+                second = 0
             if second == 0:
                 second = np.int64(out[col - np.uint64(1)])
         else:
@@ -830,6 +785,74 @@ def _scan_row_nonzero_8(here, inside, check_valid, up, out, merge_cols,
     return next_label, merge_count, runs
 
 
+@njit(cache=True, nogil=True)
+def _scan_row_equal_8(here, up_values, inside, check_valid, up, out,
+                      merge_cols, next_label):
+    """:func:`_scan_row_nonzero_8` for ``equal`` mode: every valid cell is
+    a vertex, linked to a labelled neighbour of equal value; the labels
+    and values above-left and above slide along in registers."""
+    cols = np.uint64(here.size)
+    above_left = np.int64(0)
+    above_left_value = up_values[0]  # not read while above_left is 0
+    above = np.int64(up[0])
+    above_value = up_values[0]
+    left = np.int64(0)
+    left_vertex = np.int64(0)
+    left_value = here[0]
+    merge_count = np.uint64(0)
+    runs = np.int64(0)
+    for col in range(cols - np.uint64(1)):
+        above_right = np.int64(up[col + np.uint64(1)])
+        above_right_value = up_values[col + np.uint64(1)]
+        (left, left_vertex, left_value, next_label, merge_count,
+         runs) = _step_equal_8(here, inside, check_valid, out, merge_cols,
+                               col, above_left, above_left_value, above,
+                               above_value, above_right, above_right_value,
+                               left, left_vertex, left_value, next_label,
+                               merge_count, runs)
+        above_left = above
+        above_left_value = above_value
+        above = above_right
+        above_value = above_right_value
+    (left, left_vertex, left_value, next_label, merge_count,
+     runs) = _step_equal_8(here, inside, check_valid, out, merge_cols,
+                           cols - np.uint64(1), above_left, above_left_value,
+                           above, above_value, np.int64(0), above_value,
+                           left, left_vertex, left_value, next_label,
+                           merge_count, runs)
+    return next_label, merge_count, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step_equal_8(here, inside, check_valid, out, merge_cols, col,
+                  above_left, above_left_value, above, above_value,
+                  above_right, above_right_value, left, left_vertex,
+                  left_value, next_label, merge_count, runs):
+    """One cell of :func:`_scan_row_equal_8` (:func:`_step_nonzero_8`
+    with links against equal values)."""
+    value = here[col]
+    vertex = np.int64(inside[col] if check_valid else value == value)
+    above_linked = np.int64((above != 0) & (above_value == value))
+    above_left_linked = np.int64((above_left != 0) &
+                                 (above_left_value == value))
+    above_right_linked = np.int64((above_right != 0) &
+                                  (above_right_value == value))
+    left_linked = left_vertex & np.int64(left_value == value)
+    linked_above = above_linked | above_right_linked | above_left_linked
+    runs += vertex & (1 - left_linked)
+    base = _select(above_linked, above, _select(
+        above_right_linked, above_right,
+        _select(above_left_linked, above_left, next_label))) & -vertex
+    take_left = vertex & left_linked & (1 - linked_above)
+    current = _select(take_left, left, base)
+    next_label += vertex & (1 - linked_above) & (1 - left_linked)
+    merge_cols[merge_count] = col
+    merge_count += np.uint64(vertex & (1 - above_linked) & above_right_linked
+                             & (above_left_linked | left_linked))
+    out[col] = current
+    return current, vertex, value, next_label, merge_count, runs
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _step_nonzero_8(here, inside, check_valid, out, merge_cols, col,
                     above_left, above, above_right, left, left_vertex,
@@ -896,48 +919,59 @@ def _cell_step(here, inside, out, parent, merges, col, above_left,
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
-                        top, row_start, row_stop, next_label):
+                        run_rows, top, row_start, row_stop, next_label):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
-    first row is ``top`` (its rows above ``row_start`` already labelled);
-    returns the next unused provisional label."""
+    first row is ``top`` (its rows above ``row_start`` already labelled),
+    or run lists for rows labelled by runs (``run_rows`` set); returns the
+    next unused provisional label."""
     # one specialised loop per connectivity: no flag tests per cell
     if eight:
-        return _label_rows(values, valid, check_valid, labels, parent, top,
-                           row_start, row_stop, next_label, True, True)
-    return _label_rows(values, valid, check_valid, labels, parent, top,
-                       row_start, row_stop, next_label, True, False)
+        return _label_rows(values, valid, check_valid, labels, parent,
+                           run_rows, top, row_start, row_stop, next_label,
+                           True, True)
+    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
+                       top, row_start, row_stop, next_label, True, False)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
-                              parent, top, row_start, row_stop, next_label):
+                              parent, run_rows, top, row_start, row_stop,
+                              next_label):
     """:func:`_first_pass_nonzero` by the cell scans of
     :func:`_label_row_tight`."""
     if eight:
-        return _label_rows(values, valid, check_valid, labels, parent, top,
-                           row_start, row_stop, next_label, True, True, True)
-    return _label_rows(values, valid, check_valid, labels, parent, top,
-                       row_start, row_stop, next_label, True, False, True)
+        return _label_rows(values, valid, check_valid, labels, parent,
+                           run_rows, top, row_start, row_stop, next_label,
+                           True, True, True)
+    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
+                       top, row_start, row_stop, next_label, True, False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
-                            parent, top, row_start, row_stop, next_label):
-    """:func:`_first_pass_equal`, 4-connected (``eight`` is ignored), by
-    the cell scan of :func:`_scan_row_equal_4`."""
-    return _label_rows(values, valid, check_valid, labels, parent, top,
-                       row_start, row_stop, next_label, False, False, True)
+                            parent, run_rows, top, row_start, row_stop,
+                            next_label):
+    """:func:`_first_pass_equal` by the cell scans of
+    :func:`_scan_row_equal_4` and :func:`_scan_row_equal_8`."""
+    if eight:
+        return _label_rows(values, valid, check_valid, labels, parent,
+                           run_rows, top, row_start, row_stop, next_label,
+                           False, True, True)
+    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
+                       top, row_start, row_stop, next_label, False, False,
+                       True)
 
 
 @njit(cache=True, nogil=True)
-def _first_pass_equal(values, valid, check_valid, eight, labels, parent, top,
-                      row_start, row_stop, next_label):
+def _first_pass_equal(values, valid, check_valid, eight, labels, parent,
+                      run_rows, top, row_start, row_stop, next_label):
     """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
-        return _label_rows(values, valid, check_valid, labels, parent, top,
-                           row_start, row_stop, next_label, False, True)
-    return _label_rows(values, valid, check_valid, labels, parent, top,
-                       row_start, row_stop, next_label, False, False)
+        return _label_rows(values, valid, check_valid, labels, parent,
+                           run_rows, top, row_start, row_stop, next_label,
+                           False, True)
+    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
+                       top, row_start, row_stop, next_label, False, False)
 
 
 @njit(cache=True, nogil=True)
@@ -982,11 +1016,21 @@ def _resolve(parent, first_labels, next_labels):
 
 
 @njit(cache=True, nogil=True)
-def _second_pass(labels, final, row_start, row_stop):
-    # final[0] == 0, so background needs no branch (which random masks
-    # would mispredict half the time); row views and unsigned label
-    # indices: no negative-index fix-up per cell
+def _second_pass(labels, final, run_rows, row_start, row_stop):
+    """Final labels of rows ``row_start:row_stop``: rows that kept their
+    run list (``run_rows``) are filled run by run (a write per cell, no
+    read and no look-up), the others relabelled cell by cell."""
+    runs = np.empty((labels.shape[1] // 3 + 1, 3), dtype=np.int64)
     for row in range(row_start, row_stop):
         cells = labels[row]
+        if run_rows[row]:
+            count = unpack_runs(cells, runs)
+            for run in range(count):
+                runs[run, 2] = final[np.uint64(runs[run, 2])]
+            fill_runs(cells, runs, count)
+            continue
+        # final[0] == 0, so background needs no branch (which random
+        # masks would mispredict half the time); row views and unsigned
+        # label indices: no negative-index fix-up per cell
         for col in range(cells.size):
             cells[col] = final[np.uint64(cells[col])]
