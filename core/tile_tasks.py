@@ -156,8 +156,9 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     ``executor=None`` runs them one after the other in this process;
     a :class:`concurrent.futures.Executor` runs them concurrently with at
     most twice its worker count in flight (so finished results do not pile
-    up), a Dask client with :data:`DASK_IN_FLIGHT_PER_THREAD` per thread.  ``on_result(index, result)``
-    consumes each result as it arrives (in task order when in-process, in
+    up), a Dask client with :data:`DASK_IN_FLIGHT_PER_THREAD` per thread.
+    ``on_result(index, result)`` consumes each result as it arrives (in
+    task order when in-process, in
     completion order otherwise); without it the results are returned as a
     list in task order.  ``progress`` gets the finished fraction after
     every task and may cancel: then no further task is submitted and the
