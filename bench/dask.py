@@ -11,9 +11,9 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
   tiles' runs, core/mst/tiled/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation);
-- components-kept, components-s4: components with round 1's labels kept
-  on the workers, or as in the fourth session (batches of one size in
-  Morton order, glibc's settings left alone; the switches in
+- components-kept, components-s5: components with round 1's labels kept
+  on the workers, or with the fifth session's switches (guided batches,
+  largest tiles first, the heap kept inside batches; all in
   ``COMPONENT_VARIANTS``), compared with components' outputs.
 
 Outputs go to ``out_dir`` (.npy on the local disk every worker shares); the
@@ -192,16 +192,16 @@ def settings():
 
 
 # Components under other switches, run on the same cluster as
-# "components" (operations "components-kept", "components-s4"): their
+# "components" (operations "components-kept", "components-s5"): their
 # outputs must be identical to it.
 COMPONENT_VARIANTS = {
     # round 1's labels kept on the workers (one future per batch)
     "components-kept": [("components.tiled", "KEPT_LABELS_SHARE", 1.0)],
-    # the fourth session's: batches of one size in Morton order, glibc's
-    # settings as the worker has them
-    "components-s4": [("tile_tasks", "GUIDED_SHARE", 0),
-                      ("components.tiled", "LARGEST_FIRST", False),
-                      ("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
+    # the fifth session's switches (off by default since its call):
+    # guided batches, largest tiles first, the heap kept inside batches
+    "components-s5": [("tile_tasks", "GUIDED_SHARE", 2),
+                      ("components.tiled", "LARGEST_FIRST", True),
+                      ("tile_tasks", "HEAP_KEPT_IN_BATCHES", True)],
 }
 
 

@@ -9,8 +9,12 @@
 #   bench/dask_device.sh mapped -- components with pwrite / mapped label
 #                                   writes, 1 and 8 workers; MST at 8
 #   bench/dask_device.sh fifth   -- components (and its kept-labels and
-#                                   fourth-session variants) at 1 and 8 x 3
+#                                   fifth-session variants) at 1 and 8 x 3
 #                                   workers with task streams; MST at 1, 8
+#                                   (in the call of 2026-11-24 17:58 UTC the
+#                                   defaults were the fifth session's
+#                                   switches, and components-s4 the
+#                                   defaults of now)
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -59,7 +63,7 @@ mapped)
 fifth)
     # everything in one call, so that efficiencies compare on one machine
     $B --workers 1 8 8 8 --task-stream \
-        --operations components components-kept components-s4 \
+        --operations components components-kept components-s5 \
         --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     $B --workers 1 8 --operations mst --json "$OUT/mst.json" \

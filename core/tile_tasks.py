@@ -31,8 +31,13 @@ BATCHES_PER_THREAD = 4
 # practical scheduling scheme for parallel supercomputers", 1987): each
 # holds at most 1 / (GUIDED_SHARE x threads) of the tiles not yet batched,
 # so the round ends on one-tile tasks instead of leaving workers idle while
-# the last few full batches run.  0: batches of one size (the last smaller).
-GUIDED_SHARE = 2
+# the last few full batches run.  0 (the default): batches of one size (the
+# last smaller).  Off since it gained nothing where it was measured (H100
+# host's CPUs, components on neuse40, 8 workers, 2026-11-24 17:59 UTC: the
+# rounds' workers were 90-95 % busy without it; 1.19 s against 1.17 s
+# with the two other switches of that call, docs/benchmarks.md, fifth
+# session).
+GUIDED_SHARE = 0
 
 def executor_workers(executor):
     """How many tile tasks may run at once under ``executor``: 1 in-process,
@@ -79,18 +84,22 @@ _MALLOPT = _glibc("mallopt")
 # glibc's mallopt parameters, its defaults, and what a batch of tiles uses
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 DEFAULT_THRESHOLD = 128 * 1024
-# Within a batch freed tile arrays stay in the heap for the next tile (the
-# largest mmap threshold glibc takes, 32 MiB, and no trimming; the batch
-# ends with malloc_trim).  Dask's nanny starts workers with
+# With HEAP_KEPT_IN_BATCHES, within a batch (and any Dask tile task) freed
+# tile arrays stay in the heap for the next tile (the largest mmap
+# threshold glibc takes, 32 MiB, and no trimming; the batch ends with
+# malloc_trim).  Dask's nanny starts workers with
 # MALLOC_TRIM_THRESHOLD_=65536, which makes glibc map and unmap every
-# array over 128 KiB: each tile's temporaries were fresh pages, faulted in
-# and zeroed by the kernel (2-core box, 1024 x 1024 components tiles under
-# that setting, CPU time per tile: summary 8.6 -> 6.1 ms, labels 14.8 ->
-# 10.9 ms; page faults 1030 -> 65 and 2500 -> 990, 2026-11-24).
+# array over 128 KiB: each tile's temporaries are fresh pages, faulted in
+# and zeroed by the kernel.  Whether that costs depends on the machine:
+# on the 2-core box keeping the heap cut the CPU per 1024 x 1024
+# components tile by a third (summary 8.6 -> 6.1 ms, labels 14.8 -> 10.9
+# ms; page faults 1030 -> 65 and 2500 -> 990), on the H100 host it made a
+# summary tile 20 % slower at 1 worker (0.40-0.46 s against 0.33-0.37 s a
+# batch of 58 tiles) and changed nothing at 8 (2026-11-24, docs/
+# benchmarks.md, fifth session).  Off by default.
 BATCH_MMAP_THRESHOLD = 32 * 1024 * 1024
 BATCH_TRIM_THRESHOLD = 1 << 30
-# False: batches leave glibc's settings alone (for comparisons)
-HEAP_KEPT_IN_BATCHES = True
+HEAP_KEPT_IN_BATCHES = False
 
 
 @contextmanager
@@ -99,7 +108,9 @@ def heap_kept_for_tiles():
     reuse (:data:`BATCH_MMAP_THRESHOLD`, :data:`BATCH_TRIM_THRESHOLD`);
     afterwards the process's own settings (``MALLOC_*_THRESHOLD_``, as
     Dask's nanny sets them, else glibc's initial 128 KiB, then no longer
-    self-raising) are set back and the free memory handed back."""
+    self-raising) are set back and the free memory handed back.  The
+    settings are the process's: in a worker with several threads one
+    batch's end sets them back for the others too (slower, never wrong)."""
     if _MALLOPT is None or not HEAP_KEPT_IN_BATCHES:
         try:
             yield
@@ -145,8 +156,9 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     ``executor=None`` runs them one after the other in this process;
     a :class:`concurrent.futures.Executor` runs them concurrently with at
     most twice its worker count in flight (so finished results do not pile
-    up), a Dask client with :data:`DASK_IN_FLIGHT_PER_THREAD` per thread.  ``on_result(index, result)``
-    consumes each result as it arrives (in task order when in-process, in
+    up), a Dask client with :data:`DASK_IN_FLIGHT_PER_THREAD` per thread.
+    ``on_result(index, result)`` consumes each result as it arrives (in
+    task order when in-process, in
     completion order otherwise); without it the results are returned as a
     list in task order.  ``progress`` gets the finished fraction after
     every task and may cancel: then no further task is submitted and the

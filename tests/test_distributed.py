@@ -112,12 +112,13 @@ def test_components_identical(client, tmp_path, connectivity, mode):
     assert_same(result, expected, ["labels"])
 
 
-def test_run_tasks_batched_on_dask(client):
+def test_run_tasks_batched_on_dask(client, monkeypatch):
     """batch="auto": tiles grouped into a few Dask tasks per worker thread,
-    every result handed on in its place."""
+    every result handed on in its place (guided batch sizes here)."""
     import operator
 
-    from gridgraph.core import tiling
+    from gridgraph.core import tile_tasks, tiling
+    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2)
     marks = []
     results = tiling.run_tasks(operator.mul, [(k, 3) for k in range(50)],
                                client, progress=marks.append, batch="auto")
@@ -135,18 +136,28 @@ def test_run_tasks_batched_on_dask(client):
     assert seen == {k: 2 * k for k in range(20)}
 
 
-def test_run_tasks_batches_are_the_dask_tasks(client):
+@pytest.mark.parametrize("guided,expected", [
+    (2, [5, 5, 5, 5, 5, 4, 3, 2, 2, 1, 1, 1, 1]), (0, [5] * 8)])
+def test_run_tasks_batches_are_the_dask_tasks(client, monkeypatch, guided,
+                                              expected):
     """Each batch of tile_tasks.batch_sizes is one Dask task running its
-    tiles in order, the batches shrinking to one tile at the end."""
-    from gridgraph.core import tiling
+    tiles in order; guided batches shrink to one tile at the end, else
+    they have one size (the default)."""
+    from gridgraph.core import tile_tasks, tiling
+    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", guided)
     results = tiling.run_tasks(task_key, [(k,) for k in range(40)], client,
                                batch="auto")
     assert [k for k, _ in results] == list(range(40))
     keys = [key for _, key in results]
     sizes = [len(list(group)) for _, group in itertools.groupby(keys)]
     assert len(set(keys)) == len(sizes)  # each Dask task's tiles together
-    assert sizes == tiling.batch_sizes(40, 2) == [5, 5, 5, 5, 5, 4, 3, 2, 2,
-                                                  1, 1, 1, 1]
+    assert sizes == tiling.batch_sizes(40, 2) == expected
+
+
+def set_heap_kept(on):
+    """tile_tasks.HEAP_KEPT_IN_BATCHES in a worker."""
+    from gridgraph.core import tile_tasks
+    tile_tasks.HEAP_KEPT_IN_BATCHES = on
 
 
 def task_key(k):
@@ -155,18 +166,25 @@ def task_key(k):
     return k, str(get_worker().get_current_task())
 
 
-@pytest.mark.parametrize("mapped,kept", [(True, False), (False, False),
-                                         (True, True)])
+@pytest.mark.parametrize("mapped,kept,switches", [
+    (True, False, False), (False, False, False), (True, True, False),
+    (True, False, True), (True, True, True)])
 def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
-                                       mapped, kept):
+                                       request, mapped, kept, switches):
     """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task,
     fewer at the end), labels written by the tasks into out_dir (through
     shared mappings of the reserved file, or with pwrite) or gathered
     here; with ``kept`` round 1's labels stay on the workers, one future
-    per batch, and round 3 renumbers them there."""
-    from gridgraph.core import tiling
+    per batch, and round 3 renumbers them there; ``switches``: guided
+    batches, largest tiles first and the heap kept in the batches (set on
+    the workers too)."""
+    from gridgraph.core import tile_tasks, tiling
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2 if switches else 0)
+    monkeypatch.setattr(components_tiled, "LARGEST_FIRST", switches)
+    client.run(set_heap_kept, switches)
+    request.addfinalizer(lambda: client.run(set_heap_kept, False))
     monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE",
                         0.25 if kept else 0.0)
     groups = []

@@ -282,7 +282,8 @@ def test_largest_first_puts_cut_tiles_last():
 
 @pytest.mark.parametrize("total,threads", [(234, 8), (234, 1), (50, 2),
                                            (7, 8), (1000, 16)])
-def test_batch_sizes_shrink_to_single_tiles(total, threads):
+def test_batch_sizes_shrink_to_single_tiles(total, threads, monkeypatch):
+    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2)
     sizes = tiling.batch_sizes(total, threads)
     assert sum(sizes) == total and min(sizes) >= 1
     assert sizes == sorted(sizes, reverse=True)

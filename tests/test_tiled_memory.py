@@ -76,10 +76,13 @@ def churn():  # a tile's temporaries: 4 MiB arrays made and freed
 if tile_tasks._MALLOPT is None:
     print("no glibc")
     sys.exit()
+with tile_tasks.heap_kept_for_tiles():  # off by default: no change
+    off = churn()
+tile_tasks.HEAP_KEPT_IN_BATCHES = True
 outside = churn()
 with tile_tasks.heap_kept_for_tiles():
     inside = churn()
-print(outside, inside, churn())
+print(off, outside, inside, churn())
 """
 
 
@@ -88,15 +91,17 @@ print(outside, inside, churn())
 def test_batches_reuse_freed_tile_arrays():
     """Under Dask's worker setting (MALLOC_TRIM_THRESHOLD_=65536) every
     4 MiB array is fresh pages (~500 faults each here: 10280 for 20);
-    inside a batch (tile_tasks.heap_kept_for_tiles) freed arrays are
-    reused (482: the first one's), and the setting is back afterwards."""
+    with tile_tasks.HEAP_KEPT_IN_BATCHES (off by default) freed arrays are
+    reused inside a batch (tile_tasks.heap_kept_for_tiles; 482 faults: the
+    first one's), and the setting is back afterwards."""
     env = dict(os.environ, MALLOC_TRIM_THRESHOLD_="65536")
     answer = subprocess.run([sys.executable, "-c", HEAP_PROBE], env=env,
                             capture_output=True, text=True, check=True,
                             cwd=HERE).stdout.split()
     if answer == ["no", "glibc"]:
         pytest.skip("not glibc")
-    outside, inside, after = map(int, answer)
+    off, outside, inside, after = map(int, answer)
+    assert off > 8 * 1024  # HEAP_KEPT_IN_BATCHES off: glibc left alone
     assert outside > 8 * 1024  # 20 arrays, each faulted in anew
     assert inside < 2 * 1024  # the first array's pages, then reused
     assert after > 8 * 1024  # the worker's own setting again

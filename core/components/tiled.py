@@ -50,10 +50,12 @@ IN_MEMORY_BYTES_PER_CELL = 24
 # On a Dask cluster round 1's labels may stay on the workers for round 3
 # when they take at most this share of the workers' memory (else round 3
 # labels each tile again).  0 (the default): never.  Measured on the H100
-# host's CPUs (neuse40, tiles of 1024, 8 one-thread workers, 2026-11-24
-# 12:23 UTC, bench/dask_variants.py) keeping them made the run slower:
-# 3.36 s against 2.28 s (the extra split tasks and the label round bound
-# to where each tile's labels are).
+# host's CPUs (neuse40, tiles of 1024, one-thread workers): unbatched,
+# 3.36 s against 2.28 s at 8 workers (2026-11-24 12:23 UTC); one future
+# per batch, 3.83 s against 5.18 s at 1 worker but 1.34-1.57 s against
+# 1.18-1.25 s at 8 (17:59 UTC): at 8 workers the label round is bound by
+# writing the labels file, not by labelling (docs/benchmarks.md, fifth
+# session).
 KEPT_LABELS_SHARE = 0.0
 # The label round writes a raw labels file (out_dir) through shared
 # mappings of the file, its space reserved up front (NpySink's mapped
@@ -64,9 +66,11 @@ MAPPED_LABEL_WRITES = True
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
 DASK_BATCH = "auto"
-# On a pool or a cluster the tiles run largest first (those cut short by
-# the raster's edge last): the rounds end on their shortest tasks.
-LARGEST_FIRST = True
+# On a pool or a cluster the tiles may run largest first (those cut short
+# by the raster's edge last): the rounds end on their shortest tasks.  Off
+# (Morton order): with guided batches it gained nothing on the H100 host
+# (tile_tasks.GUIDED_SHARE).
+LARGEST_FIRST = False
 
 
 @dataclass
