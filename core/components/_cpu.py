@@ -7,7 +7,9 @@ label or creates a new one, and records label equivalences in a union-find.
 Union is by minimum label, so the root of every set is the provisional label
 of its component's first cell in scan order; numbering the roots in increasing
 order then gives final labels 1..count in scan order of each component's first
-cell.  Second pass: replace every provisional label by its final label.
+cell.  Second pass: replace every provisional label by its final label (rows
+labelled run by run keep a run list instead of provisional labels and are
+filled run by run: ``_cpu_runs``).
 
 Large rasters are cut into horizontal strips labelled concurrently (the
 kernels release the GIL; plain Python threads, so no numba threading layer is
