@@ -11,10 +11,14 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
   tiles' runs, core/mst/tiled/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation);
-- components-kept, components-s5: components with round 1's labels kept
-  on the workers, or with the fifth session's switches (guided batches,
-  largest tiles first, the heap kept inside batches; all in
-  ``COMPONENT_VARIANTS``), compared with components' outputs.
+- components-kept, components-s5, components-tilefiles,
+  components-strips: components with round 1's labels kept on the
+  workers, with the fifth session's switches (guided batches, largest
+  tiles first, the heap kept inside batches), with the labels written to
+  a file per tile joined by the driver, or with each tile labelled in a
+  strip per CPU (the kernel's threads inside a one-thread worker, as
+  before the sixth session); all in ``COMPONENT_VARIANTS``, compared with
+  components' outputs.
 
 Outputs go to ``out_dir`` (.npy on the local disk every worker shares); the
 outputs of every worker count are compared bit for bit with the first
@@ -186,7 +190,8 @@ def settings():
         "ROUND_DELTA_TILES", "WAIT_FOR_LOWER_NEIGHBOURS",
         "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
         "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
-    for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE", "LARGEST_FIRST"):
+    for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE", "LARGEST_FIRST",
+                 "TILE_FILE_LABEL_WRITES", "EXECUTOR_TILE_STRIPS"):
         chosen[name] = getattr(components_tiled, name)
     chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
     return chosen
@@ -203,6 +208,14 @@ COMPONENT_VARIANTS = {
     "components-s5": [("tile_tasks", "GUIDED_SHARE", 2),
                       ("components.tiled", "LARGEST_FIRST", True),
                       ("tile_tasks", "HEAP_KEPT_IN_BATCHES", True)],
+    # the label round's tiles each into a file of their own, joined into
+    # labels.npy by the driver (tile_io.TileFileSink)
+    "components-tilefiles": [("components.tiled", "TILE_FILE_LABEL_WRITES",
+                              True)],
+    # the sixth session's default before: each tile labelled in strips,
+    # one thread per CPU, inside every one-thread worker
+    "components-strips": [("components.tiled", "EXECUTOR_TILE_STRIPS",
+                           None)],
 }
 
 
@@ -493,7 +506,10 @@ def main():
                         "summary_end": min((t for f, t in marks
                                             if f >= 0.45), default=None),
                         "label_start": min((t for f, t in marks
-                                            if f >= 0.5), default=None)}
+                                            if f >= 0.5), default=None),
+                        # after it: the sink's finish (a join)
+                        "label_end": min((t for f, t in marks
+                                          if f >= 1.0), default=None)}
                 if stream is not None:
                     rows[-1]["tasks"] = task_stream(stream.data, wall_start)
                 print({k: v for k, v in rows[-1].items()

@@ -15,6 +15,8 @@ reports its wall, user and system seconds and page faults
   reserved, the default; or ``pwrite``);
 - ``labels-tilefiles``: round 3, each tile's block to a file of its own
   (plain buffered write: one inode per tile, as per-tile outputs would);
+- all with the kernel in one strip (``--strips 1``, as tiles on an
+  executor now run; 0: a strip per CPU, as they ran before);
 - ``compute``: an ALU loop only (what sharing a core or a lower clock
   costs); ``stream``: copying a 64 MiB buffer (memory bandwidth).
 
@@ -106,14 +108,16 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
         window = windows[index]
         tiles += 1
         if mode == "summary":
-            tiled.tile_summary(source, window, shape, 4, "nonzero", None)
+            tiled.tile_summary(source, window, shape, 4, "nonzero", None,
+                               "cpu", STRIPS)
         elif mode == "compute":
             _spin(SPIN_STEPS)
         elif mode == "stream":
             np.copyto(target, scratch)
         else:
             block = tiled.tile_labels(source, window, shape, 4, "nonzero",
-                                      None, answers[index], np.int32)
+                                      None, answers[index], np.int32, "cpu",
+                                      STRIPS)
             if mode in ("labels-mapped", "labels-pwrite"):
                 sink.write(window, block)
             elif mode == "labels-tilefiles":
@@ -130,6 +134,9 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
 
 
 _SPIN = None
+# the CPU kernel's strips per tile (--strips; 0: None, one per CPU, which
+# the call of 2026-11-24 20:25 UTC ran with unpinned)
+STRIPS = 1
 # ~10-20 ms per "tile" of the compute mode (a real tile: 6-14 ms)
 SPIN_STEPS = int(os.environ.get("PROBE_SPIN", 40_000_000))
 
@@ -139,7 +146,7 @@ def _spin(n):
 
 
 def main():
-    global _SPIN
+    global _SPIN, STRIPS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mask", required=True)
     parser.add_argument("--tile-size", type=int, default=1024)
@@ -151,8 +158,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=2,
                         help="runs of each multi-process variant (the "
                         "1-process runs go once)")
+    parser.add_argument("--strips", type=int, default=1,
+                        help="the kernel's strips per tile (0: one per "
+                        "CPU the process may use)")
     parser.add_argument("--json")
     args = parser.parse_args()
+    STRIPS = args.strips or None
     os.environ["NUMBA_NUM_THREADS"] = "1"
     from numba import njit
 

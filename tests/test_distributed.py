@@ -166,21 +166,26 @@ def task_key(k):
     return k, str(get_worker().get_current_task())
 
 
-@pytest.mark.parametrize("mapped,kept,switches", [
-    (True, False, False), (False, False, False), (True, True, False),
-    (True, False, True), (True, True, True)])
+@pytest.mark.parametrize("writes,kept,switches", [
+    ("mapped", False, False), ("pwrite", False, False),
+    ("tile-files", False, False), ("mapped", True, False),
+    ("tile-files", True, False), ("mapped", False, True),
+    ("mapped", True, True)])
 def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
-                                       request, mapped, kept, switches):
+                                       request, writes, kept, switches):
     """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task,
     fewer at the end), labels written by the tasks into out_dir (through
-    shared mappings of the reserved file, or with pwrite) or gathered
-    here; with ``kept`` round 1's labels stay on the workers, one future
-    per batch, and round 3 renumbers them there; ``switches``: guided
-    batches, largest tiles first and the heap kept in the batches (set on
-    the workers too)."""
+    shared mappings of the reserved file, with pwrite, or into a file per
+    tile joined by the driver) or gathered here; with ``kept`` round 1's
+    labels stay on the workers, one future per batch, and round 3
+    renumbers them there; ``switches``: guided batches, largest tiles
+    first and the heap kept in the batches (set on the workers too)."""
     from gridgraph.core import tile_tasks, tiling
     from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES",
+                        writes == "mapped")
+    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES",
+                        writes == "tile-files")
     monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2 if switches else 0)
     monkeypatch.setattr(components_tiled, "LARGEST_FIRST", switches)
     client.run(set_heap_kept, switches)
@@ -203,6 +208,7 @@ def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
                                       out_dir=out_dir)
         assert result.count == expected.count > 20
         assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]  # no tile files, no partial
     if kept:  # a group per summary batch, the tiles in batch order
         sizes = tiling.batch_sizes(72, 2)
         assert [len(parts) for _, parts in groups[0]] == sizes
