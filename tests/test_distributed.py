@@ -166,6 +166,47 @@ def task_key(k):
     return k, str(get_worker().get_current_task())
 
 
+def numba_threads_in_task(*_):
+    """numba's thread count for parallel kernels on this thread."""
+    import numba
+    return numba.get_num_threads()
+
+
+def worker_numba_pool():
+    import numba
+    return numba.config.NUMBA_NUM_THREADS
+
+
+def test_tile_tasks_keep_numba_to_their_thread(client):
+    """Dask tile tasks (a round of run_tasks, batched or not, and a
+    TaskPool's, with and without locality) run numba's parallel kernels on
+    their own thread (tile_tasks.DASK_TASK_NUMBA_THREADS), whatever the
+    worker's NUMBA_NUM_THREADS; a later plain task on the same worker
+    thread gets the worker's setting back."""
+    from gridgraph.core import tile_tasks
+    pools = client.run(worker_numba_pool)
+    if min(pools.values()) < 2:
+        pytest.skip("the workers' numba pools hold one thread: a task "
+                    "limited to one looks the same")
+    assert tile_tasks.run_tasks(numba_threads_in_task, [()] * 6,
+                                client) == [1] * 6
+    assert tile_tasks.run_tasks(numba_threads_in_task, [()] * 6, client,
+                                batch="auto") == [1] * 6
+    for locality in (False, True):
+        pool = tile_tasks.TaskPool(client, keep=locality, name="threads",
+                                   locality=locality)
+        for tag in range(3):
+            pool.submit(tag, (lambda: (numba_threads_in_task(), None))
+                        if locality else numba_threads_in_task)
+        done = sorted(pool.next_done() for _ in range(3))
+        if locality:
+            done = [(tag, message) for tag, (message, _) in done]
+        assert done == [(0, 1), (1, 1), (2, 1)]
+    for worker, pool in pools.items():  # one thread each: the same thread
+        assert client.submit(numba_threads_in_task, pure=False,
+                             workers=[worker]).result() == pool
+
+
 @pytest.mark.parametrize("writes,kept,switches", [
     ("mapped", False, False), ("pwrite", False, False),
     ("tile-files", False, False), ("mapped", True, False),
