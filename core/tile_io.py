@@ -419,9 +419,10 @@ class TileFileSink:
 
     A window written twice (a retried task) is the same file rewritten.
     The join runs in the process that calls :meth:`finish` (the driver):
-    it reads and writes the raster once.  :meth:`abort` removes the folder
-    and any partial file; a task still running after it fails to open its
-    file (the folder is gone) and leaves nothing.
+    it reads and writes the raster once.  :meth:`abort` moves the folder
+    aside and removes it, and any partial file; a task still running after
+    it fails to open its file (the folder's name is gone) and leaves
+    nothing.
     """
 
     SUFFIX = ".window"
@@ -503,7 +504,15 @@ class TileFileSink:
         return block.reshape(window.rows, window.cols)
 
     def abort(self):
-        shutil.rmtree(self.folder, ignore_errors=True)
+        # renamed first: a task still running (a cancelled Dask task runs
+        # on) opens its file by the old name and fails, so none can add a
+        # file while the folder is being removed
+        doomed = self.folder + ".aborted"
+        try:
+            os.rename(self.folder, doomed)
+        except OSError:
+            doomed = self.folder
+        shutil.rmtree(doomed, ignore_errors=True)
         if self.partial is not None:
             try:
                 os.remove(self.partial)

@@ -511,6 +511,36 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
     assert os.listdir(out) == []
 
 
+def test_cancel_in_the_label_round_with_tile_files(client, tmp_path,
+                                                  monkeypatch):
+    """Components writing a file per tile, cancelled in the label round
+    with tasks outstanding: CancelledError, and once the workers are done
+    nothing is left in out_dir (no tile file, folder or partial)."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
+    monkeypatch.setattr(components_tiled, "DASK_BATCH", None)  # many tasks
+    values = (np.random.default_rng(12).random((64, 72)) < 0.45).astype(
+        np.uint8)
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    marks = []
+
+    def cancel_in_the_label_round(fraction):
+        marks.append(fraction)
+        return fraction <= components_tiled.LABEL_SPAN[0]
+
+    before = scheduler_tasks(client)
+    with pytest.raises(CancelledError):
+        connected_components(memmap, connectivity=8, mode="nonzero",
+                             tile_size=TILE, executor=client, out_dir=out,
+                             progress=cancel_in_the_label_round)
+    assert marks[-1] > components_tiled.LABEL_SPAN[0]
+    assert no_new_tasks(client, before), sorted(
+        scheduler_tasks(client) - before)
+    assert os.listdir(out) == []
+
+
 # ------------------------------------------------------------ processing
 
 @pytest.mark.usefixtures("gridgraph_provider")
