@@ -190,9 +190,12 @@ def settings():
         "ROUND_DELTA_TILES", "WAIT_FOR_LOWER_NEIGHBOURS",
         "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
         "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
+    from gridgraph.core import tile_io
     for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE", "LARGEST_FIRST",
-                 "TILE_FILE_LABEL_WRITES", "EXECUTOR_TILE_STRIPS"):
+                 "TILE_FILE_LABEL_WRITES", "EXECUTOR_TILE_STRIPS",
+                 "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
+    chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
     return chosen
 
@@ -216,6 +219,16 @@ COMPONENT_VARIANTS = {
     # one thread per CPU, inside every one-thread worker
     "components-strips": [("components.tiled", "EXECUTOR_TILE_STRIPS",
                            None)],
+    # the label round in runs of adjacent tiles of a tile row (about a
+    # batch long; whole tile rows), each run written through one mapping;
+    # the windows' pages faulted in writable first (populate), with runs
+    # or tile by tile
+    "components-runs": [("components.tiled", "LABEL_RUN_TILES", "auto")],
+    "components-rows": [("components.tiled", "LABEL_RUN_TILES", "row")],
+    "components-runs-populate": [
+        ("components.tiled", "LABEL_RUN_TILES", "auto"),
+        ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+    "components-populate": [("tile_io", "POPULATE_MAPPED_WRITES", True)],
 }
 
 

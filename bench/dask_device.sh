@@ -22,6 +22,13 @@
 #   bench/dask_device.sh sixth2  -- components: one strip per tile (now)
 #                                   against a strip per CPU, tile files,
 #                                   unpinned and pinned; the probe
+#   bench/dask_device.sh seventh -- the label round's writes: runs of
+#                                   adjacent tiles through one mapping,
+#                                   whole tile rows, pages populated first
+#                                   (MADV_POPULATE_WRITE), against tile by
+#                                   tile: the probe (faults per page of the
+#                                   labels file), then components at 1
+#                                   worker and 8 three times, interleaved
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -119,6 +126,20 @@ sixth2)
         --operations components components-tilefiles >> "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
+seventh)
+    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
+        > "$OUT/machine.txt" 2>&1
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 8 --dirs $W/probe --repeats 2 --plain \
+        --modes labels labels-mapped labels-mapped-populate labels-runs \
+        labels-runs-populate labels-rows labels-rows-populate \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    $B --workers 1 8 8 8 --json "$OUT/cc.json" \
+        --operations components components-runs components-rows \
+        components-runs-populate components-populate > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
@@ -142,11 +163,13 @@ cat "$OUT/machine.txt" 2>/dev/null | head -n 3
 import json, sys
 data = json.load(open(sys.argv[1]))
 print(data["info"])
-print("mode dir procs pin heap span cpu/tile_ms user sys minflt steal")
+print("mode dir procs pin heap span cpu/tile_ms user sys minflt "
+      "faults/page steal")
 for r in data["rows"]:
     print(r["mode"], r["dir"] or "-", r["procs"], r["pin"] or "-",
           "heap" if r["heap"] else "-", r["span"], r["cpu_per_tile_ms"],
-          r["user"], r["sys"], r["minflt"], r["steal_share"])
+          r["user"], r["sys"], r["minflt"], r.get("faults_per_page", ""),
+          r["steal_share"])
 PY
 python3 - "$OUT" <<'PY'
 import glob, json, sys

@@ -6,7 +6,8 @@ takes Dask out: k forked processes (one thread each, numba's kernels
 compiled before the fork) draw tiles of the raster from a shared counter
 and do one round's work per tile, started together at a barrier; each
 reports its wall, user and system seconds and page faults
-(``getrusage``).  The rounds' work, one mode each:
+(``getrusage``; ``faults_per_page``: the run's minor faults over the
+labels file's pages).  The rounds' work, one mode each:
 
 - ``summary``: round 1 (``tile_summary``: read, label, border message);
 - ``labels``: round 3 without writing (read, label again, renumber);
@@ -15,6 +16,11 @@ reports its wall, user and system seconds and page faults
   reserved, the default; or ``pwrite``);
 - ``labels-tilefiles``: round 3, each tile's block to a file of its own
   (plain buffered write: one inode per tile, as per-tile outputs would);
+- ``labels-runs``, ``labels-rows``: round 3 drawing runs of adjacent
+  tiles of one tile row (``--run-tiles`` long; whole tile rows), each
+  run written through one mapping of its rows (``components.tiled.
+  label_run``); ``-populate`` after a mapped mode: its windows' pages
+  faulted in writable first (``tile_io.POPULATE_MAPPED_WRITES``);
 - all with the kernel in one strip (``--strips 1``, as tiles on an
   executor now run; 0: a strip per CPU, as they ran before);
 - ``compute``: an ALU loop only (what sharing a core or a lower clock
@@ -92,7 +98,10 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
         _mallopt(1 << 30, 32 << 20)
     else:
         _mallopt(65536, 0)  # Dask's nanny: MALLOC_TRIM_THRESHOLD_=65536
-    source, windows, shape, answers, sink, tile_dir = state
+    source, windows, items, shape, answers, sink, tile_dir = state
+    from gridgraph.core import tile_io
+    tile_io.POPULATE_MAPPED_WRITES = mode.endswith("-populate")
+    mode = mode.replace("-populate", "")
     scratch = np.ones(8 << 20) if mode == "stream" else None
     target = np.empty_like(scratch) if scratch is not None else None
     barrier.wait()
@@ -103,11 +112,15 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
         with counter.get_lock():
             index = counter.value
             counter.value += 1
-        if index >= len(windows):
+        if index >= len(items):
             break
-        window = windows[index]
-        tiles += 1
-        if mode == "summary":
+        window = windows[items[index][0]]
+        tiles += len(items[index])
+        if mode in ("labels-runs", "labels-rows"):
+            tiled.label_run(sink, source, [(windows[k], answers[k])
+                                           for k in items[index]], shape, 4,
+                            "nonzero", None, np.int32, "cpu", STRIPS)
+        elif mode == "summary":
             tiled.tile_summary(source, window, shape, 4, "nonzero", None,
                                "cpu", STRIPS)
         elif mode == "compute":
@@ -161,6 +174,11 @@ def main():
     parser.add_argument("--strips", type=int, default=1,
                         help="the kernel's strips per tile (0: one per "
                         "CPU the process may use)")
+    parser.add_argument("--run-tiles", type=int, default=7,
+                        help="labels-runs: tiles per run (7: the length "
+                        "of a Dask batch at 8 one-thread workers)")
+    parser.add_argument("--plain", action="store_true",
+                        help="no pinned or heap-kept variants")
     parser.add_argument("--json")
     args = parser.parse_args()
     STRIPS = args.strips or None
@@ -194,6 +212,12 @@ def main():
     # the label round's kernels compiled (loaded) before the fork
     tiled.tile_labels(source, windows[0], shape, 4, "nonzero", None,
                       answers[0], np.int32)
+    # runs of adjacent tiles (indices into the Morton-ordered windows)
+    place = {tile: k for k, tile in enumerate(tiles)}
+    items = {"labels-runs": [[place[t] for t in run] for run in
+                             grid.row_runs(args.run_tiles)],
+             "labels-rows": [[place[t] for t in run] for run in
+                             grid.row_runs(None)]}
     print(f"answers in {time.perf_counter() - start:.1f} s "
           f"({count} components)", flush=True)
     cpus, cores = topology()
@@ -210,12 +234,17 @@ def main():
                 for procs in args.procs:
                     if repeat and procs == 1:
                         continue  # the 1-process runs once: they are long
-                    for pin, heap in variants(mode, procs, info):
+                    chosen = [(None, False)] if args.plain else variants(
+                        mode, procs, info)
+                    for pin, heap in chosen:
                         if pin == "pin" and procs > len(cores):
                             continue
                         rows.append(one_run(
                             context, mode, folder, procs, pin, heap, cores,
-                            source, windows, shape, answers, repeat))
+                            source, windows, items.get(
+                                mode.replace("-populate", ""),
+                                [[k] for k in range(len(windows))]), shape,
+                            answers, repeat))
                         print(json.dumps(rows[-1]), flush=True)
                         if args.json:
                             with open(args.json, "w") as handle:
@@ -241,14 +270,16 @@ def variants(mode, procs, info):
 
 
 def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
-            shape, answers, repeat):
+            items, shape, answers, repeat):
     from gridgraph.core import tiling
     sink = tile_dir = None
     if folder is not None:
         os.makedirs(folder, exist_ok=True)
-        if mode in ("labels-mapped", "labels-pwrite"):
+        if mode.startswith(("labels-mapped", "labels-pwrite", "labels-runs",
+                            "labels-rows")):
             sink = tiling.NpySink(os.path.join(folder, "labels.npy"), shape,
-                                  np.int32, mapped=mode == "labels-mapped")
+                                  np.int32,
+                                  mapped=not mode.startswith("labels-pwrite"))
         elif mode == "labels-tilefiles":
             tile_dir = os.path.join(folder, "tiles")
             os.makedirs(tile_dir, exist_ok=True)
@@ -261,7 +292,7 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
     barrier = context.Barrier(procs)
     counter = context.Value("q", 0)
     results = context.Queue()
-    state = (source, windows, shape, answers, sink, tile_dir)
+    state = (source, windows, items, shape, answers, sink, tile_dir)
     steal_before = steal()
     wall = time.perf_counter()
     children = [context.Process(target=_child, args=(
@@ -291,6 +322,8 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
         cpu_per_tile_ms=round(1000 * (total("user") + total("sys"))
                               / len(windows), 3),
         minflt=total("minflt"), nivcsw=total("nivcsw"),
+        faults_per_page=round(total("minflt") / -(-4 * shape[0] * shape[1]
+                                                  // 4096), 3),
         steal_share=round((steal_after[0] - steal_before[0])
                           / max(1, steal_after[1] - steal_before[1]), 4))
 

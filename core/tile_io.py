@@ -328,14 +328,19 @@ class NpySink:
         state["_fd"] = None
         return state
 
-    def write(self, window, block):
+    def _disk_errors(self):
         from . import scratch  # a full disk: DiskFullError naming the folder
-        with scratch.disk_errors(os.path.dirname(self.partial),
-                                 self.dtype.itemsize * self.shape[0]
-                                 * self.shape[1], self.path):
-            if self.mapped:
-                self._write_mapped(window, block)
-            elif self._fd is None:
+        return scratch.disk_errors(os.path.dirname(self.partial),
+                                   self.dtype.itemsize * self.shape[0]
+                                   * self.shape[1], self.path)
+
+    def write(self, window, block):
+        if self.mapped:
+            with self.window_writer(window) as put:
+                put(window, block)
+            return
+        with self._disk_errors():
+            if self._fd is None:
                 fd = os.open(self.partial, os.O_WRONLY)
                 try:
                     self._write(fd, window, block)
@@ -344,18 +349,40 @@ class NpySink:
             else:
                 self._write(self._fd, window, block)
 
-    def _write_mapped(self, window, block):
-        # the window's rows of the file, mapped shared for this write only:
-        # processes writing one file through the page cache do not queue
-        # behind each other the way buffered writes of one file do (two
-        # processes: 0.13 s against 0.33 s for 884 MB, 2026-11-24); the
-        # blocks were reserved up front, so no page can find the disk full
-        rows = np.memmap(self.partial, dtype=self.dtype, mode="r+",
-                         offset=self.offset + window.row * self.shape[1]
-                         * self.dtype.itemsize,
-                         shape=(window.rows, self.shape[1]))
-        rows[:, window.col:window.col + window.cols] = block
-        del rows  # unmapped here (the dirty pages stay in the page cache)
+    @contextmanager
+    def window_writer(self, window):
+        """For the ``with`` block: ``put(part, block)`` writes the blocks
+        of windows ``part`` inside ``window`` (a run of adjacent tiles of
+        one tile row), each at once.
+
+        Mapped, the blocks go through one shared mapping of ``window``'s
+        rows: processes writing one file through the page cache do not
+        queue behind each other the way buffered writes of one file do
+        (two processes: 0.13 s against 0.33 s for 884 MB, 2026-11-24),
+        and a page that two tiles of the run share (a row segment of a
+        tile is rarely page aligned) is faulted in once, not once per
+        tile.  The blocks were reserved up front, so no page can find the
+        disk full.  With :data:`POPULATE_MAPPED_WRITES` the window's
+        pages are faulted in writable before the first block
+        (``madvise(MADV_POPULATE_WRITE)``).  Not mapped: each block is
+        written with ``pwrite`` as :meth:`write` does."""
+        if not self.mapped:
+            yield self.write
+            return
+        with self._disk_errors():
+            rows = _mapped_rows(self.partial, self.offset, self.dtype,
+                                window.row, window.rows, self.shape[1],
+                                window if POPULATE_MAPPED_WRITES else None)
+
+            def put(part, block):
+                rows[part.row - window.row:part.row - window.row
+                     + part.rows, part.col:part.col + part.cols] = block
+
+            try:
+                yield put
+            finally:
+                # unmapped here (the dirty pages stay in the page cache)
+                del rows, put
 
     def _write(self, fd, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
@@ -408,6 +435,98 @@ def _partial_npy(path, shape, dtype):
         offset = handle.tell()
         handle.truncate(offset + dtype.itemsize * shape[0] * shape[1])
     return partial, offset
+
+
+# NpySink.window_writer faults a window's pages in writable before its
+# blocks are copied, one madvise(MADV_POPULATE_WRITE) call per
+# contiguous range of the file (Linux >= 5.14; where the kernel refuses it
+# the copy faults them in, as without).  A shared mapping's page faults
+# are then taken in the kernel without a trap per page.  Off: see
+# docs/benchmarks.md (Dask, sixth session) for what it measured.
+POPULATE_MAPPED_WRITES = False
+MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
+_populate_refused = False
+
+
+def _mapped_rows(path, offset, dtype, first, count, cols, populate=None):
+    """Rows ``first:first + count`` of a row-major raster of ``cols``
+    columns stored at ``offset`` in the file at ``path``, as a writable
+    array through a shared mapping of just those rows.  The mapping lasts
+    as long as the array (unmapped when it is released).  ``populate``: a
+    window of the raster whose pages to fault in writable now
+    (:data:`POPULATE_MAPPED_WRITES`)."""
+    import mmap
+    itemsize = np.dtype(dtype).itemsize
+    if count * cols == 0:
+        return np.empty((count, cols), dtype=dtype)
+    start = offset + first * cols * itemsize
+    length = count * cols * itemsize
+    base = start - start % mmap.ALLOCATIONGRANULARITY
+    fd = os.open(path, os.O_RDWR)  # never creates: after an abort it fails
+    try:
+        handle = mmap.mmap(fd, start - base + length, flags=mmap.MAP_SHARED,
+                           prot=mmap.PROT_READ | mmap.PROT_WRITE,
+                           offset=base)
+    finally:
+        os.close(fd)
+    if populate is not None:
+        _populate(handle, start - base, populate, first, cols, itemsize)
+    # the array holds the mapping: released with it
+    return np.frombuffer(handle, dtype=dtype, count=count * cols,
+                         offset=start - base).reshape(count, cols)
+
+
+def _populate(handle, start, window, first, cols, itemsize):
+    """``madvise(MADV_POPULATE_WRITE)`` on ``window``'s bytes of a mapping
+    of whole raster rows from row ``first`` at byte ``start``: one range
+    where the window spans whole rows, else a range per row.  Silently
+    nothing where the kernel refuses the advice (before Linux 5.14)."""
+    global _populate_refused
+    import errno
+    import mmap
+    if _populate_refused:
+        return
+    page = mmap.PAGESIZE
+    row_bytes = cols * itemsize
+    if window.col == 0 and window.cols == cols:
+        ranges = [(start + (window.row - first) * row_bytes,
+                   window.rows * row_bytes)]
+    else:
+        ranges = [(start + (row - first) * row_bytes + window.col * itemsize,
+                   window.cols * itemsize)
+                  for row in range(window.row, window.row + window.rows)]
+    for begin, size in ranges:
+        aligned = begin - begin % page
+        try:
+            handle.madvise(MADV_POPULATE_WRITE, aligned, begin + size
+                           - aligned)
+        except OSError as error:
+            if error.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                _populate_refused = True
+            return  # the copy faults the pages in
+
+
+def window_writer(sink, window):
+    """``sink``'s :meth:`NpySink.window_writer` for ``window``; for a sink
+    without one, a context giving its ``write`` (each block on its own)."""
+    opener = getattr(sink, "window_writer", None)
+    if opener is not None:
+        return opener(window)
+    return _each_on_its_own(sink)
+
+
+@contextmanager
+def _each_on_its_own(sink):
+    yield sink.write
+
+
+def union_window(windows):
+    """The smallest window holding every one of ``windows``."""
+    top = min(w.row for w in windows)
+    left = min(w.col for w in windows)
+    bottom = max(w.row + w.rows for w in windows)
+    right = max(w.col + w.cols for w in windows)
+    return Window(top, left, bottom - top, right - left)
 
 
 class TileFileSink:

@@ -31,7 +31,7 @@ from .tile_io import (  # noqa: F401  (the sources and sinks, named here)
     ArraySink, ArraySource, FileArraySource, GdalSource, NpyFile, NpySink,
     TileFileSink, Window, _pread_exact, _pwrite_exact, check_out_dir,
     load_raster, make_sink, open_source, output_sinks, reopen_source,
-    write_geotiff)
+    union_window, window_writer, write_geotiff)
 from .tile_tasks import (  # noqa: F401  (how tasks run, named here)
     KeptPart, TaskPool, batch_sizes, executor_workers, heap_kept_for_tiles,
     kept_groups, release_free_memory, run_tasks, write_in_task)
@@ -214,6 +214,18 @@ class TileGrid:
                  for c in range(self.tile_cols)]
         tiles.sort(key=lambda rc: morton_key(*rc))
         return tiles
+
+    def row_runs(self, length):
+        """The tiles as runs of adjacent tiles of one tile row, row by row
+        (lists of ``(tile_row, tile_col)``): each tile row cut into
+        ``ceil(tile_cols / length)`` runs of near equal length (None: a
+        run per tile row).  The run's tiles share the file pages where
+        they meet, and its rows are one segment of the file each."""
+        cols = self.tile_cols
+        parts = 1 if length is None else -(-cols // max(1, int(length)))
+        bounds = [cols * k // parts for k in range(parts + 1)]
+        return [[(r, c) for c in range(bounds[k], bounds[k + 1])]
+                for r in range(self.tile_rows) for k in range(parts)]
 
     def largest_first(self, tiles):
         """``tiles`` with the full tiles first and the ones cut short by the

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .. import distributed, tiling
+from .. import distributed, tile_tasks, tiling
 from .._common import Progress, index_dtype, valid_mask
 from .._unionfind import find_root as _find
 
@@ -76,6 +76,18 @@ TILE_FILE_LABEL_WRITES = False
 # times a run (docs/benchmarks.md, Dask, sixth session).  In process
 # (no executor) the kernel keeps its strips: None, one per CPU.
 EXECUTOR_TILE_STRIPS = 1
+# The label round's tasks, when they write the labels into out_dir
+# themselves: runs of adjacent tiles of one tile row, each run's labels
+# written through one mapping of its rows (tile_io.NpySink.window_writer:
+# a 1024-wide tile's row segment of a raster whose rows are not a
+# multiple of a page touches two pages, each shared with the next tile,
+# so tile by tile every page is faulted in twice, by two processes).
+# "auto": runs of about the length of a Dask batch
+# (tile_tasks.BATCHES_PER_THREAD tasks per worker thread; one thread
+# without an executor), each tile row cut into near equal runs; "row":
+# whole tile rows; an int: at most that many tiles a run; None: tile by
+# tile in Morton order (batched on Dask as round 1).
+LABEL_RUN_TILES = None
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
@@ -236,6 +248,16 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
         elif kept is not None:
             tiling.run_tasks(function, arguments, executor,
                              progress.span(*LABEL_SPAN), on_result=write)
+        elif in_task and LABEL_RUN_TILES is not None:
+            runs = grid.row_runs(_run_length(grid, executor))
+            tiling.run_tasks(
+                label_run,
+                [(sink, source, [(grid.window(*tile), answers[tile])
+                                 for tile in run], shape, connectivity,
+                  mode, nodata, label_dtype, backend, strips)
+                 for run in runs],
+                executor, progress.span(*LABEL_SPAN), on_result=write,
+                resources=resources)
         else:
             tiling.run_tasks(
                 functools.partial(tiling.write_in_task, sink, function)
@@ -247,6 +269,32 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
         del kept, arguments  # the kept labels: released on the workers
         labels = sink.finish()
     return labels, count
+
+
+def _run_length(grid, executor):
+    """Tiles per run of the label round (:data:`LABEL_RUN_TILES`; None: a
+    whole tile row)."""
+    if LABEL_RUN_TILES == "row":
+        return None
+    if LABEL_RUN_TILES != "auto":
+        return int(LABEL_RUN_TILES)
+    threads = tiling.executor_workers(executor)
+    return max(1, grid.count // (tile_tasks.BATCHES_PER_THREAD * threads))
+
+
+def label_run(sink, source, run, shape, connectivity, mode, nodata,
+              label_dtype, backend="cpu", strips=None):
+    """Round 3 for a run of adjacent tiles of one tile row (``run``: their
+    ``(window, answer)``): each tile labelled as :func:`tile_labels` does
+    and written into ``sink`` through one window, the run's
+    (:func:`tiling.window_writer`).  Returns None; idempotent (a retried
+    run writes the same bytes)."""
+    window = tiling.union_window([part for part, _ in run])
+    with tiling.window_writer(sink, window) as put:
+        for part, answer in run:
+            put(part, tile_labels(source, part, shape, connectivity, mode,
+                                  nodata, answer, label_dtype, backend,
+                                  strips))
 
 
 def _keep_labels(executor, cells):
