@@ -219,16 +219,28 @@ COMPONENT_VARIANTS = {
     # one thread per CPU, inside every one-thread worker
     "components-strips": [("components.tiled", "EXECUTOR_TILE_STRIPS",
                            None)],
-    # the label round in runs of adjacent tiles of a tile row (about a
-    # batch long; whole tile rows), each run written through one mapping;
-    # the windows' pages faulted in writable first (populate), with runs
-    # or tile by tile
-    "components-runs": [("components.tiled", "LABEL_RUN_TILES", "auto")],
-    "components-rows": [("components.tiled", "LABEL_RUN_TILES", "row")],
+    # the label round's writes (the seventh session; each sets both
+    # switches, whatever the defaults): tile by tile (the sixth session's
+    # default), in runs of adjacent tiles of a tile row written through one
+    # mapping (about a batch long, whole tile rows, 4 tiles), the windows'
+    # pages faulted in writable first (populate) or by the copy
+    "components-tiles": [("components.tiled", "LABEL_RUN_TILES", None),
+                         ("tile_io", "POPULATE_MAPPED_WRITES", False)],
+    "components-populate": [("components.tiled", "LABEL_RUN_TILES", None),
+                            ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+    "components-runs": [("components.tiled", "LABEL_RUN_TILES", "auto"),
+                        ("tile_io", "POPULATE_MAPPED_WRITES", False)],
     "components-runs-populate": [
         ("components.tiled", "LABEL_RUN_TILES", "auto"),
         ("tile_io", "POPULATE_MAPPED_WRITES", True)],
-    "components-populate": [("tile_io", "POPULATE_MAPPED_WRITES", True)],
+    "components-rows": [("components.tiled", "LABEL_RUN_TILES", "row"),
+                        ("tile_io", "POPULATE_MAPPED_WRITES", False)],
+    "components-rows-populate": [
+        ("components.tiled", "LABEL_RUN_TILES", "row"),
+        ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+    "components-runs4-populate": [
+        ("components.tiled", "LABEL_RUN_TILES", 4),
+        ("tile_io", "POPULATE_MAPPED_WRITES", True)],
 }
 
 

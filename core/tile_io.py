@@ -441,9 +441,12 @@ def _partial_npy(path, shape, dtype):
 # blocks are copied, one madvise(MADV_POPULATE_WRITE) call per
 # contiguous range of the file (Linux >= 5.14; where the kernel refuses it
 # the copy faults them in, as without).  A shared mapping's page faults
-# are then taken in the kernel without a trap per page.  Off: see
-# docs/benchmarks.md (Dask, sixth session) for what it measured.
-POPULATE_MAPPED_WRITES = False
+# are then taken in the kernel without a trap per page.  Measured on the
+# H100 host's CPUs (components' label round in runs, neuse40, 2026-11-24
+# 20:59 UTC): 0.94-0.95 s at 8 workers against 1.00-1.10 s without, 4.98
+# s against 5.28 s at 1; tile by tile it changed nothing (docs/
+# benchmarks.md, Dask, seventh session).
+POPULATE_MAPPED_WRITES = True
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
 _populate_refused = False
 

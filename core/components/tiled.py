@@ -86,8 +86,12 @@ EXECUTOR_TILE_STRIPS = 1
 # (tile_tasks.BATCHES_PER_THREAD tasks per worker thread; one thread
 # without an executor), each tile row cut into near equal runs; "row":
 # whole tile rows; an int: at most that many tiles a run; None: tile by
-# tile in Morton order (batched on Dask as round 1).
-LABEL_RUN_TILES = None
+# tile in Morton order (batched on Dask as round 1).  Measured on the H100
+# host's CPUs (neuse40, tiles of 1024, one-thread workers, 2026-11-24
+# 20:59 UTC), with tile_io.POPULATE_MAPPED_WRITES: 0.94-0.95 s at 8
+# workers against 1.17-1.29 s tile by tile, 4.98 s against 6.19 s at 1
+# (docs/benchmarks.md, Dask, seventh session).
+LABEL_RUN_TILES = "auto"
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
