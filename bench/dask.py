@@ -238,6 +238,14 @@ COMPONENT_VARIANTS = {
     "components-rows-populate": [
         ("components.tiled", "LABEL_RUN_TILES", "row"),
         ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+    # ...or gathered into a band per run, written with pwrite (a call per
+    # row of the run; one per run for whole tile rows)
+    "components-rows-pwrite": [
+        ("components.tiled", "LABEL_RUN_TILES", "row"),
+        ("components.tiled", "MAPPED_LABEL_WRITES", False)],
+    "components-runs-pwrite": [
+        ("components.tiled", "LABEL_RUN_TILES", "auto"),
+        ("components.tiled", "MAPPED_LABEL_WRITES", False)],
     "components-runs4-populate": [
         ("components.tiled", "LABEL_RUN_TILES", 4),
         ("tile_io", "POPULATE_MAPPED_WRITES", True)],

@@ -31,8 +31,9 @@
 #                                   worker and 8 three times, interleaved
 #   bench/dask_device.sh seventh2 -- components with the defaults (runs,
 #                                   populated) against tile by tile, whole
-#                                   tile rows and runs of 4 tiles: 1 worker
-#                                   twice, 8 three times
+#                                   tile rows and runs of 4 tiles, and runs
+#                                   gathered into bands written with pwrite:
+#                                   1 worker twice, 8 three times
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -145,9 +146,10 @@ seventh)
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 seventh2)
-    $B --workers 1 1 8 8 8 --json "$OUT/cc2.json" \
+    $B --workers 1 8 8 1 8 --json "$OUT/cc2.json" \
         --operations components components-tiles components-rows-populate \
-        components-runs4-populate > "$OUT/run2.log" 2>&1
+        components-runs4-populate components-rows-pwrite \
+        components-runs-pwrite > "$OUT/run2.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run2.log"
     ;;
 sixteen)

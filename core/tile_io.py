@@ -364,10 +364,29 @@ class NpySink:
         tile.  The blocks were reserved up front, so no page can find the
         disk full.  With :data:`POPULATE_MAPPED_WRITES` the window's
         pages are faulted in writable before the first block
-        (``madvise(MADV_POPULATE_WRITE)``).  Not mapped: each block is
-        written with ``pwrite`` as :meth:`write` does."""
+        (``madvise(MADV_POPULATE_WRITE)``).
+
+        Not mapped: the blocks are gathered into one band of ``window``
+        (which they must tile: disjoint and covering it) and the band is
+        written with ``pwrite`` at the end of the block, one call per row
+        of the window, one in all where it spans whole rows (the memory of
+        the band on top of a tile's)."""
         if not self.mapped:
-            yield self.write
+            band = np.empty((window.rows, window.cols), dtype=self.dtype)
+            cells = []
+
+            def gather(part, block):
+                band[part.row - window.row:part.row - window.row
+                     + part.rows, part.col - window.col:part.col
+                     - window.col + part.cols] = block
+                cells.append(part.rows * part.cols)
+
+            yield gather
+            if sum(cells) != band.size:
+                raise RuntimeError(
+                    f"the blocks written into {window} cover {sum(cells)} "
+                    f"of its {band.size} cells")
+            self.write(window, band)
             return
         with self._disk_errors():
             rows = _mapped_rows(self.partial, self.offset, self.dtype,
