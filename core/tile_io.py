@@ -388,20 +388,23 @@ class NpySink:
                     f"of its {band.size} cells")
             self.write(window, band)
             return
+        # only the sink's own work is read as a write error: what the
+        # caller does between blocks (labelling a tile) raises as it is
         with self._disk_errors():
             rows = _mapped_rows(self.partial, self.offset, self.dtype,
                                 window.row, window.rows, self.shape[1],
                                 window if POPULATE_MAPPED_WRITES else None)
 
-            def put(part, block):
+        def put(part, block):
+            with self._disk_errors():
                 rows[part.row - window.row:part.row - window.row
                      + part.rows, part.col:part.col + part.cols] = block
 
-            try:
-                yield put
-            finally:
-                # unmapped here (the dirty pages stay in the page cache)
-                del rows, put
+        try:
+            yield put
+        finally:
+            # unmapped here (the dirty pages stay in the page cache)
+            del rows, put
 
     def _write(self, fd, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)

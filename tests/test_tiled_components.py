@@ -484,3 +484,129 @@ def test_tile_files_failing_join_leaves_nothing(tmp_path, monkeypatch):
                                  backend="cpu")
     assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
     np.testing.assert_array_equal(np.load(out / "labels.npy"), np.arange(3))
+
+
+def test_row_runs_cover_each_tile_row_in_order():
+    """TileGrid.row_runs: every tile once, runs of adjacent tiles of one
+    tile row, row by row, each row cut into near equal runs."""
+    grid = tiling.TileGrid((70, 200), 16)  # 5 x 13 tiles
+    for length, sizes in ((None, [13]), (13, [13]), (7, [6, 7]),
+                          (4, [3, 3, 3, 4]), (1, [1] * 13), (99, [13])):
+        runs = grid.row_runs(length)
+        assert [len(run) for run in runs] == sizes * 5, length
+        assert [tile for run in runs for tile in run] == [
+            (r, c) for r in range(5) for c in range(13)]
+        for run in runs:  # one tile row, adjacent columns
+            assert {r for r, _ in run} == {run[0][0]}
+            assert [c for _, c in run] == list(range(run[0][1],
+                                                     run[0][1] + len(run)))
+    assert tiling.union_window([grid.window(4, 11), grid.window(4, 12)]) \
+        == tiling.Window(64, 176, 6, 24)
+
+
+@pytest.mark.parametrize("writes", ["mapped", "populate", "pwrite"])
+@pytest.mark.parametrize("runs", [None, 1, 2, 3, "auto", "row"])
+def test_label_round_in_runs_identical(tmp_path, monkeypatch, runs, writes):
+    """The label round in runs of adjacent tiles (LABEL_RUN_TILES), each
+    written through one window: through a mapping (its pages populated
+    first or not) or gathered and written with pwrite; in process and on
+    a thread pool, 5 x 6 tiles cut short at the edges: the in-memory
+    labels, nothing else in out_dir."""
+    from gridgraph.core import tile_io
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", runs)
+    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES",
+                        writes != "pwrite")
+    monkeypatch.setattr(tile_io, "POPULATE_MAPPED_WRITES",
+                        writes == "populate")
+    seen = []
+    real_label_run = components_tiled.label_run
+    monkeypatch.setattr(components_tiled, "label_run", lambda sink, source,
+                        run, *rest: seen.append(len(run)) or real_label_run(
+                            sink, source, run, *rest))
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=8, mode="equal")
+    for workers in (None, 2):
+        out = tmp_path / f"out-{workers}"
+        out.mkdir()
+        seen.clear()
+        pool = concurrent.futures.ThreadPoolExecutor(workers) if workers \
+            else None
+        try:
+            result = connected_components(
+                values, connectivity=8, mode="equal", tile_size=16,
+                executor=pool, out_dir=out, backend="cpu")
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        assert result.count == expected.count > 20
+        np.testing.assert_array_equal(result.labels, expected.labels)
+        assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
+        if runs is None:
+            assert seen == []  # tile by tile
+        else:
+            assert sum(seen) == 30
+            longest = {1: 1, 2: 2, 3: 3, "row": 6,
+                       # 30 tiles // 4 a thread: 7 in process (a whole
+                       # row), 3 on two threads
+                       "auto": 6 if workers is None else 3}[runs]
+            assert max(seen) == longest
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_label_run_failing_leaves_nothing(tmp_path, monkeypatch, mapped):
+    """A tile failing inside a run (after others of the run were
+    written): the run's error is raised, out_dir holds nothing new and an
+    older labels.npy is left alone."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", 3)
+    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    real_tile_labels = components_tiled.tile_labels
+
+    def tile_labels(source, window, *rest):
+        if (window.row, window.col) == (32, 32):  # the last of its run
+            raise OSError("the tile's read failed")
+        return real_tile_labels(source, window, *rest)
+
+    monkeypatch.setattr(components_tiled, "tile_labels", tile_labels)
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    out = tmp_path / "out"
+    out.mkdir()
+    np.save(out / "labels.npy", np.arange(3))
+    with pytest.raises(OSError, match="the tile's read failed"):
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            connected_components(values, connectivity=4, mode="equal",
+                                 tile_size=16, executor=pool, out_dir=out,
+                                 backend="cpu")
+    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), np.arange(3))
+
+
+def test_window_writer_with_pwrite_must_cover_its_window(tmp_path):
+    """Gathered into a band for pwrite, blocks that leave a gap in the
+    window are refused (the gap would be written as garbage): nothing of
+    the band is written."""
+    sink = tiling.NpySink(tmp_path / "l.npy", (8, 12), np.int32)
+    assert not sink.mapped
+    with pytest.raises(RuntimeError, match="cover 16 of its 32 cells"):
+        with sink.window_writer(tiling.Window(4, 0, 4, 8)) as put:
+            put(tiling.Window(4, 0, 4, 4), np.ones((4, 4), np.int32))
+    labels = sink.finish()
+    assert not labels.any()
+
+
+def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
+    """Where the kernel refuses MADV_POPULATE_WRITE (EINVAL before Linux
+    5.14; here an advice no kernel knows) the copy faults the pages in:
+    the same labels, and the advice is not tried again."""
+    from gridgraph.core import tile_io
+    monkeypatch.setattr(tile_io, "POPULATE_MAPPED_WRITES", True)
+    monkeypatch.setattr(tile_io, "MADV_POPULATE_WRITE", 4095)
+    monkeypatch.setattr(tile_io, "_populate_refused", False)
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=4, mode="equal")
+    result = connected_components(values, connectivity=4, mode="equal",
+                                  tile_size=16, out_dir=tmp_path,
+                                  backend="cpu")
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert tile_io._populate_refused
