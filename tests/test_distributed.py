@@ -541,6 +541,61 @@ def test_cancel_in_the_label_round_with_tile_files(client, tmp_path,
     assert os.listdir(out) == []
 
 
+@pytest.mark.parametrize("runs,mapped", [
+    (None, True), (2, True), ("auto", False), ("row", True)])
+def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
+                                       mapped):
+    """The label round in runs of adjacent tiles (LABEL_RUN_TILES: tile by
+    tile, 2, about a batch, whole tile rows), written by the workers into
+    out_dir through one mapping a run (its pages populated first, the
+    default on the workers) or gathered and written with pwrite: the
+    in-process labels, nothing else left."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", runs)
+    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    values = (np.random.default_rng(13).random((64, 72)) < 0.45).astype(
+        np.uint8)
+    expected = connected_components(values, connectivity=8, mode="nonzero")
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = connected_components(memmap, connectivity=8, mode="nonzero",
+                                  tile_size=TILE, executor=client,
+                                  out_dir=out)
+    assert result.count == expected.count > 20
+    assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]
+
+
+def test_cancel_in_the_label_round_with_runs(client, tmp_path, monkeypatch):
+    """Components writing runs of one tile (many tasks) through mappings,
+    cancelled in the label round with tasks outstanding: CancelledError,
+    and once the workers are done nothing is left in out_dir (a run
+    still running finds its partial file gone and fails)."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", 1)
+    values = (np.random.default_rng(12).random((64, 72)) < 0.45).astype(
+        np.uint8)
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    marks = []
+
+    def cancel_in_the_label_round(fraction):
+        marks.append(fraction)
+        return fraction <= components_tiled.LABEL_SPAN[0]
+
+    before = scheduler_tasks(client)
+    with pytest.raises(CancelledError):
+        connected_components(memmap, connectivity=8, mode="nonzero",
+                             tile_size=TILE, executor=client, out_dir=out,
+                             progress=cancel_in_the_label_round)
+    assert marks[-1] > components_tiled.LABEL_SPAN[0]
+    assert no_new_tasks(client, before), sorted(
+        scheduler_tasks(client) - before)
+    assert os.listdir(out) == []
+
+
 # ------------------------------------------------------------ processing
 
 @pytest.mark.usefixtures("gridgraph_provider")
