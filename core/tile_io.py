@@ -369,8 +369,13 @@ class NpySink:
         Not mapped: the blocks are gathered into one band of ``window``
         (which they must tile: disjoint and covering it) and the band is
         written with ``pwrite`` at the end of the block, one call per row
-        of the window, one in all where it spans whole rows (the memory of
-        the band on top of a tile's)."""
+        of the window, one in all where it spans whole rows; a band of
+        more than :data:`PWRITE_BAND_BYTES` (memory on top of a tile's)
+        is not gathered: each block is written as :meth:`write` does."""
+        if not self.mapped and window.rows * window.cols \
+                * self.dtype.itemsize > PWRITE_BAND_BYTES:
+            yield self.write
+            return
         if not self.mapped:
             band = np.empty((window.rows, window.cols), dtype=self.dtype)
             cells = []
@@ -459,6 +464,10 @@ def _partial_npy(path, shape, dtype):
     return partial, offset
 
 
+# NpySink.window_writer without a mapping gathers a run's blocks into one
+# band for pwrite up to this size (a run of 13 tiles of 1024 x 1024 int32
+# labels: 52 MB); a larger run is written block by block.
+PWRITE_BAND_BYTES = 64 << 20
 # NpySink.window_writer faults a window's pages in writable before its
 # blocks are copied, one madvise(MADV_POPULATE_WRITE) call per
 # contiguous range of the file (Linux >= 5.14; where the kernel refuses it

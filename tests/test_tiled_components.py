@@ -595,6 +595,32 @@ def test_window_writer_with_pwrite_must_cover_its_window(tmp_path):
     assert not labels.any()
 
 
+def test_window_writer_with_pwrite_band_bounded(tmp_path, monkeypatch):
+    """A band larger than PWRITE_BAND_BYTES is not gathered: each block is
+    written at once, the same file."""
+    from gridgraph.core import tile_io
+    monkeypatch.setattr(tile_io, "PWRITE_BAND_BYTES", 4 * 4 * 4)
+    sink = tiling.NpySink(tmp_path / "l.npy", (8, 12), np.int32)
+    written = []
+    real_write = tiling.NpySink.write
+    monkeypatch.setattr(tiling.NpySink, "write", lambda self, window, block:
+                        written.append(window) or real_write(self, window,
+                                                             block))
+    for band, parts in ((tiling.Window(4, 0, 4, 4), 1),
+                        (tiling.Window(0, 4, 4, 8), 2)):
+        with sink.window_writer(band) as put:
+            for k in range(parts):
+                part = tiling.Window(band.row, band.col + 4 * k, 4, 4)
+                put(part, np.full((4, 4), 1 + band.col + k, np.int32))
+    assert written == [tiling.Window(4, 0, 4, 4), tiling.Window(0, 4, 4, 4),
+                       tiling.Window(0, 8, 4, 4)]  # one band, two blocks
+    expected = np.zeros((8, 12), np.int32)
+    expected[4:, :4] = 1
+    expected[:4, 4:8] = 5
+    expected[:4, 8:] = 6
+    np.testing.assert_array_equal(sink.finish(), expected)
+
+
 def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
     """Where the kernel refuses MADV_POPULATE_WRITE (EINVAL before Linux
     5.14; here an advice no kernel knows) the copy faults the pages in:

@@ -18,7 +18,10 @@ Three rounds (docs/architecture.md, "The block hierarchy"):
 3. Per tile (:func:`tile_labels`): label the tile again (the same labels,
    as the kernel is deterministic) and renumber: border labels get their
    component's number from round 2, interior labels count the starts
-   before them on their row.  On a Dask cluster, with
+   before them on their row.  Written into ``out_dir`` by the tasks, the
+   tiles run in runs of adjacent tiles of one tile row
+   (:func:`label_run`, :data:`LABEL_RUN_TILES`), each run written
+   through one window.  On a Dask cluster, with
    :data:`KEPT_LABELS_SHARE` set, round 1's tile labels can stay on the
    workers instead (one future per batch of tiles) and round 3 only
    renumbers them where they are (:func:`renumber_kept_group`); off by
