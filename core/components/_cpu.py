@@ -205,7 +205,7 @@ def _label_blocks(values, valid, progress, strips):
     # per strip: was each block of the previous / this block row linked to
     # its left neighbour (first_pass_8 skips unions with it)
     linked_left = np.empty((strip_starts.size, 2, block_cols),
-                           dtype=np.bool_)
+                           dtype=np.uint8)
     block_rows_per_call = max(1, _CELLS_PER_CALL // (2 * cols))
     workers = min(strip_starts.size, _cpu_count())
 
