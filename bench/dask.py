@@ -11,10 +11,14 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
   tiles' runs, core/mst/tiled/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation);
-- components-kept, components-s5: components with round 1's labels kept
-  on the workers, or with the fifth session's switches (guided batches,
-  largest tiles first, the heap kept inside batches; all in
-  ``COMPONENT_VARIANTS``), compared with components' outputs.
+- components-kept, components-s5, components-tilefiles,
+  components-strips: components with round 1's labels kept on the
+  workers, with the fifth session's switches (guided batches, largest
+  tiles first, the heap kept inside batches), with the labels written to
+  a file per tile joined by the driver, or with each tile labelled in a
+  strip per CPU (the kernel's threads inside a one-thread worker, as
+  before the sixth session); all in ``COMPONENT_VARIANTS``, compared with
+  components' outputs.
 
 Outputs go to ``out_dir`` (.npy on the local disk every worker shares); the
 outputs of every worker count are compared bit for bit with the first
@@ -58,6 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [HERE] + [p for p in sys.path
                         if os.path.abspath(p or os.curdir) != HERE]
 sys.modules.pop("dask", None)  # this file, if imported as "dask"
+import dask_tile_probe  # noqa: E402
 import scale  # noqa: E402
 import virtual_cluster  # noqa: E402
 
@@ -185,7 +190,8 @@ def settings():
         "ROUND_DELTA_TILES", "WAIT_FOR_LOWER_NEIGHBOURS",
         "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
         "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
-    for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE", "LARGEST_FIRST"):
+    for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE", "LARGEST_FIRST",
+                 "TILE_FILE_LABEL_WRITES", "EXECUTOR_TILE_STRIPS"):
         chosen[name] = getattr(components_tiled, name)
     chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
     return chosen
@@ -202,6 +208,14 @@ COMPONENT_VARIANTS = {
     "components-s5": [("tile_tasks", "GUIDED_SHARE", 2),
                       ("components.tiled", "LARGEST_FIRST", True),
                       ("tile_tasks", "HEAP_KEPT_IN_BATCHES", True)],
+    # the label round's tiles each into a file of their own, joined into
+    # labels.npy by the driver (tile_io.TileFileSink)
+    "components-tilefiles": [("components.tiled", "TILE_FILE_LABEL_WRITES",
+                              True)],
+    # the sixth session's default before: each tile labelled in strips,
+    # one thread per CPU, inside every one-thread worker
+    "components-strips": [("components.tiled", "EXECUTOR_TILE_STRIPS",
+                           None)],
 }
 
 
@@ -248,6 +262,38 @@ def task_stream(records, start):
     # (records of the run before, finishing as this one starts, left out)
     return sorted((row for row in rows if row[2] >= 0),
                   key=lambda row: row[2])
+
+
+def pin_to_core(dask_worker=None):
+    """Pin this worker process (all its threads) to one physical core, the
+    worker's number modulo the cores (its first hardware thread): workers
+    on distinct cores, the scheduler and the driver on what is left."""
+    cores = dask_tile_probe.topology()[1]
+    cpu = cores[int(dask_worker.name) % len(cores)][0]
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(thread), {cpu})
+        except OSError:  # a thread that just ended
+            pass
+    return cpu
+
+
+def worker_usage(dask_worker=None):
+    """(user s, system s, minor faults, involuntary switches) of this
+    worker process so far."""
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (usage.ru_utime, usage.ru_stime, usage.ru_minflt,
+            usage.ru_nivcsw)
+
+
+def usage_delta(before, after):
+    """The workers' summed CPU seconds and faults between two
+    :func:`worker_usage` snapshots (``client.run`` results)."""
+    totals = [sum(after[w][i] - before[w][i] for w in after)
+              for i in range(4)]
+    return dict(user=round(totals[0], 3), sys=round(totals[1], 3),
+                minflt=int(totals[2]), nivcsw=int(totals[3]))
 
 
 def run_header(args, shape):
@@ -340,6 +386,15 @@ def main():
                         help="components: keep Dask's task stream of each "
                         "run in its row (per task: name, worker, start, "
                         "stop)")
+    parser.add_argument("--out-roots", nargs="+", default=None,
+                        help="folders for the outputs, each operation run "
+                        "once per folder (e.g. ext4 and tmpfs: /dev/shm); "
+                        "default: --workdir")
+    parser.add_argument("--pin", action="store_true",
+                        help="pin each worker process to a physical core "
+                        "of its own (the first hardware thread of core "
+                        "'worker number mod cores'; bench/dask_tile_probe."
+                        "topology)")
     parser.add_argument("--components-pwrite", action="store_true",
                         help="components: the label round writes with "
                         "pwrite (components.tiled.MAPPED_LABEL_WRITES off)")
@@ -396,8 +451,11 @@ def main():
                           resources={"GPU": 1} if args.gpu_workers
                           else None) as cluster, \
                 Client(cluster, set_as_default=False) as client:
-            for operation in args.operations:
-                out_dir = os.path.join(args.workdir, f"out-{operation}")
+            pinned = client.run(pin_to_core) if args.pin else None
+            for operation, out_root in [
+                    (operation, root) for operation in args.operations
+                    for root in (args.out_roots or [args.workdir])]:
+                out_dir = os.path.join(out_root, f"out-{operation}")
                 shutil.rmtree(out_dir, ignore_errors=True)
                 os.makedirs(out_dir)
                 apply_variant(operation, client)
@@ -412,6 +470,7 @@ def main():
                     from distributed import get_task_stream
                     stream = get_task_stream(client=client)
                     stream.__enter__()
+                usage = client.run(worker_usage)
                 start = time.perf_counter()
                 wall_start = time.time()
                 marks = []
@@ -424,6 +483,7 @@ def main():
                                     args.tile_size, out_dir, args.backend,
                                     progress)
                 seconds = time.perf_counter() - start
+                usage = usage_delta(usage, client.run(worker_usage))
                 if stream is not None:
                     stream.__exit__(None, None, None)
                 digests = {name: digest(array)
@@ -433,19 +493,27 @@ def main():
                                             digests) == digests
                 rows.append(dict(operation=operation, workers=workers,
                                  seconds=seconds, same=same, note=note,
+                                 out_root=out_root, pinned=pinned,
+                                 worker_usage=usage,
                                  settings=settings(),
                                  digests=digests,
                                  load=(load_before, os.getloadavg()[0]),
                                  tenths=tenths(marks, seconds)))
                 if operation.startswith("components"):
-                    # every mark: where the summary round ends (0.45) and
-                    # the label round starts (0.5, after the merge)
-                    rows[-1]["marks"] = [(round(f, 4), round(t, 4))
-                                         for f, t in marks]
+                    # where the summary round ends (0.45) and the label
+                    # round starts (0.5, after the merge)
+                    rows[-1]["phases"] = {
+                        "summary_end": min((t for f, t in marks
+                                            if f >= 0.45), default=None),
+                        "label_start": min((t for f, t in marks
+                                            if f >= 0.5), default=None),
+                        # after it: the sink's finish (a join)
+                        "label_end": min((t for f, t in marks
+                                          if f >= 1.0), default=None)}
                 if stream is not None:
                     rows[-1]["tasks"] = task_stream(stream.data, wall_start)
                 print({k: v for k, v in rows[-1].items()
-                       if k not in ("tasks", "marks")}, flush=True)
+                       if k not in ("tasks", "settings")}, flush=True)
                 if args.json:  # so far: a run cut short keeps its rows
                     write_json(args, shape, rows)
                 del outputs
@@ -456,18 +524,21 @@ def main():
     print()
     if args.json:
         write_json(args, shape, rows)
-    print("| operation | workers | s | Mcells/s | speed-up | efficiency | "
-          "identical | load avg before/after | note |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| operation | outputs in | workers | s | Mcells/s | speed-up | "
+          "efficiency | identical | worker CPU s (user + sys) | "
+          "load avg before/after | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     base = {}
     for row in rows:
-        first = base.setdefault(row["operation"], row)
+        first = base.setdefault((row["operation"], row["out_root"]), row)
         speedup = first["seconds"] / row["seconds"]
         efficiency = speedup * first["workers"] / row["workers"]
-        print(f"| {row['operation']} | {row['workers']} | "
+        used = row["worker_usage"]
+        print(f"| {row['operation']} | {row['out_root']} | {row['workers']} | "
               f"{row['seconds']:.1f} | {cells / row['seconds'] / 1e6:.2f} | "
               f"{speedup:.2f} | {efficiency:.0%} | "
               f"{'yes' if row['same'] else 'NO'} | "
+              f"{used['user']:.2f} + {used['sys']:.2f} | "
               f"{row['load'][0]:.1f} / {row['load'][1]:.1f} | "
               f"{row['note']} |")
     print()

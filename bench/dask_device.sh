@@ -15,6 +15,13 @@
 #                                   defaults were the fifth session's
 #                                   switches, and components-s4 the
 #                                   defaults of now)
+#   bench/dask_device.sh sixth   -- the CPUs, the tile probe (bench/
+#                                   dask_tile_probe.py), components with
+#                                   outputs on ext4 and tmpfs, unpinned and
+#                                   pinned (--pin); MST at 1 and 8
+#   bench/dask_device.sh sixth2  -- components: one strip per tile (now)
+#                                   against a strip per CPU, tile files,
+#                                   unpinned and pinned; the probe
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -70,6 +77,48 @@ fifth)
         >> "$OUT/run.log" 2>&1
     echo "mst done at $SECONDS s" >> "$OUT/run.log"
     ;;
+sixth)
+    # what the 8-worker components runs lose (docs/benchmarks.md, sixth
+    # session): the machine's CPUs, the tile probe without Dask (k
+    # processes; CPU, faults; ext4 against tmpfs; pinned), components on
+    # Dask with outputs on ext4 and tmpfs, unpinned and pinned one worker
+    # per core; MST at 1 and 8 workers with the defaults
+    { nproc; lscpu; grep -m1 "model name" /proc/cpuinfo; df -T /tmp /dev/shm; } \
+        > "$OUT/machine.txt" 2>&1
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 8 --dirs $W/probe /dev/shm/gg-probe --repeats 2 --strips 0 \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    R="--operations components --out-roots $W /dev/shm/gg-dask"
+    $B --workers 1 8 $R --json "$OUT/cc-a.json" > "$OUT/run.log" 2>&1
+    $B --workers 1 8 $R --pin --json "$OUT/cc-pin-a.json" >> "$OUT/run.log" 2>&1
+    $B --workers 8 $R --json "$OUT/cc-b.json" >> "$OUT/run.log" 2>&1
+    $B --workers 8 $R --pin --json "$OUT/cc-pin-b.json" >> "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 1 8 --operations mst --json "$OUT/mst.json" \
+        >> "$OUT/run.log" 2>&1
+    echo "mst done at $SECONDS s" >> "$OUT/run.log"
+    rm -rf /dev/shm/gg-dask /dev/shm/gg-probe
+    ;;
+sixth2)
+    # after the first sixth call: tiles on an executor labelled in one
+    # strip (the default now) against a strip per CPU (components-strips,
+    # as before), the label round's tiles into files of their own joined
+    # by the driver (components-tilefiles), unpinned and pinned; the probe
+    # with one strip per tile
+    { nproc; grep -m1 "model name" /proc/cpuinfo; } > "$OUT/machine.txt"
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 8 --dirs $W/probe --repeats 1 \
+        --modes summary labels labels-mapped labels-tilefiles \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    $B --workers 1 8 8 --json "$OUT/cc.json" \
+        --operations components components-tilefiles components-strips \
+        > "$OUT/run.log" 2>&1
+    $B --workers 1 8 8 --pin --json "$OUT/cc-pin.json" \
+        --operations components components-tilefiles >> "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
@@ -87,17 +136,33 @@ four)
         --json "$OUT/gpu.json" > "$OUT/gpu.log" 2>&1
     ;;
 esac
-tail -n 12 "$OUT"/*.log
+tail -n 3 "$OUT"/*.log
+cat "$OUT/machine.txt" 2>/dev/null | head -n 3
+[ -f "$OUT/probe.json" ] && python3 - "$OUT/probe.json" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+print(data["info"])
+print("mode dir procs pin heap span cpu/tile_ms user sys minflt steal")
+for r in data["rows"]:
+    print(r["mode"], r["dir"] or "-", r["procs"], r["pin"] or "-",
+          "heap" if r["heap"] else "-", r["span"], r["cpu_per_tile_ms"],
+          r["user"], r["sys"], r["minflt"], r["steal_share"])
+PY
 python3 - "$OUT" <<'PY'
 import glob, json, sys
 rows = []
 for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    for row in json.load(open(path))["rows"]:
+    data = json.load(open(path))
+    if data.get("bench") != "dask":
+        continue  # the tile probe's
+    for row in data["rows"]:
         rows.append((path.split("/")[-1], row))
 first = {}
 for name, row in rows:
     key = (row["operation"].split("-")[0], "gpu" in name)
     ref = first.setdefault(key, row["digests"])
-    print(name, row["operation"], row["workers"], round(row["seconds"], 1),
+    print(name, row["operation"], row.get("out_root", ""), row["workers"],
+          round(row["seconds"], 2), row.get("worker_usage", ""),
+          row.get("phases", ""),
           "identical" if row["digests"] == ref else "DIFFERENT", row["note"])
 PY

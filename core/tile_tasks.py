@@ -38,6 +38,14 @@ BATCHES_PER_THREAD = 4
 # with the two other switches of that call, docs/benchmarks.md, fifth
 # session).
 GUIDED_SHARE = 0
+# Threads a numba parallel kernel may use inside a Dask tile task: the
+# worker threads run tiles side by side, so each task keeps to its own
+# thread, as Dask's nanny asks of OpenMP and BLAS (OMP_NUM_THREADS=1).  A
+# worker started without NUMBA_NUM_THREADS would otherwise run numba's
+# pool of every core of its machine inside each task (the MST's and cost
+# distance's parallel kernels; components' own strips are set by its
+# driver: components.tiled.EXECUTOR_TILE_STRIPS).  None: numba's setting.
+DASK_TASK_NUMBA_THREADS = 1
 
 def executor_workers(executor):
     """How many tile tasks may run at once under ``executor``: 1 in-process,
@@ -304,17 +312,44 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         raise
 
 
+@contextmanager
+def task_numba_threads():
+    """For the ``with`` block (a Dask tile task): numba's parallel kernels
+    on this thread use :data:`DASK_TASK_NUMBA_THREADS` threads (numba's
+    setting is the calling thread's), set back afterwards."""
+    import numba
+    previous = numba.get_num_threads()
+    if DASK_TASK_NUMBA_THREADS is None or \
+            previous <= DASK_TASK_NUMBA_THREADS:
+        yield
+        return
+    numba.set_num_threads(DASK_TASK_NUMBA_THREADS)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
+
+
+def _on_task_threads(function, *arguments):
+    """``function(*arguments)`` under :func:`task_numba_threads`: a Dask
+    task of a :class:`TaskPool`."""
+    with task_numba_threads():
+        return function(*arguments)
+
+
 def _in_kept_heap(function, *arguments):
     """``function(*arguments)`` with freed memory reused inside it
-    (:func:`heap_kept_for_tiles`): a Dask tile task."""
-    with heap_kept_for_tiles():
+    (:func:`heap_kept_for_tiles`), on the task's threads
+    (:func:`task_numba_threads`): a Dask tile task."""
+    with task_numba_threads(), heap_kept_for_tiles():
         return function(*arguments)
 
 
 def _run_batch(function, tasks):
     """``function(*task)`` for each task of a batch, in order, freed
-    memory reused from tile to tile (:func:`heap_kept_for_tiles`)."""
-    with heap_kept_for_tiles():
+    memory reused from tile to tile (:func:`heap_kept_for_tiles`), on the
+    task's threads (:func:`task_numba_threads`)."""
+    with task_numba_threads(), heap_kept_for_tiles():
         return [function(*task) for task in tasks]
 
 
@@ -472,6 +507,7 @@ class TaskPool:
         key = f"{self.name}-{self._run}-{self._serial}"
         self._serial += 1
         client = self.executor
+        function = functools.partial(_on_task_threads, function)
         target = None
         restriction = {}
         if self._threads is not None:

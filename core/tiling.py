@@ -29,8 +29,9 @@ from ._common import check_number, is_number
 from .errors import InvalidInputError
 from .tile_io import (  # noqa: F401  (the sources and sinks, named here)
     ArraySink, ArraySource, FileArraySource, GdalSource, NpyFile, NpySink,
-    Window, _pread_exact, _pwrite_exact, check_out_dir, load_raster,
-    make_sink, open_source, output_sinks, reopen_source, write_geotiff)
+    TileFileSink, Window, _pread_exact, _pwrite_exact, check_out_dir,
+    load_raster, make_sink, open_source, output_sinks, reopen_source,
+    write_geotiff)
 from .tile_tasks import (  # noqa: F401  (how tasks run, named here)
     KeptPart, TaskPool, batch_sizes, executor_workers, heap_kept_for_tiles,
     kept_groups, release_free_memory, run_tasks, write_in_task)

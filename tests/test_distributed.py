@@ -166,21 +166,67 @@ def task_key(k):
     return k, str(get_worker().get_current_task())
 
 
-@pytest.mark.parametrize("mapped,kept,switches", [
-    (True, False, False), (False, False, False), (True, True, False),
-    (True, False, True), (True, True, True)])
+def numba_threads_in_task(*_):
+    """numba's thread count for parallel kernels on this thread."""
+    import numba
+    return numba.get_num_threads()
+
+
+def worker_numba_pool():
+    import numba
+    return numba.config.NUMBA_NUM_THREADS
+
+
+def test_tile_tasks_keep_numba_to_their_thread(client):
+    """Dask tile tasks (a round of run_tasks, batched or not, and a
+    TaskPool's, with and without locality) run numba's parallel kernels on
+    their own thread (tile_tasks.DASK_TASK_NUMBA_THREADS), whatever the
+    worker's NUMBA_NUM_THREADS; a later plain task on the same worker
+    thread gets the worker's setting back."""
+    from gridgraph.core import tile_tasks
+    pools = client.run(worker_numba_pool)
+    if min(pools.values()) < 2:
+        pytest.skip("the workers' numba pools hold one thread: a task "
+                    "limited to one looks the same")
+    assert tile_tasks.run_tasks(numba_threads_in_task, [()] * 6,
+                                client) == [1] * 6
+    assert tile_tasks.run_tasks(numba_threads_in_task, [()] * 6, client,
+                                batch="auto") == [1] * 6
+    for locality in (False, True):
+        pool = tile_tasks.TaskPool(client, keep=locality, name="threads",
+                                   locality=locality)
+        for tag in range(3):
+            pool.submit(tag, (lambda: (numba_threads_in_task(), None))
+                        if locality else numba_threads_in_task)
+        done = sorted(pool.next_done() for _ in range(3))
+        if locality:
+            done = [(tag, message) for tag, (message, _) in done]
+        assert done == [(0, 1), (1, 1), (2, 1)]
+    for worker, pool in pools.items():  # one thread each: the same thread
+        assert client.submit(numba_threads_in_task, pure=False,
+                             workers=[worker]).result() == pool
+
+
+@pytest.mark.parametrize("writes,kept,switches", [
+    ("mapped", False, False), ("pwrite", False, False),
+    ("tile-files", False, False), ("mapped", True, False),
+    ("tile-files", True, False), ("mapped", False, True),
+    ("mapped", True, True)])
 def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
-                                       request, mapped, kept, switches):
+                                       request, writes, kept, switches):
     """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task,
     fewer at the end), labels written by the tasks into out_dir (through
-    shared mappings of the reserved file, or with pwrite) or gathered
-    here; with ``kept`` round 1's labels stay on the workers, one future
-    per batch, and round 3 renumbers them there; ``switches``: guided
-    batches, largest tiles first and the heap kept in the batches (set on
-    the workers too)."""
+    shared mappings of the reserved file, with pwrite, or into a file per
+    tile joined by the driver) or gathered here; with ``kept`` round 1's
+    labels stay on the workers, one future per batch, and round 3
+    renumbers them there; ``switches``: guided batches, largest tiles
+    first and the heap kept in the batches (set on the workers too)."""
     from gridgraph.core import tile_tasks, tiling
     from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES",
+                        writes == "mapped")
+    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES",
+                        writes == "tile-files")
     monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2 if switches else 0)
     monkeypatch.setattr(components_tiled, "LARGEST_FIRST", switches)
     client.run(set_heap_kept, switches)
@@ -203,6 +249,7 @@ def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
                                       out_dir=out_dir)
         assert result.count == expected.count > 20
         assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]  # no tile files, no partial
     if kept:  # a group per summary batch, the tiles in batch order
         sizes = tiling.batch_sizes(72, 2)
         assert [len(parts) for _, parts in groups[0]] == sizes
@@ -459,6 +506,36 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
         minimum_spanning_tree(memmap, tile_size=TILE, executor=client,
                               out_dir=out, progress=cancel_at_first_tile)
     assert len(calls) == 1  # nothing ran on after the cancel
+    assert no_new_tasks(client, before), sorted(
+        scheduler_tasks(client) - before)
+    assert os.listdir(out) == []
+
+
+def test_cancel_in_the_label_round_with_tile_files(client, tmp_path,
+                                                  monkeypatch):
+    """Components writing a file per tile, cancelled in the label round
+    with tasks outstanding: CancelledError, and once the workers are done
+    nothing is left in out_dir (no tile file, folder or partial)."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
+    monkeypatch.setattr(components_tiled, "DASK_BATCH", None)  # many tasks
+    values = (np.random.default_rng(12).random((64, 72)) < 0.45).astype(
+        np.uint8)
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    marks = []
+
+    def cancel_in_the_label_round(fraction):
+        marks.append(fraction)
+        return fraction <= components_tiled.LABEL_SPAN[0]
+
+    before = scheduler_tasks(client)
+    with pytest.raises(CancelledError):
+        connected_components(memmap, connectivity=8, mode="nonzero",
+                             tile_size=TILE, executor=client, out_dir=out,
+                             progress=cancel_in_the_label_round)
+    assert marks[-1] > components_tiled.LABEL_SPAN[0]
     assert no_new_tasks(client, before), sorted(
         scheduler_tasks(client) - before)
     assert os.listdir(out) == []

@@ -380,3 +380,107 @@ def test_labels_file_reserved_up_front_on_a_full_disk(small_disk):
     assert "free space there, or choose another folder" in message
     assert max(marks) <= 0.5  # the label round never started
     assert os.listdir(small_disk) == []
+
+
+def test_tiles_on_an_executor_label_in_one_strip(monkeypatch):
+    """Tiles run by an executor are labelled by the task's own thread
+    (``strips=1``: the executor runs tiles side by side, one per worker
+    thread); in process the kernel keeps its strips (None: one per CPU).
+    The labels are the same either way."""
+    from gridgraph.core.components import _cpu
+    seen = []
+    real_label = _cpu.label
+
+    def label(*arguments, strips=None):
+        seen.append(strips)
+        return real_label(*arguments, strips=strips)
+
+    monkeypatch.setattr(_cpu, "label", label)
+    values = (fractal_surface((70, 90), seed=8) // 70).astype(np.float32)
+    expected = in_memory(values, connectivity=8)
+    seen.clear()
+    in_process = tiled(values, 16, connectivity=8)
+    assert len(seen) == 2 * 5 * 6 and set(seen) == {None}
+    seen.clear()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        threaded = tiled(values, 16, connectivity=8, executor=pool)
+    assert len(seen) == 2 * 5 * 6 and set(seen) == {1}
+    for result in (in_process, threaded):
+        np.testing.assert_array_equal(result.labels, expected.labels)
+
+
+def test_labels_written_as_tile_files_and_joined(tmp_path, monkeypatch):
+    """With TILE_FILE_LABEL_WRITES each tile's labels go to a file of its
+    own (windows cut by the raster's edge too), joined into labels.npy at
+    the end: the same file, nothing else left in out_dir."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=4, mode="equal")
+    out = tmp_path / "out"
+    out.mkdir()
+    joined = []
+    real_finish = tiling.TileFileSink.finish
+
+    def finish(sink):
+        joined.append(len(sink._windows()))
+        return real_finish(sink)
+
+    monkeypatch.setattr(tiling.TileFileSink, "finish", finish)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        result = connected_components(values, connectivity=4, mode="equal",
+                                      tile_size=16, executor=pool,
+                                      out_dir=out, backend="cpu")
+    assert joined == [5 * 6]  # a file per tile
+    assert isinstance(result.labels, np.memmap)
+    assert result.count == expected.count > 20
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
+
+
+def test_tile_files_on_a_full_disk_leave_nothing(small_disk, monkeypatch):
+    """Tile files filling the disk: the run fails with the message naming
+    the disk and the fix; no tile file, folder or partial labels left."""
+    from gridgraph.core import DiskFullError
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
+    values = (np.random.default_rng(6).random((800, 800)) < 0.5).astype(
+        np.uint8)  # int32 labels: 2.4 MB on a 2 MB disk
+    np.save(small_disk / "labels.npy", np.arange(3))  # an older output
+    with pytest.raises(DiskFullError) as error:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            connected_components(values, mode="nonzero", tile_size=128,
+                                 executor=pool, out_dir=str(small_disk),
+                                 backend="cpu")
+    message = str(error.value)
+    assert f"the disk holding" in message and "is full" in message
+    assert "labels.npy" in message
+    assert os.listdir(small_disk) == ["labels.npy"]
+    np.testing.assert_array_equal(np.load(small_disk / "labels.npy"),
+                                  np.arange(3))
+
+
+def test_tile_files_failing_join_leaves_nothing(tmp_path, monkeypatch):
+    """The driver's join failing (a tile file cut short): the run raises
+    it; out_dir holds nothing new, an older labels.npy is left alone."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
+    real_write = tiling.TileFileSink.write
+
+    def write(sink, window, block):
+        if (window.row, window.col) == (16, 32):  # a file cut short
+            block = block[:-1]
+        return real_write(sink, window, block)
+
+    monkeypatch.setattr(tiling.TileFileSink, "write", write)
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    out = tmp_path / "out"
+    out.mkdir()
+    np.save(out / "labels.npy", np.arange(3))
+    with pytest.raises(RuntimeError, match="holds 240 cells, 256 expected"):
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            connected_components(values, connectivity=4, mode="equal",
+                                 tile_size=16, executor=pool, out_dir=out,
+                                 backend="cpu")
+    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), np.arange(3))

@@ -62,6 +62,20 @@ KEPT_LABELS_SHARE = 0.0
 # mode), instead of pwrite: the label round's floor on the H100 host was
 # processes queueing on one file's buffered writes.  False: pwrite.
 MAPPED_LABEL_WRITES = True
+# Or each tile's labels into a file of its own (tile_io.TileFileSink),
+# joined into labels.npy by the driver at the end: the writers share no
+# file, but the driver reads and writes the raster once more, serially.
+TILE_FILE_LABEL_WRITES = False
+# Strips each tile is labelled in (components._cpu.label's ``strips``)
+# when an executor runs the tiles: 1, the task's own thread.  The executor
+# runs tiles side by side (one per worker thread); the kernel's own strip
+# threads, one per CPU the process may use, would put 16 threads in every
+# one-thread Dask worker of a 16-CPU machine.  Measured on the H100 host
+# (2026-11-24 20:25 UTC, neuse40): a "one-worker" run used 9.8 CPU
+# seconds in 5.7 s of wall, and 8 workers switched involuntarily 1700
+# times a run (docs/benchmarks.md, Dask, sixth session).  In process
+# (no executor) the kernel keeps its strips: None, one per CPU.
+EXECUTOR_TILE_STRIPS = 1
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
@@ -157,6 +171,7 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     windows = [grid.window(r, c) for r, c in tiles]
     shape = (rows, cols)
     eight = connectivity == 8
+    strips = None if executor is None else EXECUTOR_TILE_STRIPS
 
     on_gpu = kept = None
     if backend == "cuda" and executor is None:
@@ -169,8 +184,8 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
         keep = _keep_labels(executor, rows * cols)
         summaries = tiling.run_tasks(
             tile_summary_kept if keep else tile_summary,
-            [(source, window, shape, connectivity, mode, nodata, backend)
-             for window in windows],
+            [(source, window, shape, connectivity, mode, nodata, backend,
+              strips) for window in windows],
             executor, progress.span(*SUMMARY_SPAN), keep=keep,
             resources=distributed.task_resources(backend, executor),
             batch=DASK_BATCH)
@@ -182,11 +197,12 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     progress(LABEL_SPAN[0])
 
     sink = tiling.make_sink(out_dir, "labels", shape, label_dtype,
-                            mapped=MAPPED_LABEL_WRITES)
+                            mapped=MAPPED_LABEL_WRITES,
+                            tile_files=TILE_FILE_LABEL_WRITES)
     with tiling.output_sinks([sink]):
-        # a sink on disk is written by the tasks themselves (pwrite of
-        # their own window, idempotent); an in-memory one here
-        in_task = isinstance(sink, tiling.NpySink)
+        # a sink on disk is written by the tasks themselves (their own
+        # window, idempotent); an in-memory one here
+        in_task = isinstance(sink, (tiling.NpySink, tiling.TileFileSink))
 
         def write(index, block):
             if not in_task:
@@ -212,7 +228,7 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             resources = distributed.task_resources(backend, executor)
             function = tile_labels
             arguments = [(source, window, shape, connectivity, mode, nodata,
-                          answers[tile], label_dtype, backend)
+                          answers[tile], label_dtype, backend, strips)
                          for tile, window in zip(tiles, windows)]
         if on_gpu is not None:
             on_gpu.write_labels(sink, [answers[tile] for tile in tiles],
@@ -257,31 +273,34 @@ def warm_up(dtype=np.float64):
                     connectivity, "equal", None)
 
 
-def _local_labels(source, window, connectivity, mode, nodata, backend):
-    if backend == "cuda":
-        from . import _cuda as kernels
-    else:
-        from . import _cpu as kernels
+def _local_labels(source, window, connectivity, mode, nodata, backend,
+                  strips=None):
     values = source.read(window)
     valid = valid_mask(values, nodata)
-    labels, count = kernels.label(values, valid, connectivity, mode,
-                                  Progress())
+    if backend == "cuda":
+        from ._cuda import label
+        labels, count = label(values, valid, connectivity, mode, Progress())
+    else:
+        from ._cpu import label
+        labels, count = label(values, valid, connectivity, mode, Progress(),
+                              strips=strips)
     return values, labels, count
 
 
 def tile_summary(source, window, shape, connectivity, mode, nodata,
-                 backend="cpu"):
-    """Round 1 for one tile: its :class:`TileSummary`."""
+                 backend="cpu", strips=None):
+    """Round 1 for one tile: its :class:`TileSummary`.  ``strips``: the CPU
+    kernel's (None: one per CPU; any value gives the same labels)."""
     return tile_summary_kept(source, window, shape, connectivity, mode,
-                             nodata, backend)[0]
+                             nodata, backend, strips)[0]
 
 
 def tile_summary_kept(source, window, shape, connectivity, mode, nodata,
-                      backend="cpu"):
+                      backend="cpu", strips=None):
     """Round 1 for one tile: ``(summary, (labels, border_index))``, the
     :class:`TileSummary` and the tile's labels for :func:`renumber_kept`."""
     values, labels, count = _local_labels(source, window, connectivity, mode,
-                                          nodata, backend)
+                                          nodata, backend, strips)
     border_index = tiling.border_label_index(labels, count)
     first_cell, interior_before, row_starts = _starts(
         labels, border_index, np.int64(window.row), np.int64(window.col),
@@ -483,10 +502,10 @@ def _rank_in_runs(keys):
 
 
 def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
-                label_dtype, backend="cpu"):
+                label_dtype, backend="cpu", strips=None):
     """Round 3 for one tile: its final labels (an array of ``label_dtype``)."""
     _, labels, count = _local_labels(source, window, connectivity, mode,
-                                     nodata, backend)
+                                     nodata, backend, strips)
     border_index = tiling.border_label_index(labels, count)
     return renumber_kept((labels, border_index), window, answer, label_dtype)
 

@@ -1,0 +1,299 @@
+"""What a components tile costs when 1 or k processes run tiles at once.
+
+Components at 8 Dask workers spends 1.5-1.7x the CPU seconds per tile it
+spends at 1 worker (docs/benchmarks.md, Dask, fifth session).  This probe
+takes Dask out: k forked processes (one thread each, numba's kernels
+compiled before the fork) draw tiles of the raster from a shared counter
+and do one round's work per tile, started together at a barrier; each
+reports its wall, user and system seconds and page faults
+(``getrusage``).  The rounds' work, one mode each:
+
+- ``summary``: round 1 (``tile_summary``: read, label, border message);
+- ``labels``: round 3 without writing (read, label again, renumber);
+- ``labels-mapped``, ``labels-pwrite``: round 3 writing one shared
+  ``.npy`` (``NpySink``: through shared mappings with its blocks
+  reserved, the default; or ``pwrite``);
+- ``labels-tilefiles``: round 3, each tile's block to a file of its own
+  (plain buffered write: one inode per tile, as per-tile outputs would);
+- all with the kernel in one strip (``--strips 1``, as tiles on an
+  executor now run; 0: a strip per CPU, as they ran before);
+- ``compute``: an ALU loop only (what sharing a core or a lower clock
+  costs); ``stream``: copying a 64 MiB buffer (memory bandwidth).
+
+Variants: ``--dirs`` (ext4 and tmpfs: the file system's share),
+pinning (``pin``: one process per physical core; ``smt``: two processes
+per core on its sibling threads), ``heap`` (freed memory kept in the heap:
+no fresh pages per tile; else glibc as Dask's nanny sets it,
+``MALLOC_TRIM_THRESHOLD_=65536``).  Prints one JSON row per run, and the
+machine's CPU topology and steal time (a VM's CPUs taken by others).
+
+    python3 bench/dask_tile_probe.py --mask /tmp/gg-dask/mask-17630x12555.npy \
+        --procs 1 8 --dirs /tmp/gg-probe /dev/shm/gg-probe --json out.json
+"""
+
+import argparse
+import ctypes
+import json
+import multiprocessing
+import os
+import resource
+import shutil
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import scale  # noqa: E402,F401  (makes gridgraph importable)
+
+sys.path.remove(HERE)
+
+
+def topology():
+    """``{cpu: (package, core)}`` from sysfs, and the first thread of each
+    physical core, in core order."""
+    cpus = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        try:
+            package = int(open(base + "physical_package_id").read())
+            core = int(open(base + "core_id").read())
+        except OSError:
+            package, core = 0, cpu
+        cpus[cpu] = (package, core)
+    firsts, seen = [], {}
+    for cpu, key in sorted(cpus.items()):
+        seen.setdefault(key, []).append(cpu)
+    for key in sorted(seen):
+        firsts.append(seen[key])
+    return cpus, firsts
+
+
+def steal():
+    """(steal, total) jiffies of all CPUs from /proc/stat."""
+    fields = open("/proc/stat").readline().split()[1:]
+    values = [int(v) for v in fields]
+    return values[7] if len(values) > 7 else 0, sum(values)
+
+
+def _mallopt(trim, mmap):
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-1, trim)  # M_TRIM_THRESHOLD
+    if mmap:
+        libc.mallopt(-3, mmap)  # M_MMAP_THRESHOLD
+
+
+def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
+    from gridgraph.core.components import tiled
+    if cpu_set is not None:
+        os.sched_setaffinity(0, cpu_set)
+    if heap:
+        _mallopt(1 << 30, 32 << 20)
+    else:
+        _mallopt(65536, 0)  # Dask's nanny: MALLOC_TRIM_THRESHOLD_=65536
+    source, windows, shape, answers, sink, tile_dir = state
+    scratch = np.ones(8 << 20) if mode == "stream" else None
+    target = np.empty_like(scratch) if scratch is not None else None
+    barrier.wait()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    tiles = 0
+    while True:
+        with counter.get_lock():
+            index = counter.value
+            counter.value += 1
+        if index >= len(windows):
+            break
+        window = windows[index]
+        tiles += 1
+        if mode == "summary":
+            tiled.tile_summary(source, window, shape, 4, "nonzero", None,
+                               "cpu", STRIPS)
+        elif mode == "compute":
+            _spin(SPIN_STEPS)
+        elif mode == "stream":
+            np.copyto(target, scratch)
+        else:
+            block = tiled.tile_labels(source, window, shape, 4, "nonzero",
+                                      None, answers[index], np.int32, "cpu",
+                                      STRIPS)
+            if mode in ("labels-mapped", "labels-pwrite"):
+                sink.write(window, block)
+            elif mode == "labels-tilefiles":
+                with open(os.path.join(tile_dir, f"{index}.raw"),
+                          "wb") as handle:
+                    handle.write(block.data)
+    stop = time.perf_counter()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    results.put(dict(rank=rank, start=start, stop=stop, tiles=tiles,
+                     user=after.ru_utime - before.ru_utime,
+                     sys=after.ru_stime - before.ru_stime,
+                     minflt=after.ru_minflt - before.ru_minflt,
+                     nivcsw=after.ru_nivcsw - before.ru_nivcsw))
+
+
+_SPIN = None
+# the CPU kernel's strips per tile (--strips; 0: None, one per CPU, which
+# the call of 2026-11-24 20:25 UTC ran with unpinned)
+STRIPS = 1
+# ~10-20 ms per "tile" of the compute mode (a real tile: 6-14 ms)
+SPIN_STEPS = int(os.environ.get("PROBE_SPIN", 40_000_000))
+
+
+def _spin(n):
+    return _SPIN(n)
+
+
+def main():
+    global _SPIN, STRIPS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mask", required=True)
+    parser.add_argument("--tile-size", type=int, default=1024)
+    parser.add_argument("--procs", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--dirs", nargs="+", default=["/tmp/gg-probe"])
+    parser.add_argument("--modes", nargs="+", default=[
+        "compute", "stream", "summary", "labels", "labels-mapped",
+        "labels-tilefiles"])
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="runs of each multi-process variant (the "
+                        "1-process runs go once)")
+    parser.add_argument("--strips", type=int, default=1,
+                        help="the kernel's strips per tile (0: one per "
+                        "CPU the process may use)")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    STRIPS = args.strips or None
+    os.environ["NUMBA_NUM_THREADS"] = "1"
+    from numba import njit
+
+    from gridgraph.core import tiling
+    from gridgraph.core.components import tiled
+
+    @njit(cache=False)
+    def spin(n):
+        x = 0
+        for i in range(n):
+            x = (x * 1103515245 + 12345 + i) & 0xFFFFFFFF
+        return x
+
+    _SPIN = spin
+    spin(10)
+    values = np.load(args.mask, mmap_mode="r")
+    source = tiling.open_source(values)
+    grid = tiling.TileGrid(values.shape, args.tile_size)
+    tiles = grid.morton_order()
+    windows = [grid.window(r, c) for r, c in tiles]
+    shape = values.shape
+    start = time.perf_counter()
+    summaries = [tiled.tile_summary(source, w, shape, 4, "nonzero", None)
+                 for w in windows]
+    answers, count = tiled.merge(grid, dict(zip(tiles, summaries)), False,
+                                 False)
+    answers = [answers[t] for t in tiles]
+    # the label round's kernels compiled (loaded) before the fork
+    tiled.tile_labels(source, windows[0], shape, 4, "nonzero", None,
+                      answers[0], np.int32)
+    print(f"answers in {time.perf_counter() - start:.1f} s "
+          f"({count} components)", flush=True)
+    cpus, cores = topology()
+    info = dict(cpus=len(cpus), cores=len(cores),
+                threads_per_core=max(len(c) for c in cores),
+                core_threads=cores[:32])
+    print(json.dumps(info), flush=True)
+    rows = []
+    context = multiprocessing.get_context("fork")
+    for repeat in range(args.repeats):
+        for mode in args.modes:
+            dirs = args.dirs if mode.startswith("labels-") else [None]
+            for folder in dirs:
+                for procs in args.procs:
+                    if repeat and procs == 1:
+                        continue  # the 1-process runs once: they are long
+                    for pin, heap in variants(mode, procs, info):
+                        if pin == "pin" and procs > len(cores):
+                            continue
+                        rows.append(one_run(
+                            context, mode, folder, procs, pin, heap, cores,
+                            source, windows, shape, answers, repeat))
+                        print(json.dumps(rows[-1]), flush=True)
+                        if args.json:
+                            with open(args.json, "w") as handle:
+                                json.dump(dict(info=info, rows=rows), handle,
+                                          indent=0)
+
+
+def variants(mode, procs, info):
+    """(pin, heap) runs of a mode: at 1 process the plain one; at more,
+    also pinned one per core, two per core where cores have two threads
+    (compute, stream, labels), the heap kept (summary, labels)."""
+    if procs == 1:
+        return [(None, False)]
+    chosen = [(None, False)]
+    if procs <= info["cores"]:
+        chosen.append(("pin", False))
+    if info["threads_per_core"] > 1 and mode in ("compute", "stream",
+                                                  "labels"):
+        chosen.append(("smt", False))
+    if mode in ("summary", "labels"):
+        chosen.append((None, True))
+    return chosen
+
+
+def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
+            shape, answers, repeat):
+    from gridgraph.core import tiling
+    sink = tile_dir = None
+    if folder is not None:
+        os.makedirs(folder, exist_ok=True)
+        if mode in ("labels-mapped", "labels-pwrite"):
+            sink = tiling.NpySink(os.path.join(folder, "labels.npy"), shape,
+                                  np.int32, mapped=mode == "labels-mapped")
+        elif mode == "labels-tilefiles":
+            tile_dir = os.path.join(folder, "tiles")
+            os.makedirs(tile_dir, exist_ok=True)
+    sets = [None] * procs
+    if pin == "pin":
+        sets = [{cores[i][0]} for i in range(procs)]
+    elif pin == "smt":
+        threads = [cpu for core in cores for cpu in core]
+        sets = [{threads[i % len(threads)]} for i in range(procs)]
+    barrier = context.Barrier(procs)
+    counter = context.Value("q", 0)
+    results = context.Queue()
+    state = (source, windows, shape, answers, sink, tile_dir)
+    steal_before = steal()
+    wall = time.perf_counter()
+    children = [context.Process(target=_child, args=(
+        rank, state, mode, sets[rank], heap, barrier, counter, results))
+        for rank in range(procs)]
+    for child in children:
+        child.start()
+    reports = [results.get() for _ in children]
+    for child in children:
+        child.join()
+    finish_start = time.perf_counter()
+    if sink is not None:
+        sink.finish()
+        os.remove(sink.path)
+    finish = time.perf_counter() - finish_start
+    if tile_dir is not None:
+        shutil.rmtree(tile_dir)
+    wall = time.perf_counter() - wall
+    steal_after = steal()
+    span = max(r["stop"] for r in reports) - min(r["start"] for r in reports)
+    total = lambda key: sum(r[key] for r in reports)  # noqa: E731
+    return dict(
+        mode=mode, dir=folder, procs=procs, pin=pin or "", heap=heap,
+        repeat=repeat, span=round(span, 4), wall=round(wall, 3),
+        finish=round(finish, 4), user=round(total("user"), 3),
+        sys=round(total("sys"), 3),
+        cpu_per_tile_ms=round(1000 * (total("user") + total("sys"))
+                              / len(windows), 3),
+        minflt=total("minflt"), nivcsw=total("nivcsw"),
+        steal_share=round((steal_after[0] - steal_before[0])
+                          / max(1, steal_after[1] - steal_before[1]), 4))
+
+
+if __name__ == "__main__":
+    main()
