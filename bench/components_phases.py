@@ -99,6 +99,17 @@ def equal_mode_expected(mask, structure):
     return np.where(mask != 0, ones_final[ones], zeros_final[zeros])
 
 
+def other_scan(mask, strips):
+    """8-connected ``nonzero`` labels by the scan ``BLOCKS_8`` does not
+    pick on this CPU (blocks or cells)."""
+    saved = _cpu.BLOCKS_8
+    _cpu.BLOCKS_8 = not saved
+    try:
+        return _cpu.label(mask, None, 8, "nonzero", quiet, strips=strips)[0]
+    finally:
+        _cpu.BLOCKS_8 = saved
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sizes", type=int, nargs="+")
@@ -111,6 +122,8 @@ def main():
         _timed_phase(_cpu, name)
     cpus = len(os.sched_getaffinity(0))
     one, two = spin_test()
+    print(f"8-connected nonzero scan on this CPU: "
+          f"{'blocks' if _cpu.BLOCKS_8 else 'cells'}", flush=True)
     print(f"affinity {sorted(os.sched_getaffinity(0))}; spin: one thread "
           f"{one:.3f} s, two threads {two:.3f} s (two cores: ~equal)",
           flush=True)
@@ -132,6 +145,12 @@ def main():
                             lambda mode=mode, strips=strips: _cpu.label(
                                 mask, None, connectivity, mode, quiet,
                                 strips=strips)[0])
+                    if connectivity == 8:
+                        # the 8-connected scan this CPU does not pick
+                        other = "cells" if _cpu.BLOCKS_8 else "blocks"
+                        calls[f"ours nonzero {other} {strips}"] = (
+                            lambda strips=strips: other_scan(
+                                mask, strips))
 
                     def opencv(threads=strips):
                         cv2.setNumThreads(threads)
@@ -172,9 +191,16 @@ def main():
                 for strips in sorted({1, cpus}):
                     ours = statistics.median(times[f"ours nonzero {strips}"])
                     peer = statistics.median(times[f"OpenCV {strips}"])
+                    others = [key for key in times if key.startswith(
+                        "ours nonzero ") and key.endswith(f" {strips}")
+                        and key.split()[2] in ("blocks", "cells")]
                     print(f"{strips} thread(s): OpenCV / ours {peer / ours:.2f};"
                           f" equal / nonzero time "
-                          f"{statistics.median(times[f'ours equal {strips}']) / ours:.2f}",
+                          f"{statistics.median(times[f'ours equal {strips}']) / ours:.2f}"
+                          + "".join(
+                              f"; OpenCV / {key} "
+                              f"{peer / statistics.median(times[key]):.2f}"
+                              for key in others),
                           flush=True)
 
 

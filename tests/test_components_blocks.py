@@ -125,3 +125,44 @@ def test_int64_block_labels(monkeypatch, connectivity):
     assert narrow.dtype == np.int32 and wide.dtype == np.int64
     np.testing.assert_array_equal(wide, narrow)
     assert wide_count == narrow_count
+
+
+def test_top_row_first_cell_reached_by_left_links():
+    """A component whose first block has bottom cells only and whose
+    first cell in scan order is a top-row cell of a later block reached by
+    left links alone (the key moves up), before a component that starts
+    further right in the top row; and a component that starts in a bottom
+    row with an earlier block than one starting later in the top row
+    above it (block order is not cell order)."""
+    cases = [
+        # A: (1,0) (1,1) (0,2); B: (0,5); scipy numbers A first
+        [[0, 0, 1, 0, 0, 1],
+         [1, 1, 0, 0, 0, 0]],
+        # A starts at (1,0), B at (0,2): B first though A's block is first
+        [[0, 0, 1, 0],
+         [1, 0, 0, 0]],
+        # a chain of bottom-only blocks, then the top cell, then B
+        [[0, 0, 0, 0, 0, 0, 1, 0, 1, 0],
+         [1, 1, 1, 1, 1, 1, 0, 0, 0, 0],
+         [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+         [1, 0, 1, 0, 0, 0, 0, 0, 0, 1]],
+        # the key moves up, then the label joins one from the row above
+        [[0, 0, 0, 0, 0, 0, 0, 1],
+         [0, 0, 0, 1, 0, 0, 0, 1],
+         [1, 1, 1, 0, 0, 1, 0, 1],
+         [0, 0, 0, 0, 0, 0, 1, 0]],
+    ]
+    for case in cases:
+        mask = np.array(case, dtype=np.uint8)
+        check(mask, 8, strips=(1, 2))
+        check(mask[:, ::-1].copy(), 8, strips=(1, 2))
+
+
+@pytest.mark.parametrize("shape", [(2, 6), (3, 4), (4, 3), (5, 3)])
+def test_every_small_mask(shape):
+    """Every mask of a few cells (all 2^cells of them), 8-connected, one
+    and two strips: every block decision, key move and union."""
+    cells = shape[0] * shape[1]
+    bits = (np.arange(2**cells)[:, None] >> np.arange(cells)) & 1
+    for mask in bits.astype(np.uint8).reshape(-1, *shape):
+        check(mask, 8, strips=(1, 2))

@@ -380,3 +380,30 @@ def test_resolve_numbers_roots_in_order_without_branches(strips):
         assert got_count == count
         assert [int(parent[label]) for label in used] == \
             [expected[label] for label in used]
+
+
+def test_strips_split_the_estimated_cost_not_the_rows():
+    """Strips get equal shares of the first pass's estimated cost
+    (``_balanced_bounds``): smooth rows labelled run by run cost less
+    than rough ones, so a raster rough at the top and smooth below puts
+    the first seam high; the labels are those of one strip, and a strip
+    that would get no row falls back to equal rows."""
+    rng = np.random.default_rng(21)
+    # smooth (4 runs a row, and a few notches) under a rough top quarter
+    values = np.tile((np.arange(200) // 25) % 2, (240, 1)).astype(np.uint8)
+    values[rng.random((240, 200)) < 0.01] ^= 1
+    values[:60] = rng.random((60, 200)) < 0.6
+    valid = np.ones((1, 1), dtype=np.bool_)
+    for nonzero in (True, False):
+        starts, stops = _cpu._strip_bounds(240, 240, 200, 2,
+                                           (values, valid, False, nonzero))
+        assert starts[0] == 0 and stops[-1] == 240
+        assert np.array_equal(starts[1:], stops[:-1])
+        assert 30 < starts[1] < 100  # equal rows would put it at 120
+    for mode, connectivity in MODES_AND_CONNECTIVITIES:
+        check(values, connectivity, mode, strips=(1, 2, 3))
+    # three strips over two rows of which one is rough: no empty strip
+    tiny = np.zeros((3, 64), dtype=np.uint8)
+    tiny[0] = rng.random(64) < 0.5
+    bounds = _cpu._balanced_bounds(tiny, valid, False, True, 3, 3)
+    assert np.all(np.diff(bounds) > 0) and bounds[-1] == 3

@@ -14,7 +14,10 @@ joined when the neighbours were labelled) skip the union, as in Wu, Otoo &
 Suzuki's decision tree.  No branch on the data in the scan: links are 0/1
 masks, labels masked selects, and a block row's unions are listed as it is
 scanned and made after it (a mispredicted branch per block cost more than
-the unions).
+the unions).  The row scan is its own function on 1-D row views with
+unsigned indices (as ``_cpu``'s cell scans; box, 2048² random mask, one
+thread: first pass 14.5 -> 12.9 ms, second pass 2.75 -> 2.30 ms against the
+previous 2-D-indexed scan).
 
 Labels must come out numbered in raster scan order of each component's first
 *cell* (scipy's numbering), and a block row covers two cell rows: the block
@@ -22,8 +25,11 @@ scan order is not the cell scan order.  Each provisional label therefore
 carries a *key*, the flat index of the first foreground cell of the blocks it
 stands for; unions keep the minimum label as the root (so the root is the
 component's first block, and strip label ranges stay disjoint) and the
-minimum key at the root, and a block that takes its left neighbour's label
-lowers that label's key when its own first cell comes earlier.  Roots
+minimum key at the root.  Only one case moves a key outside a union: a
+label made by a block with bottom cells only, carried to the right by left
+links alone to a block with a top cell (that cell comes first in scan
+order).  The scan carries a flag for it and lists the block with the row's
+unions, so no key is read or written per block but the new label's.  Roots
 created in one block row have keys in that block row, so sorting the roots by
 key only reorders roots within a block row.
 
@@ -47,28 +53,6 @@ def _foreground(values, valid, check_valid, row, col):
     if check_valid:
         return (value != 0) & (value == value) & valid[row, col]
     return (value != 0) & (value == value)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _foreground_if(values, valid, check_valid, row, col, inside):
-    """:func:`_foreground`, False where ``inside`` is False (off the
-    raster or the strip)."""
-    if inside:
-        return _foreground(values, valid, check_valid, row, col)
-    return False
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _bit(values, valid, check_valid, row, col):
-    """:func:`_foreground` as 0 or 1."""
-    return np.int64(_foreground(values, valid, check_valid, row, col))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _bit_if(values, valid, check_valid, row, col, inside):
-    """:func:`_foreground_if` as 0 or 1."""
-    return np.int64(_foreground_if(values, valid, check_valid, row, col,
-                                   inside))
 
 
 @njit(cache=True, nogil=True)
@@ -96,20 +80,30 @@ def _select(flag, if_one, if_zero):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _block_8(o, p, s, t, h, i, j, k, n, r, q_linked_p, r_linked_q,
-             s_linked_p, s_linked_q, above_left, above, above_right, left,
-             parent, key, merges, merge_count, r0, c0, cols, row_first,
-             next_label):
-    """The label of block X from its cells and its neighbours' (see
-    :func:`first_pass_8`; every flag is 0 or 1); returns (label, next
-    label, merge count, X-Q, X-R, X-S links).
+def _cell(row, inside, check_valid, col):
+    """1 where the cell ``col`` of a row (a 1-D view) is foreground: valid
+    (``inside`` when ``check_valid``, else not NaN) and non-zero."""
+    value = row[col]
+    cell_inside = inside[col] if check_valid else value == value
+    return np.int64(cell_inside & (value != 0))
 
-    No branch on the data: the links are bitwise expressions, the label a
-    chain of masked selects in which S's label (the one value carried from
-    block to block) enters last, and the unions the block needs are
-    written to ``merges`` (every block writes its three pairs; the count
-    keeps those needed), made at the end of the block row.  Unions are
-    skipped where the labels are already joined by a direct link:
+
+@njit(cache=True, nogil=True, inline="always")
+def _block_step(o, p, s, t, h, i, j, k, n, r, q_linked_p, r_linked_q,
+                s_linked_p, s_linked_q, above_left, above, above_right, left,
+                left_bottom_only, next_label):
+    """Block X from its cells and its neighbours' (see :func:`first_pass_8`;
+    every flag is 0 or 1); returns (label, next label, X-Q, X-R, X-S links,
+    bottom-only flag, merge code).
+
+    No branch on the data: links are bitwise expressions, the label a chain
+    of masked selects in which S's label (the one value carried from block
+    to block) enters last.  The merge code's bits say which unions the
+    block needs (1: with P, 2: with R, 4: with S) and, bit 8, that X took
+    S's label by the left link alone and brings the first top-row cell to
+    a label made this block row by a block with bottom cells only
+    (``left_bottom_only``): its key must move up to X's top cell.  Unions
+    are skipped where the labels are already joined by a direct link:
     ``q_linked_p`` (Q was linked to P when Q was labelled), ``r_linked_q``,
     ``s_linked_p`` and ``s_linked_q``."""
     top_cell = o | p
@@ -123,36 +117,125 @@ def _block_8(o, p, s, t, h, i, j, k, n, r, q_linked_p, r_linked_q,
         link_p, above_left, _select(link_r, above_right, next_label)))
     take_left = link_s & (1 - linked_above)
     current = _select(take_left, left, base & -any_cell)
+    new = any_cell & (1 - linked_above) & (1 - link_s)
     union_p = link_p & link_q & (1 - q_linked_p)
     union_r = link_r & ((link_q & (1 - r_linked_q)) | ((1 - link_q) & link_p))
     union_s = link_s & linked_above & (1 - (
         (s_linked_p & (link_p | (link_q & q_linked_p)))
         | (s_linked_q & (link_q | (link_p & q_linked_p)))))
-    merges[merge_count, 0] = base
-    merges[merge_count, 1] = above_left
-    merge_count += union_p
-    merges[merge_count, 0] = base
-    merges[merge_count, 1] = above_right
-    merge_count += union_r
-    merges[merge_count, 0] = base
-    merges[merge_count, 1] = left
-    merge_count += union_s
-    # a new label: its key is the block's first cell in scan order
-    # (written always, kept only when the label is made)
-    first = r0 * cols + c0 + _select(o, 0, _select(p, 1, _select(
-        s, cols, cols + 1)))
-    parent[next_label] = next_label
-    key[next_label] = first
-    next_label += any_cell & (1 - linked_above) & (1 - link_s)
-    # X took S's label only: a label made in this block row is a root
-    # (the row's unions come after it), and X's top cell may precede its
-    # first cell
-    top_first = r0 * cols + c0 + 1 - o
-    lower = take_left & top_cell & np.int64(left >= row_first)
-    left_key = key[left]
-    key[left] = _select(lower & np.int64(top_first < left_key), top_first,
-                        left_key)
-    return current, next_label, merge_count, link_q, link_r, link_s
+    lower = take_left & top_cell & left_bottom_only
+    bottom_only = (new | (take_left & left_bottom_only)) & (1 - top_cell)
+    code = union_p | (union_r << 1) | (union_s << 2) | (lower << 3)
+    return (current, next_label + new, link_q, link_r, link_s, bottom_only,
+            code)
+
+
+@njit(cache=True, nogil=True)
+def _scan_block_row_8(up_cells, top, bottom, up_inside, top_inside,
+                      bottom_inside, check_valid, up, up_links, out, links,
+                      merges, key, first_cell, next_label):
+    """Provisional labels ``out`` of one block row (cell rows ``top`` and
+    ``bottom``, 1-D views, under the cell row ``up_cells`` and the block
+    row labelled ``up``, whose blocks' left links are ``up_links``); writes
+    this row's left links to ``links`` and each block's key (its first
+    cell's flat index, ``first_cell`` being the top row's first) at
+    ``key[next_label]`` (kept where the block makes a label).  Returns
+    (next label, merge count): ``merges`` lists ``16 * block + code`` for
+    the blocks whose code (:func:`_block_step`) is not 0.
+
+    Its own function (not inlined) on row views with unsigned indices, the
+    cells and labels of P, Q and S sliding along in registers, the blocks
+    without an above-right cell (the last one or two) peeled: as the cell
+    scans of ``_cpu``.  A missing row above or below is a row of zeros.
+    """
+    cols = np.uint64(top.size)
+    block_cols = np.uint64(out.size)
+    one = np.uint64(1)
+    two = np.uint64(2)
+    # blocks whose cell above-right (column c0 + 2) lies in the raster
+    inner = (cols - one) >> one
+    h = n = r = np.int64(0)
+    i = _cell(up_cells, up_inside, check_valid, np.uint64(0))
+    above_left = np.int64(0)
+    above = np.int64(up[0])
+    q_linked_p = np.int64(0)
+    left = np.int64(0)
+    s_linked_p = s_linked_q = np.int64(0)
+    left_bottom_only = np.int64(0)
+    merge_count = np.uint64(0)
+    for block in range(inner):
+        c0 = two * block
+        o = _cell(top, top_inside, check_valid, c0)
+        p = _cell(top, top_inside, check_valid, c0 + one)
+        s = _cell(bottom, bottom_inside, check_valid, c0)
+        t = _cell(bottom, bottom_inside, check_valid, c0 + one)
+        j = _cell(up_cells, up_inside, check_valid, c0 + one)
+        k = _cell(up_cells, up_inside, check_valid, c0 + two)
+        above_right = np.int64(up[block + one])
+        r_linked_q = np.int64(up_links[block + one])
+        # written always, kept where the block makes a label
+        key[next_label] = first_cell + np.int64(c0) + _select(
+            o, 0, _select(p, 1, _select(s, np.int64(cols),
+                                        np.int64(cols) + 1)))
+        (current, next_label, link_q, link_r, link_s, left_bottom_only,
+         code) = _block_step(o, p, s, t, h, i, j, k, n, r, q_linked_p,
+                             r_linked_q, s_linked_p, s_linked_q, above_left,
+                             above, above_right, left, left_bottom_only,
+                             next_label)
+        out[block] = current
+        links[block] = link_s
+        merges[merge_count] = np.int64(block << np.uint64(4)) | code
+        merge_count += np.uint64(code != 0)
+        left = current
+        s_linked_p = link_q  # X becomes S: its Q is the next P
+        s_linked_q = link_r
+        n = p
+        r = t
+        h = j
+        i = k
+        above_left = above
+        above = above_right
+        q_linked_p = r_linked_q
+    for block in range(inner, block_cols):
+        c0 = two * block
+        has_c1 = c0 + one < cols
+        has_k = c0 + two < cols
+        o = _cell(top, top_inside, check_valid, c0)
+        p = _cell(top, top_inside, check_valid, c0 + one) if has_c1 else 0
+        s = _cell(bottom, bottom_inside, check_valid, c0)
+        t = _cell(bottom, bottom_inside, check_valid, c0 + one) if has_c1 \
+            else 0
+        j = _cell(up_cells, up_inside, check_valid, c0 + one) if has_c1 \
+            else 0
+        k = _cell(up_cells, up_inside, check_valid, c0 + two) if has_k \
+            else 0
+        above_right = np.int64(up[block + one]) if has_k else np.int64(0)
+        r_linked_q = np.int64(up_links[block + one]) if has_k \
+            else np.int64(0)
+        # written always, kept where the block makes a label
+        key[next_label] = first_cell + np.int64(c0) + _select(
+            o, 0, _select(p, 1, _select(s, np.int64(cols),
+                                        np.int64(cols) + 1)))
+        (current, next_label, link_q, link_r, link_s, left_bottom_only,
+         code) = _block_step(o, p, s, t, h, i, j, k, n, r, q_linked_p,
+                             r_linked_q, s_linked_p, s_linked_q, above_left,
+                             above, above_right, left, left_bottom_only,
+                             next_label)
+        out[block] = current
+        links[block] = link_s
+        merges[merge_count] = np.int64(block << np.uint64(4)) | code
+        merge_count += np.uint64(code != 0)
+        left = current
+        s_linked_p = link_q
+        s_linked_q = link_r
+        n = p
+        r = t
+        h = j
+        i = k
+        above_left = above
+        above = above_right
+        q_linked_p = r_linked_q
+    return next_label, merge_count
 
 
 @njit(cache=True, nogil=True)
@@ -165,110 +248,65 @@ def first_pass_8(values, valid, check_valid, blocks, parent, key,
     columns, the strip's own) holds, for the previous and this block row by
     parity, whether each block was linked to its left neighbour.
 
-    Cells of the block X and its neighbours (``ra`` is the cell row above
-    X's top row; P, Q, R the blocks above-left, above, above-right, S the
-    block left)::
+    Cells of the block X and its neighbours (the cell row above X's top
+    row; P, Q, R the blocks above-left, above, above-right, S the block
+    left)::
 
-        h | i j | k        row ra   (bottom row of P | Q | R)
-        n | o p            row r0   (S's right column | X)
-        r | s t            row r1
+        h | i j | k        row above   (bottom row of P | Q | R)
+        n | o p            top row     (S's right column | X)
+        r | s t            bottom row
+
+    Each block row is scanned by :func:`_scan_block_row_8`; its new labels
+    are made roots and its unions made after it, in the order the blocks
+    listed them: a label made by a block with bottom cells only has that
+    cell as its key until a block that took the label by the left link
+    alone brings a top cell (then the key moves up, before any union of the
+    label: a block with bottom cells only links nothing above).
     """
     rows, cols = values.shape
     block_cols = blocks.shape[1]
-    # blocks whose two columns and the cell above-right lie in the raster
-    inner_cols = (cols - 1) // 2
-    # a block row's unions, made after it (three pairs a block at most)
-    merges = np.empty((3 * block_cols + 3, 2), dtype=np.int64)
+    merges = np.empty(block_cols, dtype=np.int64)
+    zero_cells = np.zeros(cols, dtype=values.dtype)
+    zero_labels = np.zeros(block_cols, dtype=blocks.dtype)
+    zero_links = np.zeros(block_cols, dtype=linked_left.dtype)
     for block_row in range(block_row_start, block_row_stop):
         r0 = 2 * block_row
         r1 = r0 + 1
-        has_r1 = r1 < rows
         has_above = block_row > top
-        ra = r0 - 1 if has_above else r0  # never read without has_above
-        r1_read = r1 if has_r1 else r0
+        top_cells = values[r0]
+        top_inside = valid[r0 if check_valid else 0]
+        bottom_cells = values[r1] if r1 < rows else zero_cells
+        bottom_inside = valid[r1 if check_valid and r1 < rows else 0]
+        up_cells = values[r0 - 1] if has_above else zero_cells
+        up_inside = valid[r0 - 1 if check_valid and has_above else 0]
+        up = blocks[block_row - 1] if has_above else zero_labels
+        up_links = linked_left[(block_row - 1) & 1] if has_above \
+            else zero_links
+        out = blocks[block_row]
         row_first = next_label
-        previous_flags = (block_row - 1) & 1
-        flags = block_row & 1
-        # sliding state: S and its right column, P and h, Q and i
-        left = np.int64(0)
-        merge_count = 0
-        n = r = h = np.int64(0)
-        s_linked_p = s_linked_q = np.int64(0)
-        above_left = np.int64(0)
-        i = _bit_if(values, valid, check_valid, ra, 0, has_above)
-        above = np.int64(blocks[block_row - 1, 0]) if has_above \
-            else np.int64(0)
-        start = 0
-        if has_above and has_r1:
-            # the interior: no edge tests
-            for block_col in range(inner_cols):
-                c0 = 2 * block_col
-                o = _bit(values, valid, check_valid, r0, c0)
-                p = _bit(values, valid, check_valid, r0, c0 + 1)
-                s = _bit(values, valid, check_valid, r1, c0)
-                t = _bit(values, valid, check_valid, r1, c0 + 1)
-                j = _bit(values, valid, check_valid, ra, c0 + 1)
-                k = _bit(values, valid, check_valid, ra, c0 + 2)
-                above_right = np.int64(blocks[block_row - 1, block_col + 1])
-                (current, next_label, merge_count, link_q, link_r,
-                 link_s) = _block_8(
-                    o, p, s, t, h, i, j, k, n, r,
-                    np.int64(linked_left[previous_flags, block_col]),
-                    np.int64(linked_left[previous_flags, block_col + 1]),
-                    s_linked_p, s_linked_q, above_left, above, above_right,
-                    left, parent, key, merges, merge_count, r0, c0, cols,
-                    row_first, next_label)
-                blocks[block_row, block_col] = current
-                linked_left[flags, block_col] = link_s != 0
-                left = current
-                s_linked_p = link_q  # X becomes S: its Q is the next P
-                s_linked_q = link_r
-                n = p
-                r = t
-                h = j
-                i = k
-                above_left = above
-                above = above_right
-            start = inner_cols
-        for block_col in range(start, block_cols):
-            c0 = 2 * block_col
-            has_c1 = c0 + 1 < cols
-            has_k = has_above & (c0 + 2 < cols)
-            o = _bit(values, valid, check_valid, r0, c0)
-            p = _bit_if(values, valid, check_valid, r0, c0 + 1, has_c1)
-            s = _bit_if(values, valid, check_valid, r1_read, c0, has_r1)
-            t = _bit_if(values, valid, check_valid, r1_read, c0 + 1,
-                        has_r1 & has_c1)
-            j = _bit_if(values, valid, check_valid, ra, c0 + 1,
-                        has_above & has_c1)
-            k = _bit_if(values, valid, check_valid, ra, c0 + 2, has_k)
-            above_right = np.int64(blocks[block_row - 1, block_col + 1]) \
-                if has_k else np.int64(0)
-            q_linked_p = np.int64(linked_left[previous_flags, block_col]) \
-                if has_above else np.int64(0)
-            r_linked_q = np.int64(
-                linked_left[previous_flags, block_col + 1]) \
-                if has_k else np.int64(0)
-            (current, next_label, merge_count, link_q, link_r,
-             link_s) = _block_8(
-                o, p, s, t, h, i, j, k, n, r, q_linked_p, r_linked_q,
-                s_linked_p, s_linked_q, above_left, above, above_right, left,
-                parent, key, merges, merge_count, r0, c0, cols, row_first,
-                next_label)
-            blocks[block_row, block_col] = current
-            linked_left[flags, block_col] = link_s != 0
-            left = current
-            s_linked_p = link_q
-            s_linked_q = link_r
-            n = p
-            r = t
-            h = j
-            i = k
-            above_left = above
-            above = above_right
-        for merge_index in range(merge_count):
-            _union_keyed(parent, key, merges[merge_index, 0],
-                         merges[merge_index, 1])
+        next_label, merge_count = _scan_block_row_8(
+            up_cells, top_cells, bottom_cells, up_inside, top_inside,
+            bottom_inside, check_valid, up, up_links, out,
+            linked_left[block_row & 1], merges, key, r0 * cols, next_label)
+        for label in range(np.uint64(row_first), np.uint64(next_label)):
+            parent[label] = label
+        for index in range(merge_count):
+            entry = merges[index]
+            block = np.uint64(entry >> 4)
+            code = entry & 15
+            current = out[block]
+            if code & 8:
+                # X took S's label: move its key up to X's first top cell
+                key[current] = r0 * cols + 2 * np.int64(block) + 1 - _cell(
+                    top_cells, top_inside, check_valid, 2 * block)
+            if code & 1:
+                current = _union_keyed(parent, key, current,
+                                       up[block - np.uint64(1)])
+            if code & 2:
+                current = _union_keyed(parent, key, current,
+                                       up[block + np.uint64(1)])
+            if code & 4:
+                _union_keyed(parent, key, current, out[block - np.uint64(1)])
     return next_label
 
 
@@ -384,16 +422,42 @@ def second_pass_8(values, valid, check_valid, blocks, final, labels,
                   block_row_start, block_row_stop):
     """Final labels of the cells of block rows
     ``block_row_start:block_row_stop``: the block's label on its
-    foreground cells, 0 elsewhere."""
+    foreground cells, 0 elsewhere (a mask, no branch)."""
     rows, cols = values.shape
-    zero = labels.dtype.type(0)
+    zero_cells = np.zeros(cols, dtype=values.dtype)
+    spare = np.empty(cols, dtype=labels.dtype)
     for block_row in range(block_row_start, block_row_stop):
         r0 = 2 * block_row
         r1 = r0 + 1
-        for col in range(cols):
-            label = final[blocks[block_row, col >> 1]]
-            labels[r0, col] = label if _foreground(
-                values, valid, check_valid, r0, col) else zero
-            if r1 < rows:
-                labels[r1, col] = label if _foreground(
-                    values, valid, check_valid, r1, col) else zero
+        has_r1 = r1 < rows
+        _fill_block_row(values[r0], valid[r0 if check_valid else 0],
+                        values[r1] if has_r1 else zero_cells,
+                        valid[r1 if check_valid and has_r1 else 0],
+                        check_valid, blocks[block_row], final, labels[r0],
+                        labels[r1] if has_r1 else spare)
+
+
+@njit(cache=True, nogil=True)
+def _fill_block_row(top, top_inside, bottom, bottom_inside, check_valid,
+                    block_labels, final, top_out, bottom_out):
+    """The two cell rows of one block row (1-D views, unsigned indices, a
+    label looked up once per block; the last column of an odd width
+    peeled)."""
+    cols = np.uint64(top.size)
+    one = np.uint64(1)
+    for block in range(cols >> one):
+        label = np.int64(final[np.uint64(block_labels[block])])
+        c0 = block << one
+        top_out[c0] = label & -_cell(top, top_inside, check_valid, c0)
+        top_out[c0 + one] = label & -_cell(top, top_inside, check_valid,
+                                           c0 + one)
+        bottom_out[c0] = label & -_cell(bottom, bottom_inside, check_valid,
+                                        c0)
+        bottom_out[c0 + one] = label & -_cell(bottom, bottom_inside,
+                                              check_valid, c0 + one)
+    if cols & one:
+        c0 = cols - one
+        label = np.int64(final[np.uint64(block_labels[c0 >> one])])
+        top_out[c0] = label & -_cell(top, top_inside, check_valid, c0)
+        bottom_out[c0] = label & -_cell(bottom, bottom_inside, check_valid,
+                                        c0)
