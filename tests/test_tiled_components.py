@@ -553,6 +553,27 @@ def test_label_round_in_runs_identical(tmp_path, monkeypatch, runs, writes):
             assert max(seen) == longest
 
 
+def test_label_runs_bounded_in_bytes(tmp_path, monkeypatch):
+    """A run's labels stay within RUN_BYTES (its mapped pages are in the
+    writer's resident set): whole tile rows of 6 tiles of 16 x 16 int32
+    labels are cut into runs of at most 2 tiles under a 2-tile bound."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", "row")
+    monkeypatch.setattr(components_tiled, "RUN_BYTES", 2 * 16 * 16 * 4 + 5)
+    seen = []
+    real_label_run = components_tiled.label_run
+    monkeypatch.setattr(components_tiled, "label_run", lambda sink, source,
+                        run, *rest: seen.append(len(run)) or real_label_run(
+                            sink, source, run, *rest))
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=4, mode="equal")
+    result = connected_components(values, connectivity=4, mode="equal",
+                                  tile_size=16, out_dir=tmp_path,
+                                  backend="cpu")
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert seen == [2, 2, 2] * 5
+
+
 @pytest.mark.parametrize("mapped", [True, False])
 def test_label_run_failing_leaves_nothing(tmp_path, monkeypatch, mapped):
     """A tile failing inside a run (after others of the run were

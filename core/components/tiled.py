@@ -95,6 +95,10 @@ EXECUTOR_TILE_STRIPS = 1
 # workers against 1.17-1.29 s tile by tile, 4.98 s against 6.19 s at 1
 # (docs/benchmarks.md, Dask, seventh session).
 LABEL_RUN_TILES = "auto"
+# ...and a run's labels take at most this many bytes (more tiles are cut
+# into shorter runs): its mapped pages are in the writing process's
+# resident set until the run is written (tile by tile: one tile's).
+RUN_BYTES = 64 << 20
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
@@ -256,7 +260,7 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             tiling.run_tasks(function, arguments, executor,
                              progress.span(*LABEL_SPAN), on_result=write)
         elif in_task and LABEL_RUN_TILES is not None:
-            runs = grid.row_runs(_run_length(grid, executor))
+            runs = grid.row_runs(_run_length(grid, executor, label_dtype))
             tiling.run_tasks(
                 label_run,
                 [(sink, source, [(grid.window(*tile), answers[tile])
@@ -278,15 +282,18 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     return labels, count
 
 
-def _run_length(grid, executor):
-    """Tiles per run of the label round (:data:`LABEL_RUN_TILES`; None: a
-    whole tile row)."""
+def _run_length(grid, executor, label_dtype):
+    """Tiles per run of the label round (:data:`LABEL_RUN_TILES`, within
+    :data:`RUN_BYTES` of labels)."""
     if LABEL_RUN_TILES == "row":
-        return None
-    if LABEL_RUN_TILES != "auto":
-        return int(LABEL_RUN_TILES)
-    threads = tiling.executor_workers(executor)
-    return max(1, grid.count // (tile_tasks.BATCHES_PER_THREAD * threads))
+        length = grid.tile_cols
+    elif LABEL_RUN_TILES == "auto":
+        threads = tiling.executor_workers(executor)
+        length = grid.count // (tile_tasks.BATCHES_PER_THREAD * threads)
+    else:
+        length = int(LABEL_RUN_TILES)
+    tile_bytes = grid.tile_size ** 2 * np.dtype(label_dtype).itemsize
+    return max(1, min(length, RUN_BYTES // tile_bytes))
 
 
 def label_run(sink, source, run, shape, connectivity, mode, nodata,
