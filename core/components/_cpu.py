@@ -9,7 +9,9 @@ of its component's first cell in scan order; numbering the roots in increasing
 order then gives final labels 1..count in scan order of each component's first
 cell.  Second pass: replace every provisional label by its final label (rows
 labelled run by run keep a run list instead of provisional labels and are
-filled run by run: ``_cpu_runs``).
+filled run by run: ``_cpu_runs``).  Rough rows are labelled cell by cell
+(``_cpu_cells``), smooth ones run by run (``_cpu_runs``), 8-connected
+``nonzero`` mode on CPUs where it pays by 2 x 2 blocks (``_cpu_blocks``).
 
 Large rasters are cut into horizontal strips labelled concurrently (the
 kernels release the GIL; plain Python threads, so no numba threading layer is
@@ -33,8 +35,8 @@ from numba import njit
 
 from .._common import index_dtype
 from .._unionfind import find_root as _find
-from .._unionfind import merge_sets
 from . import _cpu_blocks
+from ._cpu_cells import label_row_cells, label_row_tight, select
 from ._cpu_runs import keep_runs, fill_runs, label_row_runs, unpack_rows, \
     unpack_runs, _run_bounds_equal, _run_bounds_nonzero
 
@@ -534,60 +536,15 @@ def _vertex(values, valid, check_valid, nonzero, row, col):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _select(flag, if_one, if_zero):
-    """``if_one`` where ``flag`` (0 or 1) is 1, else ``if_zero``, with
-    masks: numba's conditional expressions compile to branches here, which
-    a random raster mispredicts."""
-    return if_zero ^ ((if_zero ^ if_one) & -flag)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _cell_label(vertex, above_linked, above_left_linked, above_right_linked,
-                left_linked, above, above_left, above_right, left, parent,
-                next_label, eight):
-    """A cell's provisional label from its visited neighbours' links (0 or
-    1) and labels (Wu et al.'s decision tree, as masks); returns (label,
-    next label, merge, first, second): when ``merge`` is 1, the sets of
-    labels ``first`` and ``second`` must be joined.
-
-    The left neighbour's label is the one value carried from cell to cell,
-    so it enters last, through one select: everything else is known
-    before it.  Links are transitive (equal values, or foreground), so one
-    merge at most: 4-connected, above with left unless the above-left cell
-    joins them; 8-connected, above-right with above-left or left unless
-    the cell above (which touches all three) is linked."""
-    if eight:
-        linked_above = above_linked | above_right_linked | above_left_linked
-        base = _select(above_linked, above, _select(
-            above_right_linked, above_right,
-            _select(above_left_linked, above_left, next_label)))
-        take_left = vertex & left_linked & (1 - linked_above)
-        merge = vertex & (1 - above_linked) & above_right_linked & (
-            above_left_linked | left_linked)
-        first = above_right
-        second = _select(above_left_linked, above_left, left)
-        new = vertex & (1 - linked_above) & (1 - left_linked)
-    else:
-        base = _select(above_linked, above, next_label)
-        take_left = vertex & left_linked & (1 - above_linked)
-        merge = vertex & above_linked & left_linked & (1 - above_left_linked)
-        first = above
-        second = left
-        new = vertex & (1 - above_linked) & (1 - left_linked)
-    current = _select(take_left, left, base & -vertex)
-    return current, next_label + new, merge, first, second
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
                 row_start, row_stop, next_label, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
     row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
-    cell scans of :func:`_label_row_tight`) are compile-time
+    cell scans of :func:`label_row_tight`) are compile-time
     constants.
 
     Each row is labelled cell by cell without branches on the data
-    (:func:`_label_row_cells`) or run by run with them
+    (:func:`label_row_cells`) or run by run with them
     (:func:`._cpu_runs.label_row_runs`), by how often the row before
     changed from one run to the next: a rough row costs the run scan a
     mispredicted branch per run, a smooth one costs the cell scan its
@@ -635,367 +592,15 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
                 fill_runs(above_row, run_list[(row - 1) & 1], listed)
                 up = above_row
         if tight:
-            next_label, runs = _label_row_tight(
+            next_label, runs = label_row_tight(
                 values, valid, check_valid, labels, parent, merges, row,
                 has_above, next_label, up, nonzero, eight)
         else:
-            next_label, runs = _label_row_cells(
+            next_label, runs = label_row_cells(
                 values, valid, check_valid, labels, parent, merges, row,
                 has_above, next_label, nonzero, eight, up)
         listed = -1
     return next_label
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _label_row_cells(values, valid, check_valid, labels, parent, merges, row,
-                     has_above, next_label, nonzero, eight, up):
-    """Provisional labels of one row, cell by cell with no branch on the
-    data; returns (next label, runs).
-
-    Every labelled cell has a label other than 0, so a neighbour above is
-    linked exactly when its label is not 0 and, in ``equal`` mode, its
-    value equals the cell's (``nonzero`` mode reads no values of the row
-    above); the left neighbour's link comes from its value alone.  The
-    row and the row above are 1-D views (the first row of a strip reads
-    ``zero_row``, all label 0, above it), the labels and values of the
-    cells above-left and above slide along in registers, and the last
-    column is its own step (no cell above-right): the loop has no branch
-    but its own, few live values, and indices that need no negative-index
-    fix-up.  The row's merges are made after it: the decisions read links
-    and labels, never roots.
-    """
-    cols = values.shape[1]
-    here = values[row]
-    inside = valid[row if check_valid else 0]
-    out = labels[row]
-    up_values = values[row - 1] if has_above else here
-    zero_value = values.dtype.type(0)
-    above_left = np.int64(0)
-    above_left_value = zero_value
-    above = np.int64(up[0])
-    above_value = up_values[0]
-    left = np.int64(0)
-    left_vertex = np.int64(0)
-    left_value = zero_value
-    merge_count = np.uint64(0)
-    runs = np.int64(0)
-    row_first_label = next_label
-    for col in range(cols - 1):
-        above_right = np.int64(up[col + 1])
-        above_right_value = up_values[col + 1] if not nonzero else \
-            zero_value
-        left, left_vertex, left_value, next_label, merge_count, runs = \
-            _cell_step(here, inside, out, parent, merges, col, above_left,
-                       above_left_value, above, above_value, above_right,
-                       above_right_value, left, left_vertex, left_value,
-                       next_label, merge_count, runs, check_valid, nonzero,
-                       eight)
-        above_left = above
-        above_left_value = above_value
-        above = above_right
-        above_value = above_right_value
-    left, left_vertex, left_value, next_label, merge_count, runs = \
-        _cell_step(here, inside, out, parent, merges, cols - 1, above_left,
-                   above_left_value, above, above_value, np.int64(0),
-                   zero_value, left, left_vertex, left_value, next_label,
-                   merge_count, runs, check_valid, nonzero, eight)
-    # the row's new labels are roots until its merges: nothing reads
-    # ``parent`` while the row is scanned, so they are written here, not
-    # a (wasted) store per cell
-    for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
-        parent[new_label] = new_label
-    for merge_index in range(merge_count):
-        merge_sets(parent, merges[merge_index, 0], merges[merge_index, 1])
-    return next_label, runs
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _label_row_tight(values, valid, check_valid, labels, parent, merges,
-                     row, has_above, next_label, up, nonzero, eight):
-    """:func:`_label_row_cells` by the scans written for one case
-    (:func:`_scan_row_nonzero_4`, ``_8``, :func:`_scan_row_equal_4`,
-    ``_8``; ``nonzero`` and ``eight`` are compile-time constants), then
-    the row's new roots and merges (of the labels above and left of each
-    listed cell; 8-connected, above-right and above-left, or left when
-    above-left is not linked)."""
-    out = labels[row]
-    row_first_label = next_label
-    merge_cols = merges.reshape(merges.size)
-    here = values[row]
-    # above a strip's first row: labels 0, so its values are never
-    # compared
-    up_values = values[row - 1] if has_above else here
-    if nonzero:
-        scan = _scan_row_nonzero_8 if eight else _scan_row_nonzero_4
-        next_label, merge_count, runs = scan(
-            here, valid[row if check_valid else 0], check_valid, up,
-            out, merge_cols, next_label)
-    else:
-        scan = _scan_row_equal_8 if eight else _scan_row_equal_4
-        next_label, merge_count, runs = scan(
-            here, up_values, valid[row if check_valid else 0], check_valid,
-            up, out, merge_cols, next_label)
-    for new_label in range(np.uint64(row_first_label), np.uint64(next_label)):
-        parent[new_label] = new_label
-    for merge_index in range(merge_count):
-        col = np.uint64(merge_cols[merge_index])
-        if eight:
-            # above-right with above-left when that one is linked (in
-            # ``equal`` mode: labelled and of this cell's value), else left
-            first = np.int64(up[col + np.uint64(1)])
-            second = np.int64(up[col - np.uint64(1)])
-            if not nonzero and up_values[col - np.uint64(1)] != here[col]:
-                second = 0
-            if second == 0:
-                second = np.int64(out[col - np.uint64(1)])
-        else:
-            first = np.int64(up[col])
-            second = np.int64(out[col - np.uint64(1)])
-        merge_sets(parent, first, second)
-    return next_label, runs
-
-
-@njit(cache=True, nogil=True)
-def _scan_row_nonzero_4(here, inside, check_valid, up, out, merge_cols,
-                        next_label):
-    """Provisional labels ``out`` of one row, 4-connected ``nonzero`` mode,
-    under the row labelled ``up``; returns (next label, merge count,
-    runs), the columns of the cells whose above and left labels must be
-    merged listed in ``merge_cols``.
-
-    Its own function, not inlined: the register allocator then sees only
-    this loop's few live values (inlined into the row loop, with the run
-    scan beside it, LLVM kept loop-invariant pointers and carried values
-    on the stack, 45-51 instructions and 8-9 spills a cell).  The left
-    label enters last through one select; a labelled left neighbour is a
-    foreground one, and a cell merges when it, the cell above and the
-    cell left are foreground and the cell above-left is not."""
-    above_left_linked = np.int64(0)
-    left = np.int64(0)
-    left_vertex = np.int64(0)
-    merge_count = np.uint64(0)
-    runs = np.int64(0)
-    for col in range(np.uint64(here.size)):
-        value = here[col]
-        cell_inside = inside[col] if check_valid else value == value
-        vertex = np.int64(cell_inside & (value != 0))
-        above = np.int64(up[col])
-        above_linked = np.int64(above != 0)
-        start = vertex & (1 - left_vertex)
-        runs += start
-        take_above = vertex & above_linked
-        base = _select(take_above, above, next_label & -vertex)
-        take_left = (vertex & left_vertex) & (1 - above_linked)
-        current = _select(take_left, left, base)
-        next_label += start & (1 - above_linked)
-        merge_cols[merge_count] = col
-        merge_count += np.uint64(take_above & left_vertex &
-                                 (1 - above_left_linked))
-        out[col] = current
-        above_left_linked = above_linked
-        left = current
-        left_vertex = vertex
-    return next_label, merge_count, runs
-
-
-@njit(cache=True, nogil=True)
-def _scan_row_equal_4(here, up_values, inside, check_valid, up, out,
-                      merge_cols, next_label):
-    """:func:`_scan_row_nonzero_4` for ``equal`` mode: every valid cell is
-    a vertex, linked to a labelled neighbour of equal value.  A cell
-    merges above and left when both are linked and above-left is not;
-    the above-left link carried along was taken against the left cell's
-    value, which equals this cell's whenever left is linked."""
-    above_left_linked = np.int64(0)
-    left = np.int64(0)
-    left_vertex = np.int64(0)
-    left_value = here[0]
-    merge_count = np.uint64(0)
-    runs = np.int64(0)
-    for col in range(np.uint64(here.size)):
-        value = here[col]
-        vertex = np.int64(inside[col] if check_valid else value == value)
-        above = np.int64(up[col])
-        above_linked = np.int64((above != 0) & (up_values[col] == value))
-        left_linked = left_vertex & np.int64(left_value == value)
-        start = vertex & (1 - left_linked)
-        runs += start
-        take_above = vertex & above_linked
-        base = _select(take_above, above, next_label & -vertex)
-        take_left = (vertex & left_linked) & (1 - above_linked)
-        current = _select(take_left, left, base)
-        next_label += start & (1 - above_linked)
-        merge_cols[merge_count] = col
-        merge_count += np.uint64(take_above & left_linked &
-                                 (1 - above_left_linked))
-        out[col] = current
-        above_left_linked = above_linked
-        left = current
-        left_vertex = vertex
-        left_value = value
-    return next_label, merge_count, runs
-
-
-@njit(cache=True, nogil=True)
-def _scan_row_nonzero_8(here, inside, check_valid, up, out, merge_cols,
-                        next_label):
-    """:func:`_scan_row_nonzero_4`, 8-connected: the labels above-left and
-    above slide along in registers, the last column (no cell above-right)
-    is its own step.  A cell merges above-right with above-left (or left)
-    when above is background (Wu et al.'s decision tree)."""
-    cols = np.uint64(here.size)
-    above_left = np.int64(0)
-    above = np.int64(up[0])
-    left = np.int64(0)
-    left_vertex = np.int64(0)
-    merge_count = np.uint64(0)
-    runs = np.int64(0)
-    for col in range(cols - np.uint64(1)):
-        (left, left_vertex, next_label, merge_count,
-         runs) = _step_nonzero_8(here, inside, check_valid, out, merge_cols,
-                                 col, above_left, above,
-                                 np.int64(up[col + np.uint64(1)]), left,
-                                 left_vertex, next_label, merge_count, runs)
-        above_left = above
-        above = np.int64(up[col + np.uint64(1)])
-    (left, left_vertex, next_label, merge_count,
-     runs) = _step_nonzero_8(here, inside, check_valid, out, merge_cols,
-                             cols - np.uint64(1), above_left, above,
-                             np.int64(0), left, left_vertex, next_label,
-                             merge_count, runs)
-    return next_label, merge_count, runs
-
-
-@njit(cache=True, nogil=True)
-def _scan_row_equal_8(here, up_values, inside, check_valid, up, out,
-                      merge_cols, next_label):
-    """:func:`_scan_row_nonzero_8` for ``equal`` mode: every valid cell is
-    a vertex, linked to a labelled neighbour of equal value; the labels
-    and values above-left and above slide along in registers."""
-    cols = np.uint64(here.size)
-    above_left = np.int64(0)
-    above_left_value = up_values[0]  # not read while above_left is 0
-    above = np.int64(up[0])
-    above_value = up_values[0]
-    left = np.int64(0)
-    left_vertex = np.int64(0)
-    left_value = here[0]
-    merge_count = np.uint64(0)
-    runs = np.int64(0)
-    for col in range(cols - np.uint64(1)):
-        above_right = np.int64(up[col + np.uint64(1)])
-        above_right_value = up_values[col + np.uint64(1)]
-        (left, left_vertex, left_value, next_label, merge_count,
-         runs) = _step_equal_8(here, inside, check_valid, out, merge_cols,
-                               col, above_left, above_left_value, above,
-                               above_value, above_right, above_right_value,
-                               left, left_vertex, left_value, next_label,
-                               merge_count, runs)
-        above_left = above
-        above_left_value = above_value
-        above = above_right
-        above_value = above_right_value
-    (left, left_vertex, left_value, next_label, merge_count,
-     runs) = _step_equal_8(here, inside, check_valid, out, merge_cols,
-                           cols - np.uint64(1), above_left, above_left_value,
-                           above, above_value, np.int64(0), above_value,
-                           left, left_vertex, left_value, next_label,
-                           merge_count, runs)
-    return next_label, merge_count, runs
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _step_equal_8(here, inside, check_valid, out, merge_cols, col,
-                  above_left, above_left_value, above, above_value,
-                  above_right, above_right_value, left, left_vertex,
-                  left_value, next_label, merge_count, runs):
-    """One cell of :func:`_scan_row_equal_8` (:func:`_step_nonzero_8`
-    with links against equal values)."""
-    value = here[col]
-    vertex = np.int64(inside[col] if check_valid else value == value)
-    above_linked = np.int64((above != 0) & (above_value == value))
-    above_left_linked = np.int64((above_left != 0) &
-                                 (above_left_value == value))
-    above_right_linked = np.int64((above_right != 0) &
-                                  (above_right_value == value))
-    left_linked = left_vertex & np.int64(left_value == value)
-    linked_above = above_linked | above_right_linked | above_left_linked
-    runs += vertex & (1 - left_linked)
-    base = _select(above_linked, above, _select(
-        above_right_linked, above_right,
-        _select(above_left_linked, above_left, next_label))) & -vertex
-    take_left = vertex & left_linked & (1 - linked_above)
-    current = _select(take_left, left, base)
-    next_label += vertex & (1 - linked_above) & (1 - left_linked)
-    merge_cols[merge_count] = col
-    merge_count += np.uint64(vertex & (1 - above_linked) & above_right_linked
-                             & (above_left_linked | left_linked))
-    out[col] = current
-    return current, vertex, value, next_label, merge_count, runs
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _step_nonzero_8(here, inside, check_valid, out, merge_cols, col,
-                    above_left, above, above_right, left, left_vertex,
-                    next_label, merge_count, runs):
-    """One cell of :func:`_scan_row_nonzero_8`."""
-    value = here[col]
-    cell_inside = inside[col] if check_valid else value == value
-    vertex = np.int64(cell_inside & (value != 0))
-    above_linked = np.int64(above != 0)
-    above_left_linked = np.int64(above_left != 0)
-    above_right_linked = np.int64(above_right != 0)
-    linked_above = above_linked | above_right_linked | above_left_linked
-    runs += vertex & (1 - left_vertex)
-    base = _select(above_linked, above, _select(
-        above_right_linked, above_right,
-        _select(above_left_linked, above_left, next_label))) & -vertex
-    take_left = vertex & left_vertex & (1 - linked_above)
-    current = _select(take_left, left, base)
-    next_label += vertex & (1 - linked_above) & (1 - left_vertex)
-    merge_cols[merge_count] = col
-    merge_count += np.uint64(vertex & (1 - above_linked) & above_right_linked
-                             & (above_left_linked | left_vertex))
-    out[col] = current
-    return current, vertex, next_label, merge_count, runs
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _cell_step(here, inside, out, parent, merges, col, above_left,
-               above_left_value, above, above_value, above_right,
-               above_right_value, left, left_vertex, left_value, next_label,
-               merge_count, runs, check_valid, nonzero, eight):
-    """One cell of :func:`_label_row_cells`; returns its (label, vertex,
-    value) for the next cell's left, and the next label, merge count and
-    runs."""
-    cell_value = here[col]
-    cell_inside = inside[col] if check_valid else cell_value == cell_value
-    if nonzero:
-        vertex = np.int64(cell_inside & (cell_value != 0))
-        # foreground neighbours are exactly the labelled ones
-        above_linked = np.int64(above != 0)
-        above_left_linked = np.int64(above_left != 0)
-        above_right_linked = np.int64(above_right != 0)
-        left_linked = left_vertex
-    else:
-        vertex = np.int64(cell_inside)
-        above_linked = np.int64((above != 0) & (above_value == cell_value))
-        above_left_linked = np.int64(
-            (above_left != 0) & (above_left_value == cell_value))
-        above_right_linked = np.int64(
-            (above_right != 0) & (above_right_value == cell_value))
-        left_linked = left_vertex & np.int64(left_value == cell_value)
-    runs += vertex & (1 - left_linked)
-    current, next_label, merge, first, second = _cell_label(
-        vertex, above_linked, above_left_linked, above_right_linked,
-        left_linked, above, above_left, above_right, left, parent,
-        next_label, eight)
-    # every cell writes its pair; a merge keeps it
-    merges[merge_count, 0] = first
-    merges[merge_count, 1] = second
-    merge_count += np.uint64(merge)
-    out[col] = current
-    return current, vertex, cell_value, next_label, merge_count, runs
 
 
 @njit(cache=True, nogil=True)
@@ -1019,7 +624,7 @@ def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
                               parent, run_rows, top, row_start, row_stop,
                               next_label):
     """:func:`_first_pass_nonzero` by the cell scans of
-    :func:`_label_row_tight`."""
+    :func:`label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
@@ -1091,7 +696,7 @@ def _resolve(parent, first_labels, next_labels):
             # random on rough rasters (a mispredicted branch per label).
             is_root = np.int64(root == provisional)
             count += is_root
-            parent[provisional] = _select(is_root, count,
+            parent[provisional] = select(is_root, count,
                                           np.int64(parent[root]))
     return count
 

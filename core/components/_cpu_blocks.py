@@ -43,6 +43,7 @@ import numpy as np
 from numba import njit
 
 from .._unionfind import find_root as _find
+from ._cpu_cells import select as _select
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -69,14 +70,6 @@ def _union_keyed(parent, key, first, second):
     if key[second_root] < key[first_root]:
         key[first_root] = key[second_root]
     return first_root
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _select(flag, if_one, if_zero):
-    """``if_one`` where ``flag`` (0 or 1) is 1, else ``if_zero``, with
-    masks: numba's conditional expressions compile to branches here, which
-    a random raster mispredicts."""
-    return if_zero ^ ((if_zero ^ if_one) & -flag)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -154,88 +147,68 @@ def _scan_block_row_8(up_cells, top, bottom, up_inside, top_inside,
     two = np.uint64(2)
     # blocks whose cell above-right (column c0 + 2) lies in the raster
     inner = (cols - one) >> one
-    h = n = r = np.int64(0)
-    i = _cell(up_cells, up_inside, check_valid, np.uint64(0))
-    above_left = np.int64(0)
-    above = np.int64(up[0])
-    q_linked_p = np.int64(0)
-    left = np.int64(0)
-    s_linked_p = s_linked_q = np.int64(0)
-    left_bottom_only = np.int64(0)
-    merge_count = np.uint64(0)
+    zero = np.int64(0)
+    # h, i, n, r, P's and Q's labels, Q-P link, S's label, S-P and S-Q
+    # links, S's bottom-only flag, merge count, next label
+    state = (zero, _cell(up_cells, up_inside, check_valid, np.uint64(0)),
+             zero, zero, zero, np.int64(up[0]), zero, zero, zero, zero, zero,
+             np.uint64(0), next_label)
     for block in range(inner):
         c0 = two * block
-        o = _cell(top, top_inside, check_valid, c0)
-        p = _cell(top, top_inside, check_valid, c0 + one)
-        s = _cell(bottom, bottom_inside, check_valid, c0)
-        t = _cell(bottom, bottom_inside, check_valid, c0 + one)
-        j = _cell(up_cells, up_inside, check_valid, c0 + one)
-        k = _cell(up_cells, up_inside, check_valid, c0 + two)
-        above_right = np.int64(up[block + one])
-        r_linked_q = np.int64(up_links[block + one])
-        # written always, kept where the block makes a label
-        key[next_label] = first_cell + np.int64(c0) + _select(
-            o, 0, _select(p, 1, _select(s, np.int64(cols),
-                                        np.int64(cols) + 1)))
-        (current, next_label, link_q, link_r, link_s, left_bottom_only,
-         code) = _block_step(o, p, s, t, h, i, j, k, n, r, q_linked_p,
-                             r_linked_q, s_linked_p, s_linked_q, above_left,
-                             above, above_right, left, left_bottom_only,
-                             next_label)
-        out[block] = current
-        links[block] = link_s
-        merges[merge_count] = np.int64(block << np.uint64(4)) | code
-        merge_count += np.uint64(code != 0)
-        left = current
-        s_linked_p = link_q  # X becomes S: its Q is the next P
-        s_linked_q = link_r
-        n = p
-        r = t
-        h = j
-        i = k
-        above_left = above
-        above = above_right
-        q_linked_p = r_linked_q
+        state = _scan_step(
+            block, _cell(top, top_inside, check_valid, c0),
+            _cell(top, top_inside, check_valid, c0 + one),
+            _cell(bottom, bottom_inside, check_valid, c0),
+            _cell(bottom, bottom_inside, check_valid, c0 + one),
+            _cell(up_cells, up_inside, check_valid, c0 + one),
+            _cell(up_cells, up_inside, check_valid, c0 + two),
+            np.int64(up[block + one]), np.int64(up_links[block + one]),
+            state, out, links, merges, key, first_cell, cols)
     for block in range(inner, block_cols):
         c0 = two * block
         has_c1 = c0 + one < cols
         has_k = c0 + two < cols
-        o = _cell(top, top_inside, check_valid, c0)
-        p = _cell(top, top_inside, check_valid, c0 + one) if has_c1 else 0
-        s = _cell(bottom, bottom_inside, check_valid, c0)
-        t = _cell(bottom, bottom_inside, check_valid, c0 + one) if has_c1 \
-            else 0
-        j = _cell(up_cells, up_inside, check_valid, c0 + one) if has_c1 \
-            else 0
-        k = _cell(up_cells, up_inside, check_valid, c0 + two) if has_k \
-            else 0
-        above_right = np.int64(up[block + one]) if has_k else np.int64(0)
-        r_linked_q = np.int64(up_links[block + one]) if has_k \
-            else np.int64(0)
-        # written always, kept where the block makes a label
-        key[next_label] = first_cell + np.int64(c0) + _select(
-            o, 0, _select(p, 1, _select(s, np.int64(cols),
-                                        np.int64(cols) + 1)))
-        (current, next_label, link_q, link_r, link_s, left_bottom_only,
-         code) = _block_step(o, p, s, t, h, i, j, k, n, r, q_linked_p,
-                             r_linked_q, s_linked_p, s_linked_q, above_left,
-                             above, above_right, left, left_bottom_only,
-                             next_label)
-        out[block] = current
-        links[block] = link_s
-        merges[merge_count] = np.int64(block << np.uint64(4)) | code
-        merge_count += np.uint64(code != 0)
-        left = current
-        s_linked_p = link_q
-        s_linked_q = link_r
-        n = p
-        r = t
-        h = j
-        i = k
-        above_left = above
-        above = above_right
-        q_linked_p = r_linked_q
-    return next_label, merge_count
+        state = _scan_step(
+            block, _cell(top, top_inside, check_valid, c0),
+            _cell(top, top_inside, check_valid, c0 + one) if has_c1 else zero,
+            _cell(bottom, bottom_inside, check_valid, c0),
+            _cell(bottom, bottom_inside, check_valid, c0 + one) if has_c1
+            else zero,
+            _cell(up_cells, up_inside, check_valid, c0 + one) if has_c1
+            else zero,
+            _cell(up_cells, up_inside, check_valid, c0 + two) if has_k
+            else zero,
+            np.int64(up[block + one]) if has_k else zero,
+            np.int64(up_links[block + one]) if has_k else zero,
+            state, out, links, merges, key, first_cell, cols)
+    return state[12], state[11]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scan_step(block, o, p, s, t, j, k, above_right, r_linked_q, state, out,
+               links, merges, key, first_cell, cols):
+    """One block of :func:`_scan_block_row_8` from its cells, the cells
+    j and k above it and R's label and left link; writes its label, left
+    link, key and merge entry, and returns the state slid one block
+    along."""
+    (h, i, n, r, above_left, above, q_linked_p, left, s_linked_p,
+     s_linked_q, left_bottom_only, merge_count, next_label) = state
+    # written always, kept where the block makes a label
+    key[next_label] = first_cell + np.int64(2 * block) + _select(
+        o, 0, _select(p, 1, _select(s, np.int64(cols), np.int64(cols) + 1)))
+    (current, next_label, link_q, link_r, link_s, left_bottom_only,
+     code) = _block_step(o, p, s, t, h, i, j, k, n, r, q_linked_p,
+                         r_linked_q, s_linked_p, s_linked_q, above_left,
+                         above, above_right, left, left_bottom_only,
+                         next_label)
+    out[block] = current
+    links[block] = link_s
+    merges[merge_count] = np.int64(block << np.uint64(4)) | code
+    merge_count += np.uint64(code != 0)
+    # X becomes S (its Q is the next P, its R the next Q), Q becomes P,
+    # R becomes Q
+    return (j, k, p, t, above, above_right, r_linked_q, current, link_q,
+            link_r, left_bottom_only, merge_count, next_label)
 
 
 @njit(cache=True, nogil=True)
