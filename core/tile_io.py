@@ -476,7 +476,7 @@ PWRITE_BAND_BYTES = 64 << 20
 # H100 host's CPUs (components' label round in runs, neuse40, 2026-11-24
 # 20:59 UTC): 0.94-0.95 s at 8 workers against 1.00-1.10 s without, 4.98
 # s against 5.28 s at 1; tile by tile it changed nothing (docs/
-# benchmarks.md, Dask, seventh session).
+# benchmarks.md, Dask, sixth session, second round).
 POPULATE_MAPPED_WRITES = True
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
 _populate_refused = False

@@ -93,7 +93,7 @@ EXECUTOR_TILE_STRIPS = 1
 # host's CPUs (neuse40, tiles of 1024, one-thread workers, 2026-11-24
 # 20:59 UTC), with tile_io.POPULATE_MAPPED_WRITES: 0.94-0.95 s at 8
 # workers against 1.17-1.29 s tile by tile, 4.98 s against 6.19 s at 1
-# (docs/benchmarks.md, Dask, seventh session).
+# (docs/benchmarks.md, Dask, sixth session, second round).
 LABEL_RUN_TILES = "auto"
 # ...and a run's labels take at most this many bytes (more tiles are cut
 # into shorter runs): its mapped pages are in the writing process's
