@@ -511,14 +511,19 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
     assert os.listdir(out) == []
 
 
-def test_cancel_in_the_label_round_with_tile_files(client, tmp_path,
-                                                  monkeypatch):
-    """Components writing a file per tile, cancelled in the label round
-    with tasks outstanding: CancelledError, and once the workers are done
-    nothing is left in out_dir (no tile file, folder or partial)."""
+@pytest.mark.parametrize("settings", [
+    {"TILE_FILE_LABEL_WRITES": True, "DASK_BATCH": None},
+    {"LABEL_RUN_TILES": 1}], ids=["tile_files", "runs"])
+def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
+    """Components cancelled in the label round with tasks outstanding (a
+    task a tile: no batches, or runs of one tile), writing a file per tile
+    or runs through mappings: CancelledError, and once the workers are
+    done nothing is left in out_dir (no tile file, folder or partial: a
+    task still running finds its file's folder or partial file gone and
+    fails)."""
     from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
-    monkeypatch.setattr(components_tiled, "DASK_BATCH", None)  # many tasks
+    for name, value in settings.items():
+        monkeypatch.setattr(components_tiled, name, value)
     values = (np.random.default_rng(12).random((64, 72)) < 0.45).astype(
         np.uint8)
     memmap = save_npy(tmp_path, "values", values)
@@ -565,35 +570,6 @@ def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
     assert result.count == expected.count > 20
     assert_same(result, expected, ["labels"])
     assert os.listdir(out) == ["labels.npy"]
-
-
-def test_cancel_in_the_label_round_with_runs(client, tmp_path, monkeypatch):
-    """Components writing runs of one tile (many tasks) through mappings,
-    cancelled in the label round with tasks outstanding: CancelledError,
-    and once the workers are done nothing is left in out_dir (a run
-    still running finds its partial file gone and fails)."""
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", 1)
-    values = (np.random.default_rng(12).random((64, 72)) < 0.45).astype(
-        np.uint8)
-    memmap = save_npy(tmp_path, "values", values)
-    out = tmp_path / "out"
-    out.mkdir()
-    marks = []
-
-    def cancel_in_the_label_round(fraction):
-        marks.append(fraction)
-        return fraction <= components_tiled.LABEL_SPAN[0]
-
-    before = scheduler_tasks(client)
-    with pytest.raises(CancelledError):
-        connected_components(memmap, connectivity=8, mode="nonzero",
-                             tile_size=TILE, executor=client, out_dir=out,
-                             progress=cancel_in_the_label_round)
-    assert marks[-1] > components_tiled.LABEL_SPAN[0]
-    assert no_new_tasks(client, before), sorted(
-        scheduler_tasks(client) - before)
-    assert os.listdir(out) == []
 
 
 # ------------------------------------------------------------ processing
