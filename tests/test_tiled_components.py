@@ -460,6 +460,23 @@ def test_tile_files_on_a_full_disk_leave_nothing(small_disk, monkeypatch):
                                   np.arange(3))
 
 
+def assert_failed_run_leaves_older_labels(tmp_path, error, match):
+    """A tiled components run on a 2-thread pool into an out_dir holding an
+    older labels.npy fails with ``error`` matching ``match``; out_dir holds
+    nothing new and the older file is left alone."""
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    out = tmp_path / "out"
+    out.mkdir()
+    np.save(out / "labels.npy", np.arange(3))
+    with pytest.raises(error, match=match):
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            connected_components(values, connectivity=4, mode="equal",
+                                 tile_size=16, executor=pool, out_dir=out,
+                                 backend="cpu")
+    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), np.arange(3))
+
+
 def test_tile_files_failing_join_leaves_nothing(tmp_path, monkeypatch):
     """The driver's join failing (a tile file cut short): the run raises
     it; out_dir holds nothing new, an older labels.npy is left alone."""
@@ -473,17 +490,8 @@ def test_tile_files_failing_join_leaves_nothing(tmp_path, monkeypatch):
         return real_write(sink, window, block)
 
     monkeypatch.setattr(tiling.TileFileSink, "write", write)
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    out = tmp_path / "out"
-    out.mkdir()
-    np.save(out / "labels.npy", np.arange(3))
-    with pytest.raises(RuntimeError, match="holds 240 cells, 256 expected"):
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            connected_components(values, connectivity=4, mode="equal",
-                                 tile_size=16, executor=pool, out_dir=out,
-                                 backend="cpu")
-    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
-    np.testing.assert_array_equal(np.load(out / "labels.npy"), np.arange(3))
+    assert_failed_run_leaves_older_labels(tmp_path, RuntimeError,
+                                          "holds 240 cells, 256 expected")
 
 
 def test_row_runs_cover_each_tile_row_in_order():
@@ -590,17 +598,8 @@ def test_label_run_failing_leaves_nothing(tmp_path, monkeypatch, mapped):
         return real_tile_labels(source, window, *rest)
 
     monkeypatch.setattr(components_tiled, "tile_labels", tile_labels)
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    out = tmp_path / "out"
-    out.mkdir()
-    np.save(out / "labels.npy", np.arange(3))
-    with pytest.raises(OSError, match="the tile's read failed"):
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            connected_components(values, connectivity=4, mode="equal",
-                                 tile_size=16, executor=pool, out_dir=out,
-                                 backend="cpu")
-    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
-    np.testing.assert_array_equal(np.load(out / "labels.npy"), np.arange(3))
+    assert_failed_run_leaves_older_labels(tmp_path, OSError,
+                                          "the tile's read failed")
 
 
 def test_window_writer_with_pwrite_must_cover_its_window(tmp_path):
