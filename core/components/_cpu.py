@@ -18,11 +18,12 @@ kernels release the GIL; plain Python threads, so no numba threading layer is
 involved and concurrent QGIS tasks are safe).  Strip ``s`` draws provisional
 labels from its own range starting at ``first_row * cols + 1``, so labels still
 grow with scan order across strips and the minimum-label invariant holds; the
-strips' seams are then merged in the same union-find.  Each strip (and each
-worker's share of the second pass) is one task on a process-wide pool, the
-calling thread running the first; a task runs its blocks of rows in order with
-no barrier between them, and the calling thread reports progress (and honours
-a cancel, which stops every task at its next block) between its own blocks.
+strips' seams are then merged in the same union-find.  The strips (and the
+pieces of the second pass) are shared among the calling thread and tasks on a
+process-wide pool, each thread taking the next strip when done with one; a
+strip's blocks of rows run in order with no barrier between them, and the
+calling thread reports progress (and honours a cancel, which stops every
+thread at its next block) between its own blocks.
 """
 
 import functools
@@ -75,6 +76,14 @@ BLOCKS_8 = _blocks_pay_here()
 TIGHT_4 = True
 TIGHT_8 = True
 
+# Strips a CPU (strips=None): more strips than threads, each thread taking
+# the next strip when done with one, so a thread slowed by its core's
+# neighbours takes fewer strips; each strip past the first costs a seam
+# merge (serial; about 0.05 ms a 4096-column seam on the Xeon).
+STRIPS_PER_CPU = 1
+# the second pass's rows are cut in at least this many pieces a thread
+_SECOND_PASS_PIECES_PER_WORKER = 4
+
 # Rows sampled to balance the strips' first-pass costs (_row_costs)
 _BALANCE_SAMPLE_ROWS = 48
 # cells tested first on each sampled row, and the runs in them (one per
@@ -108,9 +117,10 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     progress : gridgraph.core._common.Progress
         Called between blocks of rows; raises CancelledError on cancel.
     strips : int, optional
-        Number of horizontal strips labelled concurrently; None picks one
-        per CPU for large rasters.  Any value gives the same labels (tests
-        use it to put seams in small rasters).
+        Number of horizontal strips, labelled concurrently by up to one
+        thread per CPU; None picks ``STRIPS_PER_CPU`` per CPU for large
+        rasters.  Any value gives the same labels (tests use it to put
+        seams in small rasters).
 
     Returns
     -------
@@ -172,7 +182,7 @@ def label(array, valid, connectivity, mode, progress, strips=None):
                 top, row_start, row_stop, next_labels[strip])
 
         _first_passes(pool, strip_starts, strip_stops, rows_per_call,
-                      first_pass_rows, progress)
+                      first_pass_rows, progress, workers)
         seam_rows = strip_starts[1:]
         unpack_rows(labels, run_rows, np.concatenate((seam_rows - 1,
                                                       seam_rows)))
@@ -229,7 +239,7 @@ def _label_blocks(values, valid, progress, strips):
                 linked_left[strip], top, start, stop, next_labels[strip])
 
         _first_passes(pool, strip_starts, strip_stops, block_rows_per_call,
-                      first_pass_block_rows, progress)
+                      first_pass_block_rows, progress, workers)
         merge_seams(values, valid, check_valid, blocks, parent, key,
                     strip_starts[1:])
         count = _cpu_blocks.resolve(parent, key, first_labels, next_labels,
@@ -275,8 +285,8 @@ def _strip_bounds(units, rows, cols, strips, balance=None):
     ``balance`` = (values, valid, check_valid, nonzero), rows of cells,
     the strips get equal shares of the estimated first-pass cost
     (:func:`_balanced_bounds`) rather than of the rows."""
-    strip_count = _strip_count(rows, cols) if strips is None else \
-        max(1, min(int(strips), units))
+    strip_count = _strip_count(rows, cols, STRIPS_PER_CPU) if strips is None \
+        else max(1, min(int(strips), units))
     if balance is not None and strip_count > 1:
         bounds = _balanced_bounds(*balance, strip_count,
                                   min(units, _BALANCE_SAMPLE_ROWS))
@@ -347,12 +357,14 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
     return bounds
 
 
-def _first_passes(pool, strip_starts, strip_stops, per_call, run, progress):
-    """``run(strip, top, start, stop)`` over every strip concurrently, each
-    strip ``per_call`` units at a time in its own task (no barrier between
-    a strip's calls: on a virtual machine every barrier costs the wake-up
-    of sleeping threads), progress reported between the calling thread's
-    calls."""
+def _first_passes(pool, strip_starts, strip_stops, per_call, run, progress,
+                  workers):
+    """``run(strip, top, start, stop)`` over every strip, ``per_call``
+    units at a time, the strips shared among ``workers`` threads (each
+    takes the next strip when done with one: :func:`_run_jobs`), progress
+    reported between the calling thread's calls.  A strip's calls run in
+    order on one thread with no barrier between them (on a virtual machine
+    every barrier costs the wake-up of sleeping threads)."""
     jobs = []
     for strip in range(strip_starts.size):
         top = int(strip_starts[strip])
@@ -360,47 +372,60 @@ def _first_passes(pool, strip_starts, strip_stops, per_call, run, progress):
         jobs.append([functools.partial(run, strip, top, start,
                                        min(start + per_call, stop))
                      for start in range(top, stop, per_call)])
-    _run_jobs(pool, jobs, progress, 0.0, _FIRST_PASS_END)
+    _run_jobs(pool, jobs, progress, 0.0, _FIRST_PASS_END, workers)
 
 
 def _second_passes(pool, units, per_call, workers, run, progress):
-    """``run(start, stop)`` over ``units``: one contiguous share per
-    worker, ``per_call`` units at a time, reporting progress between."""
-    bounds = np.linspace(0, units, workers + 1).round().astype(np.int64)
-    jobs = [[functools.partial(run, start, min(start + per_call, stop))
-             for start in range(int(first), int(stop), per_call)]
-            for first, stop in zip(bounds[:-1], bounds[1:])]
-    _run_jobs(pool, jobs, progress, _RESOLVE_END, 1.0)
+    """``run(start, stop)`` over ``units`` in pieces of at most
+    ``per_call`` units and at least ``_SECOND_PASS_PIECES_PER_WORKER`` a
+    worker, shared among ``workers`` threads as they come free, progress
+    reported between the calling thread's pieces."""
+    piece = max(1, min(per_call, -(-units // max(
+        1, workers * _SECOND_PASS_PIECES_PER_WORKER))))
+    jobs = [[functools.partial(run, start, min(start + piece, units))]
+            for start in range(0, units, piece)]
+    _run_jobs(pool, jobs, progress, _RESOLVE_END, 1.0, workers)
 
 
-def _run_jobs(pool, jobs, progress, low, high):
-    """Run the calls of each job in order, the jobs concurrently: job 0 on
-    the calling thread, the others as one pool task each.  Progress goes
-    from ``low`` to ``high`` as calls finish; it is reported (and a cancel
-    honoured) on the calling thread between its calls and at the end.  A
-    cancel or a failing call stops every job before its next call, and
-    the error is raised here once all have stopped."""
+def _run_jobs(pool, jobs, progress, low, high, workers):
+    """Run the calls of each job in order, the jobs concurrently on
+    ``workers`` threads: the calling thread and ``workers - 1`` pool
+    tasks, each taking the next job not yet taken when done with one, so
+    a thread slowed by something else on its core (a virtual machine's
+    neighbours, other processes) ends up with fewer jobs instead of
+    holding the others up.  Progress goes from ``low`` to ``high`` as
+    calls finish; it is reported (and a cancel honoured) on the calling
+    thread between its calls and at the end.  A cancel or a failing call
+    stops every thread before its next call, and the error is raised here
+    once all have stopped."""
     total = max(1, sum(len(calls) for calls in jobs))
-    done = [0] * len(jobs)  # one writer each
+    workers = max(1, min(workers, len(jobs)))
+    done = [0] * workers  # one writer each
     stop = threading.Event()
+    untaken = iter(range(len(jobs)))
+    taking = threading.Lock()
 
     def report():
         progress(low + (high - low) * sum(done) / total)
 
-    def job(index, check):
-        for call in jobs[index]:
-            if stop.is_set():
+    def worker(index, check):
+        while not stop.is_set():
+            with taking:
+                job = next(untaken, None)
+            if job is None:
                 return
-            call()
-            done[index] += 1
-            if check:
-                report()
+            for call in jobs[job]:
+                if stop.is_set():
+                    return
+                call()
+                done[index] += 1
+                if check:
+                    report()
 
-    futures = [pool.submit(job, index, False)
-               for index in range(1, len(jobs))]
+    futures = [pool.submit(worker, index, False)
+               for index in range(1, workers)]
     try:
-        if jobs:
-            job(0, True)
+        worker(0, True)
         for future in futures:
             future.result()
         report()
@@ -411,10 +436,12 @@ def _run_jobs(pool, jobs, progress, low, high):
         raise
 
 
-def _strip_count(rows, cols):
+def _strip_count(rows, cols, per_cpu=1):
+    """Strips for a ``rows`` x ``cols`` raster: ``per_cpu`` a CPU, at most
+    one per ``_MIN_ROWS_PER_STRIP`` rows, one for small rasters."""
     if rows * cols < _MIN_CELLS_FOR_STRIPS:
         return 1
-    return max(1, min(_cpu_count(), rows // _MIN_ROWS_PER_STRIP))
+    return max(1, min(_cpu_count() * per_cpu, rows // _MIN_ROWS_PER_STRIP))
 
 
 def _cpu_count():
