@@ -1,10 +1,13 @@
 """Where a components call spends its wall time, by phase, at one strip and
-at as many strips as CPUs in the affinity mask, beside OpenCV Spaghetti at
-one thread and at as many, in one process (interleaved, medians).
+at the strips the kernel picks for the CPUs in the affinity mask (as many
+threads; ``strips=None``), beside OpenCV Spaghetti at one thread and at as
+many, in one process (interleaved, medians).
 
 Phases (wall, ``time.perf_counter`` around the calls ``_cpu.label`` makes):
-first passes, seam merge, root numbering (resolve), second passes, and the
-rest of the call (allocation, strip set-up, thread pool).  Every labelling
+first passes, seam merge, root numbering (``resolve_range``, strip by
+strip, the second pass of numbered strips running beside it: the two
+together ``resolve_then_second_passes``), and the rest of the call
+(allocation, strip set-up, thread pool).  Every labelling
 is checked against scipy's (``equal`` mode: scipy's labels of the mask and
 of its complement, numbered by first cell in scan order); whether OpenCV's
 labels are also scipy's (scan order) is printed.  Also a spin test: a compute-bound numba loop on one and
@@ -33,7 +36,8 @@ from rasters import fractal_surface  # noqa: E402
 from gridgraph.core.components import _cpu  # noqa: E402
 
 PHASES = {}
-PHASE_NAMES = ("_first_passes", "_merge_seams", "_resolve", "_second_passes")
+PHASE_NAMES = ("_first_passes", "_merge_seams", "_resolve", "_second_passes",
+               "_resolve_then_second_passes", "_resolve_range")
 
 
 def _timed_phase(module, name):
@@ -140,17 +144,20 @@ def main():
                 expected_equal = equal_mode_expected(mask, structure)
                 calls = {}
                 for strips in sorted({1, cpus}):
+                    # as many threads as CPUs: the strips the kernel picks
+                    # (strips=None: more strips than threads)
+                    chosen = 1 if strips == 1 else None
                     for mode in ("nonzero", "equal"):
                         calls[f"ours {mode} {strips}"] = (
-                            lambda mode=mode, strips=strips: _cpu.label(
+                            lambda mode=mode, chosen=chosen: _cpu.label(
                                 mask, None, connectivity, mode, quiet,
-                                strips=strips)[0])
+                                strips=chosen)[0])
                     if connectivity == 8:
                         # the 8-connected scan this CPU does not pick
                         other = "cells" if _cpu.BLOCKS_8 else "blocks"
                         calls[f"ours nonzero {other} {strips}"] = (
-                            lambda strips=strips: other_scan(
-                                mask, strips))
+                            lambda chosen=chosen: other_scan(
+                                mask, chosen))
 
                     def opencv(threads=strips):
                         cv2.setNumThreads(threads)
@@ -178,8 +185,11 @@ def main():
                         times[key].append(time.perf_counter() - start)
                         for phase, seconds in PHASES.items():
                             phases[key].setdefault(phase, []).append(seconds)
+                picked = _cpu._strip_count(size, size, _cpu.STRIPS_PER_CPU,
+                                           _cpu._MIN_CELLS_PER_STRIP)
                 print(f"## {size}² {mask_name} {connectivity}-conn "
-                      f"(OpenCV labels in scipy's scan order: {scan_order})",
+                      f"(OpenCV labels in scipy's scan order: {scan_order};"
+                      f" ours at {cpus} threads: {picked} strips)",
                       flush=True)
                 for key in calls:
                     total = statistics.median(times[key]) * 1e3

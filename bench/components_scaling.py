@@ -36,9 +36,9 @@ from components_phases import equal_mode_expected  # noqa: E402
 
 EVENTS = []  # (name, thread, start, stop, user, system, faults)
 PHASES = ("_first_passes", "_merge_seams", "_resolve", "_second_passes",
-          "unpack_rows", "_strip_bounds")
+          "_resolve_then_second_passes", "unpack_rows", "_strip_bounds")
 KERNELS = ("_first_pass_nonzero_tight", "_first_pass_equal_tight",
-           "_second_pass")
+           "_second_pass", "_resolve_range")
 
 
 def _usage():
@@ -258,7 +258,12 @@ def _report(strips, keep, runs):
                 row[name.strip("_")] = row.get(name.strip("_"), 0) + t1 - t0
                 phase_start[name] = (t0, t1)
         for phase, kernel in (("_first_passes", "_first_pass"),
-                              ("_second_passes", "_second_pass")):
+                              ("_second_passes", "_second_pass"),
+                              ("_resolve_then_second_passes", "_second_pass"),
+                              ("_resolve_then_second_passes",
+                               "_resolve_range")):
+            if phase not in phase_start:
+                continue
             t0, t1 = phase_start[phase]
             threads = {}
             for name, (thread, top), k0, k1, user, system, faults in events:
@@ -276,7 +281,7 @@ def _report(strips, keep, runs):
                 entry[5] = len(entry[5])
                 for field, value in zip(("end", "cpu", "sys", "faults",
                                          "kernel", "strips"), entry):
-                    key = f"{kernel.strip('_')[:6]}[{thread}].{field}"
+                    key = f"{kernel.strip('_')[:7]}[{thread}].{field}"
                     row[key] = value
         row["rest"] = wall - sum(row.get(p.strip("_"), 0) for p in PHASES)
         for key, value in row.items():

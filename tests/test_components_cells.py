@@ -306,12 +306,11 @@ def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
     if failing == "first":
         real = _cpu._first_pass_nonzero
 
-        def first_pass(values, valid, check_valid, eight, labels, parent,
-                       run_rows, top, row_start, row_stop, next_label):
+        def first_pass(*args):
+            top = args[7]
             if top > 0:  # a strip other than the caller's
                 raise MemoryError("share of strip at row %d" % top)
-            return real(values, valid, check_valid, eight, labels, parent,
-                        run_rows, top, row_start, row_stop, next_label)
+            return real(*args)
         monkeypatch.setattr(_cpu, "_first_pass_nonzero", first_pass)
     else:
         real = _cpu._second_pass
@@ -407,3 +406,113 @@ def test_strips_split_the_estimated_cost_not_the_rows():
     tiny[0] = rng.random(64) < 0.5
     bounds = _cpu._balanced_bounds(tiny, valid, False, True, 3, 3)
     assert np.all(np.diff(bounds) > 0) and bounds[-1] == 3
+
+
+def test_a_slow_thread_takes_fewer_strips(monkeypatch):
+    """Threads take the next strip when done with one (``_run_jobs``): a
+    thread slowed by something else on its core labels fewer strips
+    instead of holding the call up.  With the pool thread's strips slowed,
+    the calling thread labels most of the 8 (a fixed share each would
+    leave it 4, one strip a job on a pool of one thread 1)."""
+    import threading
+    import time
+    monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
+    values = (np.random.default_rng(31).random((96, 40)) < 0.6).astype(
+        np.uint8)
+    expected = _cpu.label(values, None, 4, "nonzero", Progress(), strips=1)
+    real = _cpu._first_pass_nonzero_tight
+    strips_of = {"calling": set(), "pool": set()}
+
+    def first_pass(*args):
+        calling = threading.current_thread() is threading.main_thread()
+        strips_of["calling" if calling else "pool"].add(args[7])  # top
+        if not calling:
+            time.sleep(0.2)
+        return real(*args)
+    monkeypatch.setattr(_cpu, "_first_pass_nonzero_tight", first_pass)
+    got = _cpu.label(values, None, 4, "nonzero", Progress(), strips=8)
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert got[1] == expected[1]
+    assert len(strips_of["calling"]) + len(strips_of["pool"]) == 8
+    assert len(strips_of["calling"]) >= 6, strips_of
+
+
+def test_second_pass_of_numbered_strips_runs_beside_the_numbering(
+        monkeypatch):
+    """Roots are numbered strip by strip on the calling thread, and the
+    pool runs the second pass over a strip's rows once its labels are
+    numbered (a strip's cells hold only labels of its own range): rows of
+    the first strip are relabelled before the last strip is numbered.
+    Labels as with one strip, both modes (4-connected: 8-connected
+    ``nonzero`` mode may take the block scan, numbered in one go)."""
+    import threading
+    import time
+    monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
+    values = np.random.default_rng(32).integers(0, 3, (80, 30))
+    events = []
+    lock = threading.Lock()
+    real_resolve, real_second = _cpu._resolve_range, _cpu._second_pass
+
+    def resolve_range(parent, first_label, next_label, count):
+        if first_label > 1:  # not the first strip: slow
+            time.sleep(0.05)
+        result = real_resolve(parent, first_label, next_label, count)
+        with lock:
+            events.append(("numbered", int(first_label)))
+        return result
+
+    def second_pass(labels, final, run_rows, row_start, row_stop):
+        with lock:
+            events.append(("second", row_start))
+        return real_second(labels, final, run_rows, row_start, row_stop)
+    for mode in ("nonzero", "equal"):
+        expected = _cpu.label(values, None, 4, mode, Progress(), strips=1)
+        monkeypatch.setattr(_cpu, "_resolve_range", resolve_range)
+        monkeypatch.setattr(_cpu, "_second_pass", second_pass)
+        events.clear()
+        got = _cpu.label(values, None, 4, mode, Progress(), strips=4)
+        monkeypatch.undo()
+        monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
+        np.testing.assert_array_equal(got[0], expected[0])
+        assert got[1] == expected[1]
+        last_numbered = max(index for index, event in enumerate(events)
+                            if event[0] == "numbered")
+        first_rows = [index for index, event in enumerate(events)
+                      if event == ("second", 0)]
+        assert first_rows and first_rows[0] < last_numbered, events
+        assert sum(event[0] == "numbered" for event in events) == 4
+
+
+def test_the_union_find_array_is_kept_between_calls(monkeypatch):
+    """The union-find array is kept for the next call (its pages are then
+    already faulted in) and holds the last call's labels: a call must not
+    read an entry it did not write.  Larger calls replace it; arrays over
+    ``_KEPT_UNION_FIND_ENTRIES`` labels are not kept; calls at once each
+    get their own."""
+    import concurrent.futures
+    monkeypatch.setattr(_cpu, "_KEPT_UNION_FIND", [])
+    rng = np.random.default_rng(33)
+    # every value distinct: a label per cell, the whole array written
+    distinct = rng.permutation(60 * 50).reshape(60, 50).astype(np.float64)
+    _cpu.label(distinct, None, 4, "equal", Progress(), strips=3)
+    kept = _cpu._KEPT_UNION_FIND[0]
+    assert kept.size == distinct.size + 1
+    for mode, connectivity in MODES_AND_CONNECTIVITIES:
+        check(rng.integers(0, 3, (40, 37)), connectivity, mode,
+              strips=(1, 2, 5))
+    assert _cpu._KEPT_UNION_FIND[0] is kept  # smaller calls reused it
+    values = rng.integers(0, 3, (70, 50))
+    expected = [_cpu.label(values, None, 8, "equal", Progress(), strips=1)
+                for _ in range(2)]
+    assert _cpu._KEPT_UNION_FIND[0] is not kept  # a larger one replaced it
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(
+            lambda strips: _cpu.label(values, None, 8, "equal", Progress(),
+                                      strips=strips), [1, 2, 3, 4] * 3))
+    for got in results:
+        np.testing.assert_array_equal(got[0], expected[0][0])
+        assert got[1] == expected[0][1]
+    monkeypatch.setattr(_cpu, "_KEPT_UNION_FIND", [])
+    monkeypatch.setattr(_cpu, "_KEPT_UNION_FIND_ENTRIES", values.size)
+    _cpu.label(values, None, 8, "equal", Progress(), strips=2)
+    assert _cpu._KEPT_UNION_FIND == []  # values.size + 1 entries: too many

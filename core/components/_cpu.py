@@ -78,9 +78,18 @@ TIGHT_8 = True
 
 # Strips a CPU (strips=None): more strips than threads, each thread taking
 # the next strip when done with one, so a thread slowed by its core's
-# neighbours takes fewer strips; each strip past the first costs a seam
-# merge (serial; about 0.05 ms a 4096-column seam on the Xeon).
-STRIPS_PER_CPU = 1
+# neighbours takes fewer strips (as OpenCV's parallel labelling, 4 stripes
+# a thread); but no strip under _MIN_CELLS_PER_STRIP cells (with one a CPU
+# at least): each strip past the first costs a seam merge (serial, about
+# 0.1 ms a 4096-column seam on the Xeon) and its own first row of new
+# labels.  GPU machine's Xeon, 2 cores: a core's thread CPU time for the
+# same work varied 1.5x between the two cores and between calls (`equal`
+# 8-conn 4096², equal halves: 75 and 115 ms); 2 against 8 strips, 4096²
+# random 81.9 -> 75.4 ms (8-conn), 72.9 -> 66.6 (4-conn), 124.8 -> 109.4
+# (`equal` 8-conn); 2048² 2 / 4 / 8 strips 23.0 / 23.5 / 24.8 ms (8-conn),
+# fractal 5.6 / 5.9 / 7.1 (those with a fresh union-find array a call).
+STRIPS_PER_CPU = 4
+_MIN_CELLS_PER_STRIP = 2**20
 # the second pass's rows are cut in at least this many pieces a thread
 _SECOND_PASS_PIECES_PER_WORKER = 4
 
@@ -165,21 +174,27 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     first_labels = strip_starts * cols + 1
     next_labels = first_labels.copy()
     # Worst case (e.g. all values distinct) is one provisional label per
-    # cell; np.empty only commits the pages of the label ranges in use.
-    parent = np.empty(values.size + 1, dtype=dtype)
+    # cell; only the pages of the label ranges in use are committed, and
+    # kept for the next call (_union_find_buffer).
+    parent = _union_find_buffer(values.size + 1, dtype)
     parent[0] = 0
     # rows labelled by runs that keep their run list in their label row
     # (``_cpu_runs``): the second pass fills them run by run
     run_rows = np.zeros(rows, dtype=np.bool_)
     rows_per_call = max(1, _CELLS_PER_CALL // cols)
     workers = min(strip_starts.size, _cpu_count())
+    # each strip's scratch rows, made here once rather than in each kernel
+    # call: a pool thread's allocator handed back and faulted in afresh
+    # ~300 KB a call (Xeon, 4096²: ~530 faults a call on the pool thread)
+    scratch = [_row_scratch(cols, dtype) for _ in range(strip_starts.size)]
 
     with _pool(workers) as pool:
 
         def first_pass_rows(strip, top, row_start, row_stop):
             next_labels[strip] = first_pass(
                 values, valid, check_valid, eight, labels, parent, run_rows,
-                top, row_start, row_stop, next_labels[strip])
+                top, row_start, row_stop, next_labels[strip],
+                *scratch[strip])
 
         _first_passes(pool, strip_starts, strip_stops, rows_per_call,
                       first_pass_rows, progress, workers)
@@ -187,12 +202,92 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         unpack_rows(labels, run_rows, np.concatenate((seam_rows - 1,
                                                       seam_rows)))
         _merge_seams(values, nonzero, eight, labels, parent, seam_rows)
-        count = _resolve(parent, first_labels, next_labels)
-        progress(_RESOLVE_END)
-        _second_passes(pool, rows, rows_per_call, workers,
-                       lambda start, stop: _second_pass(
-                           labels, parent, run_rows, start, stop), progress)
+        count = _resolve_then_second_passes(
+            pool, workers, strip_starts, strip_stops, first_labels,
+            next_labels, parent, rows_per_call,
+            lambda start, stop: _second_pass(labels, parent, run_rows, start,
+                                             stop), progress)
+    _keep_union_find_buffer(parent)
     return labels, int(count)
+
+
+def _resolve_then_second_passes(pool, workers, strip_starts, strip_stops,
+                                first_labels, next_labels, parent, per_call,
+                                run, progress):
+    """Number the roots (:func:`_resolve_range`, serial: each label's
+    final number follows from the smaller ones') strip by strip on the
+    calling thread, while the pool threads run the second pass
+    (``run(start, stop)``) over the rows of the strips already numbered: a
+    strip's cells hold only provisional labels of its own range.  The
+    calling thread then joins the second pass.  Returns the count."""
+    strip_count = strip_starts.size
+    jobs = []
+    strip_of_job = []
+    # pieces a strip: at least _SECOND_PASS_PIECES_PER_WORKER a thread
+    pieces = -(-workers * _SECOND_PASS_PIECES_PER_WORKER // strip_count)
+    for strip in range(strip_count):
+        top, stop = int(strip_starts[strip]), int(strip_stops[strip])
+        piece = max(1, min(per_call, -(-(stop - top) // pieces)))
+        for start in range(top, stop, piece):
+            jobs.append([functools.partial(run, start, min(start + piece,
+                                                           stop))])
+            strip_of_job.append(strip)
+    numbered = [threading.Event() for _ in range(strip_count)]
+    count = [0]
+
+    def number_strips():
+        for strip in range(strip_count):
+            count[0] = _resolve_range(parent, first_labels[strip],
+                                      next_labels[strip], count[0])
+            numbered[strip].set()
+            progress(_FIRST_PASS_END + (_RESOLVE_END - _FIRST_PASS_END)
+                     * (strip + 1) / strip_count)
+
+    _run_jobs(pool, jobs, progress, _RESOLVE_END, 1.0, workers,
+              lead=number_strips,
+              waits=[numbered[strip] for strip in strip_of_job])
+    return count[0]
+
+
+def _row_scratch(cols, dtype):
+    """The scratch rows of one strip's first pass (:func:`_label_rows`):
+    merges, the run lists of two rows, a row of labels 0 (above a strip's
+    first row) and a row of labels unpacked from a run list."""
+    return (np.empty((cols + 1, 2), dtype=np.int64),
+            np.empty((2, cols + 1, 3), dtype=np.int64),
+            np.zeros(cols, dtype=dtype), np.empty(cols, dtype=dtype))
+
+
+# union-find arrays kept between calls (at most one, and none larger than
+# _KEPT_UNION_FIND_ENTRIES): a fresh one costs its first-touch page faults,
+# one 2 MiB huge page zeroed per strip's label range at least (each strip
+# draws labels from its own range, a strip's cells apart)
+_KEPT_UNION_FIND = []
+_KEPT_UNION_FIND_LOCK = threading.Lock()
+_KEPT_UNION_FIND_ENTRIES = 2**25
+
+
+def _union_find_buffer(size, dtype):
+    """An uninitialised array of ``size`` labels of ``dtype``: the kept
+    one when it is large enough and of that type (no concurrent call gets
+    it too), else a new one."""
+    with _KEPT_UNION_FIND_LOCK:
+        if _KEPT_UNION_FIND and _KEPT_UNION_FIND[0].dtype == dtype and \
+                _KEPT_UNION_FIND[0].size >= size:
+            return _KEPT_UNION_FIND.pop()[:size]
+    return np.empty(size, dtype=dtype)
+
+
+def _keep_union_find_buffer(parent):
+    """Keep ``parent`` (or the array it views) for the next call, in place
+    of a smaller kept one; arrays over ``_KEPT_UNION_FIND_ENTRIES`` labels
+    are let go (their touched pages would stay committed)."""
+    whole = parent if parent.base is None else parent.base
+    if whole.size > _KEPT_UNION_FIND_ENTRIES:
+        return
+    with _KEPT_UNION_FIND_LOCK:
+        if not _KEPT_UNION_FIND or _KEPT_UNION_FIND[0].size <= whole.size:
+            _KEPT_UNION_FIND[:] = [whole]
 
 
 def _label_blocks(values, valid, progress, strips):
@@ -285,7 +380,8 @@ def _strip_bounds(units, rows, cols, strips, balance=None):
     ``balance`` = (values, valid, check_valid, nonzero), rows of cells,
     the strips get equal shares of the estimated first-pass cost
     (:func:`_balanced_bounds`) rather than of the rows."""
-    strip_count = _strip_count(rows, cols, STRIPS_PER_CPU) if strips is None \
+    strip_count = _strip_count(rows, cols, STRIPS_PER_CPU,
+                               _MIN_CELLS_PER_STRIP) if strips is None \
         else max(1, min(int(strips), units))
     if balance is not None and strip_count > 1:
         bounds = _balanced_bounds(*balance, strip_count,
@@ -387,7 +483,8 @@ def _second_passes(pool, units, per_call, workers, run, progress):
     _run_jobs(pool, jobs, progress, _RESOLVE_END, 1.0, workers)
 
 
-def _run_jobs(pool, jobs, progress, low, high, workers):
+def _run_jobs(pool, jobs, progress, low, high, workers, lead=None,
+              waits=None):
     """Run the calls of each job in order, the jobs concurrently on
     ``workers`` threads: the calling thread and ``workers - 1`` pool
     tasks, each taking the next job not yet taken when done with one, so
@@ -397,7 +494,11 @@ def _run_jobs(pool, jobs, progress, low, high, workers):
     calls finish; it is reported (and a cancel honoured) on the calling
     thread between its calls and at the end.  A cancel or a failing call
     stops every thread before its next call, and the error is raised here
-    once all have stopped."""
+    once all have stopped.
+
+    ``lead()``, when given, runs on the calling thread before it takes
+    jobs; ``waits[job]``, when given, is an event a thread waits for before
+    running that job (set by ``lead``)."""
     total = max(1, sum(len(calls) for calls in jobs))
     workers = max(1, min(workers, len(jobs)))
     done = [0] * workers  # one writer each
@@ -409,11 +510,17 @@ def _run_jobs(pool, jobs, progress, low, high, workers):
         progress(low + (high - low) * sum(done) / total)
 
     def worker(index, check):
+        if index == 0 and lead is not None:
+            lead()
         while not stop.is_set():
             with taking:
                 job = next(untaken, None)
             if job is None:
                 return
+            if waits is not None:
+                waits[job].wait()  # set by lead, or all at once on stop
+                if stop.is_set():
+                    return
             for call in jobs[job]:
                 if stop.is_set():
                     return
@@ -431,17 +538,22 @@ def _run_jobs(pool, jobs, progress, low, high, workers):
         report()
     except BaseException:
         stop.set()
+        for event in waits or ():
+            event.set()  # the waiting threads see stop
         for future in futures:
             future.exception()  # wait, whatever it raised
         raise
 
 
-def _strip_count(rows, cols, per_cpu=1):
-    """Strips for a ``rows`` x ``cols`` raster: ``per_cpu`` a CPU, at most
-    one per ``_MIN_ROWS_PER_STRIP`` rows, one for small rasters."""
+def _strip_count(rows, cols, per_cpu=1, min_cells=0):
+    """Strips for a ``rows`` x ``cols`` raster: one for small rasters,
+    else ``per_cpu`` a CPU but none under ``min_cells`` cells (one a CPU
+    at least), and at most one per ``_MIN_ROWS_PER_STRIP`` rows."""
     if rows * cols < _MIN_CELLS_FOR_STRIPS:
         return 1
-    return max(1, min(_cpu_count() * per_cpu, rows // _MIN_ROWS_PER_STRIP))
+    cpus = _cpu_count()
+    wanted = max(cpus, min(cpus * per_cpu, rows * cols // max(1, min_cells)))
+    return max(1, min(wanted, rows // _MIN_ROWS_PER_STRIP))
 
 
 def _cpu_count():
@@ -564,7 +676,8 @@ def _vertex(values, valid, check_valid, nonzero, row, col):
 
 @njit(cache=True, nogil=True, inline="always")
 def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
-                row_start, row_stop, next_label, nonzero, eight, tight=False):
+                row_start, row_stop, next_label, merges, run_list, zero_row,
+                above_row, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
     row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
     cell scans of :func:`label_row_tight`) are compile-time
@@ -582,20 +695,18 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
     scratch row filled from the list.
     """
     cols = values.shape[1]
-    # the row's merges, made after it: a branch per cell on whether to
-    # merge costs more, mispredicted, than the merges themselves
-    merges = np.empty((cols + 1, 2), dtype=np.int64)
+    # merges: the row's merges, made after it (a branch per cell on
+    # whether to merge costs more, mispredicted, than the merges
+    # themselves); run_list: the runs of the row before and of this row,
+    # by row parity (start, stop, label), when the run scan labelled
+    # them; zero_row: the labels "above" a strip's first row (all 0);
+    # above_row: the provisional labels of a row above that kept its run
+    # list (scratch of the strip: _row_scratch)
     # runs (of cells of one component in the making) in the row before
     runs = 0
-    # the runs of the row before and of this row, by row parity (start,
-    # stop, label), when the run scan labelled them; listed: how many
-    # runs the row before has there, -1 when it was labelled by cells
-    run_list = np.empty((2, cols + 1, 3), dtype=np.int64)
+    # how many runs the row before has in run_list, -1 when it was
+    # labelled by cells
     listed = -1
-    # the labels "above" a strip's first row
-    zero_row = np.zeros(cols, dtype=labels.dtype)
-    # the provisional labels of a row above that kept its run list
-    above_row = np.empty(cols, dtype=labels.dtype)
     if row_start > top and run_rows[row_start - 1]:
         # the strip's previous call left its last row as a run list
         listed = unpack_runs(labels[row_start - 1],
@@ -632,7 +743,8 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
-                        run_rows, top, row_start, row_stop, next_label):
+                        run_rows, top, row_start, row_stop, next_label,
+                        merges, run_list, zero_row, above_row):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
     first row is ``top`` (its rows above ``row_start`` already labelled),
     or run lists for rows labelled by runs (``run_rows`` set); returns the
@@ -641,50 +753,58 @@ def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           True, True)
+                           merges, run_list, zero_row, above_row, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
-                       top, row_start, row_stop, next_label, True, False)
+                       top, row_start, row_stop, next_label, merges,
+                       run_list, zero_row, above_row, True, False)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
                               parent, run_rows, top, row_start, row_stop,
-                              next_label):
+                              next_label, merges, run_list, zero_row,
+                              above_row):
     """:func:`_first_pass_nonzero` by the cell scans of
     :func:`label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           True, True, True)
+                           merges, run_list, zero_row, above_row, True, True,
+                           True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
-                       top, row_start, row_stop, next_label, True, False, True)
+                       top, row_start, row_stop, next_label, merges,
+                       run_list, zero_row, above_row, True, False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
                             parent, run_rows, top, row_start, row_stop,
-                            next_label):
+                            next_label, merges, run_list, zero_row,
+                            above_row):
     """:func:`_first_pass_equal` by the cell scans of
     :func:`_scan_row_equal_4` and :func:`_scan_row_equal_8`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           False, True, True)
+                           merges, run_list, zero_row, above_row, False, True,
+                           True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
-                       top, row_start, row_stop, next_label, False, False,
-                       True)
+                       top, row_start, row_stop, next_label, merges,
+                       run_list, zero_row, above_row, False, False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal(values, valid, check_valid, eight, labels, parent,
-                      run_rows, top, row_start, row_stop, next_label):
+                      run_rows, top, row_start, row_stop, next_label,
+                      merges, run_list, zero_row, above_row):
     """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           False, True)
+                           merges, run_list, zero_row, above_row, False, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
-                       top, row_start, row_stop, next_label, False, False)
+                       top, row_start, row_stop, next_label, merges,
+                       run_list, zero_row, above_row, False, False)
 
 
 @njit(cache=True, nogil=True)
@@ -725,6 +845,20 @@ def _resolve(parent, first_labels, next_labels):
             count += is_root
             parent[provisional] = select(is_root, count,
                                           np.int64(parent[root]))
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _resolve_range(parent, first_label, next_label, count):
+    """:func:`_resolve` for the provisional labels ``first_label:next_label``
+    (one strip's), every smaller label in use already numbered, the roots
+    before them ``count``; returns the count after them."""
+    count = np.int64(count)
+    for provisional in range(np.uint64(first_label), np.uint64(next_label)):
+        root = parent[provisional]
+        is_root = np.int64(root == provisional)
+        count += is_root
+        parent[provisional] = select(is_root, count, np.int64(parent[root]))
     return count
 
 
