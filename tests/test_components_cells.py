@@ -497,10 +497,12 @@ def test_the_union_find_array_is_kept_between_calls(monkeypatch):
     _cpu.label(distinct, None, 4, "equal", Progress(), strips=3)
     kept = _cpu._KEPT_UNION_FIND[0]
     assert kept.size == distinct.size + 1
+    kept[:] = -7  # junk no call may read
     for mode, connectivity in MODES_AND_CONNECTIVITIES:
         check(rng.integers(0, 3, (40, 37)), connectivity, mode,
               strips=(1, 2, 5))
-    assert _cpu._KEPT_UNION_FIND[0] is kept  # smaller calls reused it
+    assert _cpu._KEPT_UNION_FIND[0] is kept
+    assert kept[1] != -7  # the smaller calls labelled in it
     values = rng.integers(0, 3, (70, 50))
     expected = [_cpu.label(values, None, 8, "equal", Progress(), strips=1)
                 for _ in range(2)]
