@@ -204,9 +204,15 @@ def main():
                     others = [key for key in times if key.startswith(
                         "ours nonzero ") and key.endswith(f" {strips}")
                         and key.split()[2] in ("blocks", "cells")]
+                    equal = statistics.median(times[f"ours equal {strips}"])
+                    # per labelled cell: `equal` mode labels every cell,
+                    # `nonzero` mode the foreground only
+                    labelled = np.count_nonzero(mask) / mask.size
                     print(f"{strips} thread(s): OpenCV / ours {peer / ours:.2f};"
-                          f" equal / nonzero time "
-                          f"{statistics.median(times[f'ours equal {strips}']) / ours:.2f}"
+                          f" equal / nonzero time {equal / ours:.2f}; "
+                          f"nonzero / equal per raster cell "
+                          f"{ours / equal:.2f}, per labelled cell "
+                          f"{ours / labelled / equal:.2f}"
                           + "".join(
                               f"; OpenCV / {key} "
                               f"{peer / statistics.median(times[key]):.2f}"
