@@ -21,6 +21,14 @@ from ._common import Progress
 # H100 host's CPUs (components, neuse40, 8 workers: 2.29 s against 2.28 s,
 # 2026-11-24 12:23 UTC, bench/dask_variants.py).
 DASK_IN_FLIGHT_PER_THREAD = 2
+# A round of independent tasks whose results are small messages (no
+# ``keep``) goes to the scheduler in one message (``client.map``): Dask
+# queues it and starts each next task as a worker thread frees up, without
+# a round trip through this process per task; the in-flight limit above
+# then only bounds the results not yet consumed here, which are small.
+# False: submitted one by one, at most DASK_IN_FLIGHT_PER_THREAD per
+# thread in flight.
+DASK_SUBMIT_ROUND_AT_ONCE = False
 # run_tasks(batch="auto") on a Dask cluster: tiles grouped into about this
 # many Dask tasks per worker thread.  Short tile tasks (components: ~15 ms
 # at 1024 x 1024) are otherwise bound by the driver's and scheduler's cost
@@ -265,6 +273,9 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         function = functools.partial(_in_kept_heap, function)
     limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
+    if DASK_SUBMIT_ROUND_AT_ONCE and not keep:
+        return _run_round_on_dask(client, function, tasks, total, consume,
+                                  progress, resources, name, run)
     in_flight = {}  # the future the driver waits on -> (index, state)
     # not distributed.wait: it needs a default client; results are fetched
     # in the background as tasks finish (one round trip each otherwise,
@@ -310,6 +321,52 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         if outstanding:
             client.cancel(outstanding, force=True)
         raise
+
+
+def _run_round_on_dask(client, function, tasks, total, consume, progress,
+                       resources, name, run):
+    """:func:`_run_on_dask` with every task submitted at once, in one
+    message (:data:`DASK_SUBMIT_ROUND_AT_ONCE`), started in task order
+    (``client.map`` gives them priorities in that order)."""
+    from distributed import as_completed
+
+    keys = [f"{name}-{run}-{index:07d}" for index in range(total)]
+    futures = client.map(functools.partial(_starred, function),
+                         [_Arguments(task) for task in tasks], key=keys,
+                         pure=False, resources=resources)
+    index_of = {future.key: index for index, future in enumerate(futures)}
+    done = 0
+    try:
+        for future, value in as_completed(futures, loop=client.loop,
+                                          with_results=True,
+                                          raise_errors=False):
+            consume(index_of[future.key], _dask_result(future, value, name))
+            done += 1
+            progress(done / max(total, 1))
+    except BaseException:
+        client.cancel([f for f in futures if not f.done()], force=True)
+        raise
+
+
+class _Arguments:
+    """A task's arguments, opaque to Dask (a tuple starting with a
+    function, as a batch's is, would be read as a task of the graph)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = tuple(values)
+
+    def __getstate__(self):
+        return self.values
+
+    def __setstate__(self, values):
+        self.values = values
+
+
+def _starred(function, arguments):
+    """``function(*arguments)``: a task of :func:`_run_round_on_dask`."""
+    return function(*arguments.values)
 
 
 @contextmanager

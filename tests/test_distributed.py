@@ -154,6 +154,33 @@ def test_run_tasks_batches_are_the_dask_tasks(client, monkeypatch, guided,
     assert sizes == tiling.batch_sizes(40, 2) == expected
 
 
+@pytest.mark.parametrize("at_once", [True, False])
+@pytest.mark.parametrize("batch", [None, "auto"])
+def test_run_tasks_round_submitted_at_once(client, monkeypatch, batch,
+                                           at_once):
+    """DASK_SUBMIT_ROUND_AT_ONCE: every task of a round is with the
+    scheduler when the first result is handed on (one message, Dask
+    starting each next task); off, at most 2 a worker thread are in
+    flight.  Either way every result is handed on in its place."""
+    import operator
+
+    from gridgraph.core import tile_tasks, tiling
+    monkeypatch.setattr(tile_tasks, "DASK_SUBMIT_ROUND_AT_ONCE", at_once)
+    held, seen = [], {}
+
+    def on_result(index, value):
+        if not held:
+            held.append(sum(key.startswith("mul-")
+                            for key in scheduler_tasks(client)))
+        seen[index] = value
+
+    tiling.run_tasks(operator.mul, [(k, 3) for k in range(40)], client,
+                     on_result=on_result, batch=batch)
+    assert seen == {k: 3 * k for k in range(40)}
+    tasks = 40 if batch is None else len(tiling.batch_sizes(40, 2))
+    assert held[0] == tasks if at_once else held[0] <= 4 < tasks
+
+
 def set_heap_kept(on):
     """tile_tasks.HEAP_KEPT_IN_BATCHES in a worker."""
     from gridgraph.core import tile_tasks
@@ -513,7 +540,9 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
 
 @pytest.mark.parametrize("settings", [
     {"TILE_FILE_LABEL_WRITES": True, "DASK_BATCH": None},
-    {"LABEL_RUN_TILES": 1}], ids=["tile_files", "runs"])
+    {"LABEL_RUN_TILES": 1},
+    {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": True}],
+    ids=["tile_files", "runs", "runs_at_once"])
 def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     """Components cancelled in the label round with tasks outstanding (a
     task a tile: no batches, or runs of one tile), writing a file per tile
@@ -521,9 +550,11 @@ def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     done nothing is left in out_dir (no tile file, folder or partial: a
     task still running finds its file's folder or partial file gone and
     fails)."""
+    from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     for name, value in settings.items():
-        monkeypatch.setattr(components_tiled, name, value)
+        monkeypatch.setattr(tile_tasks if name.startswith("DASK_SUBMIT")
+                            else components_tiled, name, value)
     values = (np.random.default_rng(12).random((64, 72)) < 0.45).astype(
         np.uint8)
     memmap = save_npy(tmp_path, "values", values)
@@ -546,18 +577,24 @@ def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     assert os.listdir(out) == []
 
 
-@pytest.mark.parametrize("runs,mapped", [
-    (None, True), (2, True), ("auto", False), ("row", True)])
+@pytest.mark.parametrize("runs,mapped,guided", [
+    (None, True, False), (2, True, False), ("auto", False, False),
+    ("row", True, False), ("auto", True, True)])
 def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
-                                       mapped):
+                                       mapped, guided):
     """The label round in runs of adjacent tiles (LABEL_RUN_TILES: tile by
     tile, 2, about a batch, whole tile rows), written by the workers into
     out_dir through one mapping a run (its pages populated first, the
     default on the workers) or gathered and written with pwrite: the
-    in-process labels, nothing else left."""
+    in-process labels, nothing else left.  ``guided``: batches and runs
+    shrinking towards the end of each round (GUIDED_SHARE), each round
+    submitted at once (DASK_SUBMIT_ROUND_AT_ONCE)."""
+    from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", runs)
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
+    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 1 if guided else 0)
+    monkeypatch.setattr(tile_tasks, "DASK_SUBMIT_ROUND_AT_ONCE", guided)
     values = (np.random.default_rng(13).random((64, 72)) < 0.45).astype(
         np.uint8)
     expected = connected_components(values, connectivity=8, mode="nonzero")

@@ -656,3 +656,84 @@ def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
                                   backend="cpu")
     np.testing.assert_array_equal(result.labels, expected.labels)
     assert tile_io._populate_refused
+
+
+def test_guided_runs_shrink_towards_the_end():
+    """TileGrid.guided_runs: every tile once in the same order, each
+    piece adjacent tiles of one run, a run cut into near equal pieces of
+    at most ceil(work left / (share x threads)) tiles (in full tiles'
+    cells, from the run on; the last tile row here is half high), down to
+    one tile; share 0 or one thread: the runs as given."""
+    grid = tiling.TileGrid((72, 208), 16)  # 5 x 13 tiles, the last row 8
+    runs = grid.row_runs(7)
+    assert grid.guided_runs(runs, 4, 0) == runs == grid.guided_runs(runs, 1,
+                                                                      2)
+    pieces = grid.guided_runs(runs, 4, 1)
+    assert [t for piece in pieces for t in piece] == [t for run in runs
+                                                      for t in run]
+    for piece in pieces:
+        assert any(piece == run[k:k + len(piece)] for run in runs
+                   for k in range(len(run)))
+    left = 4 * 13 + 13 / 2
+    for run in runs:
+        mine = [piece for piece in pieces if piece[0] in run]
+        assert max(map(len, mine)) - min(map(len, mine)) <= 1
+        assert max(map(len, mine)) <= max(1, -(-left // 4))
+        left -= sum(grid.window(*t).rows for t in run) / 16
+    assert [len(p) for p in pieces] == [6, 7] * 3 + [3, 3, 3, 4] + [
+        2, 2, 2, 1, 1, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("share", [1, 2])
+def test_label_round_guided_runs_identical(tmp_path, monkeypatch, share):
+    """Guided runs (tile_tasks.GUIDED_SHARE) on a thread pool of two: the
+    in-memory labels, runs shrinking to one tile at the end."""
+    from gridgraph.core import tile_tasks
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", share)
+    seen = []
+    real_label_run = components_tiled.label_run
+    monkeypatch.setattr(components_tiled, "label_run", lambda sink, source,
+                        run, *rest: seen.append(len(run)) or real_label_run(
+                            sink, source, run, *rest))
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=8, mode="equal")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        result = connected_components(values, connectivity=8, mode="equal",
+                                      tile_size=16, executor=pool,
+                                      out_dir=tmp_path, backend="cpu")
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert sum(seen) == 30 and max(seen) == 3 and min(seen) == 1
+
+
+def test_populate_failing_otherwise_is_logged(caplog, monkeypatch):
+    """An error of MADV_POPULATE_WRITE other than the old kernels' refusal
+    (EINVAL, ENOSYS, EOPNOTSUPP) is logged once per errno (the copy then
+    faults the pages in) and the advice is tried again next time; a
+    refusal is silent and ends the tries."""
+    import errno
+    import logging
+
+    from gridgraph.core import tile_io
+
+    class Mapping:
+        def __init__(self, code):
+            self.code, self.calls = code, 0
+
+        def madvise(self, *arguments):
+            self.calls += 1
+            raise OSError(self.code, os.strerror(self.code))
+
+    monkeypatch.setattr(tile_io, "_populate_refused", False)
+    monkeypatch.setattr(tile_io, "_populate_logged", set())
+    window = tiling.Window(0, 0, 2, 8)
+    with caplog.at_level(logging.WARNING, logger=tile_io.__name__):
+        for _ in range(2):
+            mapping = Mapping(errno.ENOMEM)
+            tile_io._populate(mapping, 0, window, 0, 8, 4)
+            assert mapping.calls == 1
+        assert not tile_io._populate_refused
+        assert len(caplog.records) == 1
+        assert "MADV_POPULATE_WRITE" in caplog.text
+        tile_io._populate(Mapping(errno.EINVAL), 0, window, 0, 8, 4)
+        assert tile_io._populate_refused and len(caplog.records) == 1

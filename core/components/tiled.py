@@ -260,7 +260,10 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
             tiling.run_tasks(function, arguments, executor,
                              progress.span(*LABEL_SPAN), on_result=write)
         elif in_task and LABEL_RUN_TILES is not None:
-            runs = grid.row_runs(_run_length(grid, executor, label_dtype))
+            threads = tiling.executor_workers(executor)
+            runs = grid.guided_runs(
+                grid.row_runs(_run_length(grid, threads, label_dtype)),
+                threads, tile_tasks.GUIDED_SHARE)
             tiling.run_tasks(
                 label_run,
                 [(sink, source, [(grid.window(*tile), answers[tile])
@@ -282,13 +285,12 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     return labels, count
 
 
-def _run_length(grid, executor, label_dtype):
+def _run_length(grid, threads, label_dtype):
     """Tiles per run of the label round (:data:`LABEL_RUN_TILES`, within
-    :data:`RUN_BYTES` of labels)."""
+    :data:`RUN_BYTES` of labels) for an executor of ``threads``."""
     if LABEL_RUN_TILES == "row":
         length = grid.tile_cols
     elif LABEL_RUN_TILES == "auto":
-        threads = tiling.executor_workers(executor)
         length = grid.count // (tile_tasks.BATCHES_PER_THREAD * threads)
     else:
         length = int(LABEL_RUN_TILES)
