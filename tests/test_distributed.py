@@ -517,6 +517,49 @@ def test_preflight_names_a_worker_running_other_code(client, tmp_path,
     assert "worker tcp://127.0.0.1" in str(error.value)
 
 
+def forget_warm_ups():
+    """Runs on a worker: as if no warm-up had run in this process."""
+    from gridgraph.core import distributed
+    distributed._WARMED_UP.clear()
+
+
+def warm_ups():
+    from gridgraph.core import distributed
+    return len(distributed._WARMED_UP)
+
+
+@pytest.mark.parametrize("by_run", [True, False])
+def test_preflight_tasks_only_for_cold_workers(client, tmp_path, monkeypatch,
+                                               by_run):
+    """PREFLIGHT_BY_RUN: the checks go to every worker in one client.run
+    and only workers that have not passed the warm-up get a preflight
+    task (which warms them up); off, every worker gets one each run.  The
+    result is the same."""
+    monkeypatch.setattr(distributed, "PREFLIGHT_BY_RUN", by_run)
+    memmap = save_npy(tmp_path, "v", (np.arange(24 * 20).reshape(24, 20)
+                                      % 3).astype(np.int16))
+    expected = connected_components(np.asarray(memmap))
+    submitted = []
+    real_submit = client.submit
+
+    def submit(function, *arguments, **keywords):
+        if str(keywords.get("key", "")).startswith("gridgraph-preflight"):
+            submitted.append(keywords["workers"])
+        return real_submit(function, *arguments, **keywords)
+
+    monkeypatch.setattr(client, "submit", submit)
+    workers = sorted(client.run(os.getpid))
+    client.run(forget_warm_ups, workers=workers[:1])
+    for cold in (workers[:1], []):
+        submitted.clear()
+        result = connected_components(memmap, tile_size=TILE,
+                                      executor=client)
+        np.testing.assert_array_equal(result.labels, expected.labels)
+        assert sorted(w for ws in submitted for w in ws) == (
+            cold if by_run else workers)
+        assert min(client.run(warm_ups).values()) >= 1
+
+
 def test_cancel_cancels_outstanding_futures(client, tmp_path):
     memmap = save_npy(tmp_path, "v", np.random.default_rng(4).random(
         (32, 32)).astype(np.float32))
