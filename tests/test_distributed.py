@@ -158,10 +158,11 @@ def test_run_tasks_batches_are_the_dask_tasks(client, monkeypatch, guided,
 @pytest.mark.parametrize("batch", [None, "auto"])
 def test_run_tasks_round_submitted_at_once(client, monkeypatch, batch,
                                            at_once):
-    """DASK_SUBMIT_ROUND_AT_ONCE: every task of a round is with the
-    scheduler when the first result is handed on (one message, Dask
-    starting each next task); off, at most 2 a worker thread are in
-    flight.  Either way every result is handed on in its place."""
+    """DASK_SUBMIT_ROUND_AT_ONCE: every task of a round of small tasks
+    (at_once=True) is with the scheduler when the first result is handed
+    on (one message, Dask starting each next task); off, at most 2 a
+    worker thread are in flight.  Either way every result is handed on in
+    its place."""
     import operator
 
     from gridgraph.core import tile_tasks, tiling
@@ -175,7 +176,7 @@ def test_run_tasks_round_submitted_at_once(client, monkeypatch, batch,
         seen[index] = value
 
     tiling.run_tasks(operator.mul, [(k, 3) for k in range(40)], client,
-                     on_result=on_result, batch=batch)
+                     on_result=on_result, batch=batch, at_once=True)
     assert seen == {k: 3 * k for k in range(40)}
     tasks = 40 if batch is None else len(tiling.batch_sizes(40, 2))
     assert held[0] == tasks if at_once else held[0] <= 4 < tasks
@@ -547,6 +548,7 @@ def test_preflight_tasks_only_for_cold_workers(client, tmp_path, monkeypatch,
             submitted.append(keywords["workers"])
         return real_submit(function, *arguments, **keywords)
 
+    connected_components(memmap, tile_size=TILE, executor=client)  # warm
     monkeypatch.setattr(client, "submit", submit)
     workers = sorted(client.run(os.getpid))
     client.run(forget_warm_ups, workers=workers[:1])
@@ -583,7 +585,7 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
 
 @pytest.mark.parametrize("settings", [
     {"TILE_FILE_LABEL_WRITES": True, "DASK_BATCH": None},
-    {"LABEL_RUN_TILES": 1},
+    {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": False},
     {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": True}],
     ids=["tile_files", "runs", "runs_at_once"])
 def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):

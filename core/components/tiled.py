@@ -211,7 +211,7 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
               strips) for window in windows],
             executor, progress.span(*SUMMARY_SPAN), keep=keep,
             resources=distributed.task_resources(backend, executor),
-            batch=DASK_BATCH)
+            batch=DASK_BATCH, at_once=True)
         if keep:  # (summary, future of the tile's labels)
             kept = [state for _, state in summaries]
             summaries = [summary for summary, _ in summaries]
@@ -271,7 +271,7 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
                   mode, nodata, label_dtype, backend, strips)
                  for run in runs],
                 executor, progress.span(*LABEL_SPAN), on_result=write,
-                resources=resources)
+                resources=resources, at_once=True)
         else:
             tiling.run_tasks(
                 functools.partial(tiling.write_in_task, sink, function)
