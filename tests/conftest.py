@@ -113,6 +113,25 @@ def feedback_cancelling_at(percent=0):
     return feedback, reports
 
 
+@pytest.fixture
+def feedback_cancelled_after_a_write(monkeypatch):
+    """A QgsProcessingFeedback that is cancelled as soon as the algorithm
+    has written one raster output (GridGraphAlgorithm.writeRaster): for the
+    tests that cancel while outputs are being written."""
+    from qgis.core import QgsProcessingFeedback
+
+    from gridgraph.algorithms.base import GridGraphAlgorithm
+    feedback = QgsProcessingFeedback()
+    write = GridGraphAlgorithm.writeRaster
+
+    def write_then_cancel(self, *args, **kwargs):
+        written = write(self, *args, **kwargs)
+        feedback.cancel()
+        return written
+    monkeypatch.setattr(GridGraphAlgorithm, "writeRaster", write_then_cancel)
+    return feedback
+
+
 @pytest.fixture(scope="session")
 def gridgraph_provider(qgis_processing):
     """The GridGraph provider, registered once per session (as QGIS would)."""
