@@ -512,9 +512,26 @@ def test_row_runs_cover_each_tile_row_in_order():
         == tiling.Window(64, 176, 6, 24)
 
 
+@pytest.fixture
+def run_lengths(monkeypatch):
+    """The length of every run the label round labels, in call order
+    (a spy on components.tiled.label_run)."""
+    from gridgraph.core.components import tiled as components_tiled
+    seen = []
+    real_label_run = components_tiled.label_run
+
+    def label_run(sink, source, run, *rest):
+        seen.append(len(run))
+        return real_label_run(sink, source, run, *rest)
+
+    monkeypatch.setattr(components_tiled, "label_run", label_run)
+    return seen
+
+
 @pytest.mark.parametrize("writes", ["mapped", "populate", "pwrite"])
 @pytest.mark.parametrize("runs", [None, 1, 2, 3, "auto", "row"])
-def test_label_round_in_runs_identical(tmp_path, monkeypatch, runs, writes):
+def test_label_round_in_runs_identical(tmp_path, monkeypatch, run_lengths,
+                                      runs, writes):
     """The label round in runs of adjacent tiles (LABEL_RUN_TILES), each
     written through one window: through a mapping (its pages populated
     first or not) or gathered and written with pwrite; in process and on
@@ -527,11 +544,7 @@ def test_label_round_in_runs_identical(tmp_path, monkeypatch, runs, writes):
                         writes != "pwrite")
     monkeypatch.setattr(tile_io, "POPULATE_MAPPED_WRITES",
                         writes == "populate")
-    seen = []
-    real_label_run = components_tiled.label_run
-    monkeypatch.setattr(components_tiled, "label_run", lambda sink, source,
-                        run, *rest: seen.append(len(run)) or real_label_run(
-                            sink, source, run, *rest))
+    seen = run_lengths
     values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
     expected = in_memory(values, connectivity=8, mode="equal")
     for workers in (None, 2):
@@ -561,18 +574,14 @@ def test_label_round_in_runs_identical(tmp_path, monkeypatch, runs, writes):
             assert max(seen) == longest
 
 
-def test_label_runs_bounded_in_bytes(tmp_path, monkeypatch):
+def test_label_runs_bounded_in_bytes(tmp_path, monkeypatch, run_lengths):
     """A run's labels stay within RUN_BYTES (its mapped pages are in the
     writer's resident set): whole tile rows of 6 tiles of 16 x 16 int32
     labels are cut into runs of at most 2 tiles under a 2-tile bound."""
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", "row")
     monkeypatch.setattr(components_tiled, "RUN_BYTES", 2 * 16 * 16 * 4 + 5)
-    seen = []
-    real_label_run = components_tiled.label_run
-    monkeypatch.setattr(components_tiled, "label_run", lambda sink, source,
-                        run, *rest: seen.append(len(run)) or real_label_run(
-                            sink, source, run, *rest))
+    seen = run_lengths
     values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
     expected = in_memory(values, connectivity=4, mode="equal")
     result = connected_components(values, connectivity=4, mode="equal",
