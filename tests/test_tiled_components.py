@@ -694,17 +694,13 @@ def test_guided_runs_shrink_towards_the_end():
 
 
 @pytest.mark.parametrize("share", [1, 2])
-def test_label_round_guided_runs_identical(tmp_path, monkeypatch, share):
+def test_label_round_guided_runs_identical(tmp_path, monkeypatch,
+                                           run_lengths, share):
     """Guided runs (tile_tasks.GUIDED_SHARE) on a thread pool of two: the
     in-memory labels, runs shrinking to one tile at the end."""
     from gridgraph.core import tile_tasks
-    from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", share)
-    seen = []
-    real_label_run = components_tiled.label_run
-    monkeypatch.setattr(components_tiled, "label_run", lambda sink, source,
-                        run, *rest: seen.append(len(run)) or real_label_run(
-                            sink, source, run, *rest))
+    seen = run_lengths
     values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
     expected = in_memory(values, connectivity=8, mode="equal")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
