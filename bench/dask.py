@@ -198,6 +198,9 @@ def settings():
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
+    chosen["PREFAULT_LABEL_PAGES"] = components_tiled.PREFAULT_LABEL_PAGES
+    from gridgraph.core import distributed
+    chosen["PREFLIGHT_BY_RUN"] = distributed.PREFLIGHT_BY_RUN
     return chosen
 
 
@@ -262,8 +265,16 @@ COMPONENT_VARIANTS = {
                         ("tile_tasks", "GUIDED_SHARE", 1)],
     "components-fast2": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True),
                          ("tile_tasks", "GUIDED_SHARE", 2)],
-    "components-slow": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False),
-                        ("tile_tasks", "GUIDED_SHARE", 0)],
+    # the seventh session's defaults (each round at once, the preflight
+    # by client.run, the label pages faulted in by round 1's idle
+    # workers) against all three off (the session's start) and against
+    # the page faulting off
+    "components-before": [
+        ("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False),
+        ("components.tiled", "PREFAULT_LABEL_PAGES", False),
+        ("distributed", "PREFLIGHT_BY_RUN", False)],
+    "components-noprefault": [
+        ("components.tiled", "PREFAULT_LABEL_PAGES", False)],
 }
 
 

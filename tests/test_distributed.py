@@ -654,6 +654,70 @@ def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
     assert os.listdir(out) == ["labels.npy"]
 
 
+@pytest.mark.parametrize("prefault", [True, False])
+def test_components_prefault_in_round_one_idle_time(client, tmp_path,
+                                                    monkeypatch, prefault):
+    """PREFAULT_LABEL_PAGES: once round 1's first result is in, a task per
+    label run's window faults its pages of the labels file in, queued
+    behind round 1 at a lower priority; those left when the label round
+    starts are dropped (no task left behind).  The labels are the
+    in-process ones either way; off, no such task."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "PREFAULT_LABEL_PAGES", prefault)
+    mapped = []
+    real_map = client.map
+
+    def spy(function, *iterables, **keywords):
+        if function is components_tiled.prefault_window:
+            mapped.append((list(iterables[1]), keywords["priority"]))
+        return real_map(function, *iterables, **keywords)
+
+    monkeypatch.setattr(client, "map", spy)
+    values = (np.random.default_rng(13).random((64, 72)) < 0.45).astype(
+        np.uint8)
+    expected = connected_components(values, connectivity=8, mode="nonzero")
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    before = scheduler_tasks(client)
+    result = connected_components(memmap, connectivity=8, mode="nonzero",
+                                  tile_size=TILE, executor=client,
+                                  out_dir=out)
+    assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]
+    assert no_new_tasks(client, before)
+    if not prefault:
+        assert mapped == []
+        return
+    # 8 x 9 tiles, runs of 9 // 2 ... : every tile's window once, in order
+    (windows, priority), = mapped
+    assert priority < 0
+    cells = [(r, c) for w in windows for r in range(w.row, w.row + w.rows)
+             for c in range(w.col, w.col + w.cols)]
+    assert sorted(cells) == [(r, c) for r in range(64) for c in range(72)]
+    assert windows == sorted(windows, key=lambda w: (w.row, w.col))
+
+
+def test_components_cancelled_in_round_one_drops_prefault(
+        client, tmp_path):
+    """Cancelled at round 1's first result (the page-faulting tasks just
+    queued): CancelledError, no task left on the scheduler, nothing in
+    out_dir (the labels file made before round 1 removed)."""
+    values = (np.random.default_rng(14).random((64, 72)) < 0.45).astype(
+        np.uint8)
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    before = scheduler_tasks(client)
+    with pytest.raises(CancelledError):
+        connected_components(memmap, connectivity=8, mode="nonzero",
+                             tile_size=TILE, executor=client, out_dir=out,
+                             progress=lambda fraction: fraction == 0)
+    assert no_new_tasks(client, before), sorted(
+        scheduler_tasks(client) - before)
+    assert os.listdir(out) == []
+
+
 # ------------------------------------------------------------ processing
 
 @pytest.mark.usefixtures("gridgraph_provider")

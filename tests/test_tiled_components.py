@@ -357,10 +357,10 @@ def test_labels_written_through_mappings_or_pwrite(tmp_path, monkeypatch,
 
 
 def test_labels_file_reserved_up_front_on_a_full_disk(small_disk):
-    """The labels file is reserved (posix_fallocate) before the label
-    round: on a disk too small for it the run fails there, before any
-    label is written, with the message naming the disk, the size and the
-    fix, and no partial file left (never a SIGBUS in a writer)."""
+    """The labels file is reserved (posix_fallocate) before round 1: on a
+    disk too small for it the run fails there, before any tile work, with
+    the message naming the disk, the size and the fix, and no partial
+    file left (never a SIGBUS in a writer)."""
     from gridgraph.core import DiskFullError
     values = (np.random.default_rng(6).random((800, 800)) < 0.5).astype(
         np.uint8)  # int32 labels: 2.4 MB on a 2 MB disk
@@ -378,7 +378,7 @@ def test_labels_file_reserved_up_front_on_a_full_disk(small_disk):
     assert f"the disk holding {small_disk} is full" in message
     assert "MB were needed" in message and "labels.npy" in message
     assert "free space there, or choose another folder" in message
-    assert max(marks) <= 0.5  # the label round never started
+    assert marks == []  # no tile ran
     assert os.listdir(small_disk) == []
 
 
@@ -742,3 +742,28 @@ def test_populate_failing_otherwise_is_logged(caplog, monkeypatch):
         assert "MADV_POPULATE_WRITE" in caplog.text
         tile_io._populate(Mapping(errno.EINVAL), 0, window, 0, 8, 4)
         assert tile_io._populate_refused and len(caplog.records) == 1
+
+
+def test_prefault_writes_nothing(tmp_path):
+    """NpySink.prefault faults a window's pages in and writes nothing:
+    the file reads as zeros, later writes land as written; a sink that is
+    not mapped ignores it, and after an abort it leaves no file."""
+    sink = tiling.NpySink(tmp_path / "l.npy", (40, 300), np.int32,
+                          mapped=True)
+    assert sink.mapped
+    sink.prefault(tiling.Window(8, 100, 16, 150))
+    assert not np.fromfile(sink.partial, np.int32, offset=sink.offset).any()
+    block = np.arange(16 * 150, dtype=np.int32).reshape(16, 150) + 1
+    sink.prefault(tiling.Window(0, 0, 40, 300))
+    sink.write(tiling.Window(8, 100, 16, 150), block)
+    expected = np.zeros((40, 300), np.int32)
+    expected[8:24, 100:250] = block
+    np.testing.assert_array_equal(sink.finish(), expected)
+    other = tiling.NpySink(tmp_path / "m.npy", (4, 4), np.int32)
+    other.prefault(tiling.Window(0, 0, 4, 4))  # pwrite: nothing to do
+    other.abort()
+    aborted = tiling.NpySink(tmp_path / "n.npy", (4, 4), np.int32,
+                             mapped=True)
+    aborted.abort()
+    aborted.prefault(tiling.Window(0, 0, 4, 4))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.npy"]
