@@ -170,6 +170,19 @@ s7timeline)
         --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
     echo "probe done at $SECONDS s" >> "$OUT/probe.log"
     ;;
+s7final)
+    # seventh session, the second call: the session's defaults (each
+    # round at once, the preflight by client.run, round 1's idle workers
+    # faulting the label pages in) against the session's start
+    # (components-before) and against the page faulting off; clusters 1,
+    # 8, 8, 1, 8, 8, 1, 8, timelines
+    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
+        > "$OUT/machine.txt" 2>&1
+    $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
+        --operations components components-before components-noprefault \
+        > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1

@@ -278,11 +278,11 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         getattr(function, "func", None), "__name__", "tile")
     if function not in (_run_batch, _run_batch_kept):  # those do it
         function = functools.partial(_in_kept_heap, function)
-    limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
     if at_once and DASK_SUBMIT_ROUND_AT_ONCE and not keep:
         return _run_round_on_dask(client, function, tasks, total, consume,
                                   progress, resources, name, run)
+    limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     in_flight = {}  # the future the driver waits on -> (index, state)
     # not distributed.wait: it needs a default client; results are fetched
     # in the background as tasks finish (one round trip each otherwise,
