@@ -265,10 +265,10 @@ COMPONENT_VARIANTS = {
                         ("tile_tasks", "GUIDED_SHARE", 1)],
     "components-fast2": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True),
                          ("tile_tasks", "GUIDED_SHARE", 2)],
-    # the seventh session's defaults (each round at once, the preflight
-    # by client.run, the label pages faulted in by round 1's idle
-    # workers) against all three off (the session's start) and against
-    # the page faulting off
+    # the seventh session's second call: its defaults then (each round at
+    # once, the preflight by client.run, the label pages faulted in by
+    # round 1's idle workers) against all three off (the session's
+    # start) and against the page faulting off (the default since)
     "components-before": [
         ("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False),
         ("components.tiled", "PREFAULT_LABEL_PAGES", False),

@@ -699,10 +699,12 @@ def test_components_prefault_in_round_one_idle_time(client, tmp_path,
 
 
 def test_components_cancelled_in_round_one_drops_prefault(
-        client, tmp_path):
+        client, tmp_path, monkeypatch):
     """Cancelled at round 1's first result (the page-faulting tasks just
     queued): CancelledError, no task left on the scheduler, nothing in
     out_dir (the labels file made before round 1 removed)."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "PREFAULT_LABEL_PAGES", True)
     values = (np.random.default_rng(14).random((64, 72)) < 0.45).astype(
         np.uint8)
     memmap = save_npy(tmp_path, "values", values)

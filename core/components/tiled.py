@@ -100,14 +100,19 @@ LABEL_RUN_TILES = "auto"
 # resident set until the run is written (tile by tile: one tile's).
 RUN_BYTES = 64 << 20
 # On a Dask cluster, with the labels written in runs through mappings
-# (the defaults above), the workers fault the label round's pages of the
-# labels file in while round 1 has no task left for them (its tail, the
-# driver's merge; :class:`_Prefault`).  Pages already in the page cache
-# make the writes cheaper, most at 8 processes: in the tile probe (H100
-# host, neuse40, 2026-11-24 23:31 UTC) the label round's runs took 0.42 s
-# into a file whose pages were cached against 0.55 s, 3.1 s against 3.5
-# s at 1 process.  The work is done in time that is otherwise idle.
-PREFAULT_LABEL_PAGES = True
+# (the defaults above), the workers may fault the label round's pages of
+# the labels file in while round 1 has no task left for them (its tail,
+# the driver's merge; :class:`_Prefault`).  Pages already in the page
+# cache make the writes cheaper: in the tile probe (H100 host, neuse40,
+# 2026-11-24 23:31 UTC) the label round's runs took 0.42 s into a file
+# whose pages were cached against 0.55 s at 8 processes.  But on Dask it
+# lost (23:47 UTC, 8 workers): 1.01-1.40 s, median 1.18, against 1.01-
+# 1.17 s, median 1.08, without; the workers' system time rose from 2.6-
+# 2.9 s to 2.9-3.7 s, the driver's merge from 25-30 ms to 30-54 ms (the
+# extra tasks share the scheduler's and the driver's process) and the
+# label round started later behind the tasks still running
+# (docs/benchmarks.md, Dask, seventh session).  Off.
+PREFAULT_LABEL_PAGES = False
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
