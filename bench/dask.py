@@ -32,6 +32,12 @@ constants).  The workers' numba kernels use one thread
 so this one never starts numba's pool).  ``--json`` writes the rows after
 each run (bench/plot.py reads them).
 
+``--timeline`` keeps, in each components row, where the run's wall went:
+the driver's steps (plan, preflight, each round from submission to its
+last result, merge, sink, finish) and each round's tasks per worker from
+Dask's task stream (first start, last end, busy, idle before, between and
+after), printed after the row.
+
 ``--simulate`` runs no cluster: the drivers' own schedule on k virtual
 one-thread workers (bench/virtual_cluster.py: tasks timed by their thread's
 CPU time, no transfer costs), to tune the rounds on a small box;

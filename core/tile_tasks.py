@@ -45,7 +45,9 @@ BATCHES_PER_THREAD = 4
 # host's CPUs, components on neuse40, 8 workers, 2026-11-24 17:59 UTC: the
 # rounds' workers were 90-95 % busy without it; 1.19 s against 1.17 s
 # with the two other switches of that call, docs/benchmarks.md, fifth
-# session).
+# session).  Components' label runs follow it too (TileGrid.guided_runs);
+# the seventh session's call (2026-11-24 23:29 UTC) found the same:
+# shorter tails, more tasks, no sooner end.
 GUIDED_SHARE = 0
 # Threads a numba parallel kernel may use inside a Dask tile task: the
 # worker threads run tiles side by side, so each task keeps to its own

@@ -108,7 +108,7 @@ RUN_BYTES = 64 << 20
 # whose pages were cached against 0.55 s at 8 processes.  But on Dask it
 # lost (23:47 UTC, 8 workers): 1.01-1.40 s, median 1.18, against 1.01-
 # 1.17 s, median 1.08, without; the workers' system time rose from 2.6-
-# 2.9 s to 2.9-3.7 s, the driver's merge from 25-30 ms to 30-54 ms (the
+# 2.9 s to 2.9-3.7 s, the driver's merge from 21-32 ms to 27-54 ms (the
 # extra tasks share the scheduler's and the driver's process) and the
 # label round started later behind the tasks still running
 # (docs/benchmarks.md, Dask, seventh session).  Off.
