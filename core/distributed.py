@@ -170,6 +170,27 @@ def cluster_workers(client):
             for address, info in workers.items()}
 
 
+def cluster_hosts(client):
+    """The hosts (addresses) the cluster's workers listen on."""
+    return {info.get("host") for info in
+            client.scheduler_info()["workers"].values()}
+
+
+def one_host(executor):
+    """Whether every tile task of ``executor`` runs on this one machine:
+    in process, on a pool, or on a Dask cluster whose workers all listen
+    on one host (workers on two addresses count as two machines).  Only
+    then do writers share one page cache, which writes through shared
+    mappings need: on a network file system each machine writes back
+    whole pages, so two machines writing the two ends of one page (the
+    seam of two label runs) would each overwrite the other's bytes;
+    ``pwrite`` sends the bytes written only."""
+    if not is_distributed(executor):
+        return True
+    with client_for(executor) as client:
+        return len(cluster_hosts(client)) <= 1
+
+
 def cluster_threads(client):
     """How many tile tasks the cluster runs at once (its threads)."""
     return sum(threads for threads, _ in cluster_workers(client).values())

@@ -720,6 +720,38 @@ def test_components_cancelled_in_round_one_drops_prefault(
     assert os.listdir(out) == []
 
 
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_components_workers_on_two_hosts_write_with_pwrite(
+        client, tmp_path, monkeypatch, hosts):
+    """Labels are written through shared mappings only when every worker
+    is on one host (one page cache); workers on two hosts (here: the
+    scheduler made to report two) write with pwrite, which sends only
+    the bytes written.  The same labels either way."""
+    from gridgraph.core import tiling
+    monkeypatch.setattr(distributed, "cluster_hosts", lambda client: {
+        f"10.0.0.{k}" for k in range(hosts)})
+    made = []
+    real_make_sink = tiling.make_sink
+
+    def make_sink(*arguments, **keywords):
+        made.append(real_make_sink(*arguments, **keywords))
+        return made[-1]
+
+    monkeypatch.setattr(tiling, "make_sink", make_sink)
+    values = (np.random.default_rng(15).random((40, 44)) < 0.45).astype(
+        np.uint8)
+    expected = connected_components(values, connectivity=8, mode="nonzero")
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = connected_components(memmap, connectivity=8, mode="nonzero",
+                                  tile_size=TILE, executor=client,
+                                  out_dir=out)
+    assert_same(result, expected, ["labels"])
+    assert [sink.mapped for sink in made] == [hosts == 1]
+    assert os.listdir(out) == ["labels.npy"]
+
+
 # ------------------------------------------------------------ processing
 
 @pytest.mark.usefixtures("gridgraph_provider")

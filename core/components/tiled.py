@@ -63,7 +63,10 @@ KEPT_LABELS_SHARE = 0.0
 # The label round writes a raw labels file (out_dir) through shared
 # mappings of the file, its space reserved up front (NpySink's mapped
 # mode), instead of pwrite: the label round's floor on the H100 host was
-# processes queueing on one file's buffered writes.  False: pwrite.
+# processes queueing on one file's buffered writes.  False: pwrite.  A
+# Dask cluster with workers on more than one host writes with pwrite
+# whatever this says (distributed.one_host: whole pages written back by
+# two machines would overwrite each other at the runs' seams).
 MAPPED_LABEL_WRITES = True
 # Or each tile's labels into a file of its own (tile_io.TileFileSink),
 # joined into labels.npy by the driver at the end: the writers share no
@@ -211,7 +214,8 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     # made before round 1: a full disk fails the run before any tile work,
     # and round 1's idle workers may fault its pages in (PREFAULT_...)
     sink = tiling.make_sink(out_dir, "labels", shape, label_dtype,
-                            mapped=MAPPED_LABEL_WRITES,
+                            mapped=MAPPED_LABEL_WRITES and out_dir is not None
+                            and distributed.one_host(executor),
                             tile_files=TILE_FILE_LABEL_WRITES)
     with tiling.output_sinks([sink]):
         return _rounds(source, grid, connectivity, mode, nodata, executor,
