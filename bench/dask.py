@@ -336,8 +336,10 @@ class Timeline:
     ``plan`` (components' tile plan: the cluster's size), ``preflight``,
     ``round <task function>`` (a round of tile tasks: ``run_tasks`` from
     submitting its first task to handing back its last result),
-    ``merge`` (components' round 2, in the driver), ``sink`` (the output
-    file made), ``finish`` (renamed into place, mapped) and
+    ``merge`` (components' round 2, in the driver), ``map`` (a round's
+    tasks handed to the client at once: the driver's share of their
+    submission), ``sink`` (the output file made), ``finish`` (renamed into
+    place, mapped) and
     ``scheduler_info`` (each ask of the scheduler for its workers)."""
 
     def __init__(self):
@@ -353,6 +355,8 @@ class Timeline:
                    + (getattr(function, "__name__", None) or getattr(
                        getattr(function, "func", None), "__name__", "?")))
         self._wrap(tiled, "merge", "merge")
+        from distributed import Client
+        self._wrap(Client, "map", "map")  # a round submitted at once
         timeline = self
         make_sink = tiling.make_sink
 
