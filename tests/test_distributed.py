@@ -70,6 +70,24 @@ def assert_same(result, expected, names):
                                       getattr(expected, name), err_msg=name)
 
 
+def assert_components_on_dask(client, tmp_path, seed, shape=(64, 72)):
+    """Components (8-connected, ``nonzero``) of a random mask run on the
+    cluster into ``tmp_path/out``: the in-process labels, and ``out``
+    holds labels.npy only."""
+    values = (np.random.default_rng(seed).random(shape) < 0.45).astype(
+        np.uint8)
+    expected = connected_components(values, connectivity=8, mode="nonzero")
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = connected_components(memmap, connectivity=8, mode="nonzero",
+                                  tile_size=TILE, executor=client,
+                                  out_dir=out)
+    assert result.count == expected.count > 20
+    assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]
+
+
 def costs(shape, seed):
     rng = np.random.default_rng(seed)
     cost = rng.integers(1, 5, shape).astype(np.float64)
@@ -640,18 +658,7 @@ def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
     monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 1 if guided else 0)
     monkeypatch.setattr(tile_tasks, "DASK_SUBMIT_ROUND_AT_ONCE", guided)
-    values = (np.random.default_rng(13).random((64, 72)) < 0.45).astype(
-        np.uint8)
-    expected = connected_components(values, connectivity=8, mode="nonzero")
-    memmap = save_npy(tmp_path, "values", values)
-    out = tmp_path / "out"
-    out.mkdir()
-    result = connected_components(memmap, connectivity=8, mode="nonzero",
-                                  tile_size=TILE, executor=client,
-                                  out_dir=out)
-    assert result.count == expected.count > 20
-    assert_same(result, expected, ["labels"])
-    assert os.listdir(out) == ["labels.npy"]
+    assert_components_on_dask(client, tmp_path, 13)
 
 
 @pytest.mark.parametrize("prefault", [True, False])
@@ -673,23 +680,13 @@ def test_components_prefault_in_round_one_idle_time(client, tmp_path,
         return real_map(function, *iterables, **keywords)
 
     monkeypatch.setattr(client, "map", spy)
-    values = (np.random.default_rng(13).random((64, 72)) < 0.45).astype(
-        np.uint8)
-    expected = connected_components(values, connectivity=8, mode="nonzero")
-    memmap = save_npy(tmp_path, "values", values)
-    out = tmp_path / "out"
-    out.mkdir()
     before = scheduler_tasks(client)
-    result = connected_components(memmap, connectivity=8, mode="nonzero",
-                                  tile_size=TILE, executor=client,
-                                  out_dir=out)
-    assert_same(result, expected, ["labels"])
-    assert os.listdir(out) == ["labels.npy"]
+    assert_components_on_dask(client, tmp_path, 13)
     assert no_new_tasks(client, before)
     if not prefault:
         assert mapped == []
         return
-    # 8 x 9 tiles, runs of 9 // 2 ... : every tile's window once, in order
+    # 8 x 9 tiles in runs: every tile's window once, in order
     (windows, priority), = mapped
     assert priority < 0
     cells = [(r, c) for w in windows for r in range(w.row, w.row + w.rows)
@@ -738,18 +735,8 @@ def test_components_workers_on_two_hosts_write_with_pwrite(
         return made[-1]
 
     monkeypatch.setattr(tiling, "make_sink", make_sink)
-    values = (np.random.default_rng(15).random((40, 44)) < 0.45).astype(
-        np.uint8)
-    expected = connected_components(values, connectivity=8, mode="nonzero")
-    memmap = save_npy(tmp_path, "values", values)
-    out = tmp_path / "out"
-    out.mkdir()
-    result = connected_components(memmap, connectivity=8, mode="nonzero",
-                                  tile_size=TILE, executor=client,
-                                  out_dir=out)
-    assert_same(result, expected, ["labels"])
+    assert_components_on_dask(client, tmp_path, 15, (40, 44))
     assert [sink.mapped for sink in made] == [hosts == 1]
-    assert os.listdir(out) == ["labels.npy"]
 
 
 # ------------------------------------------------------------ processing
