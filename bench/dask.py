@@ -32,6 +32,12 @@ constants).  The workers' numba kernels use one thread
 so this one never starts numba's pool).  ``--json`` writes the rows after
 each run (bench/plot.py reads them).
 
+``--timeline`` keeps, in each components row, where the run's wall went:
+the driver's steps (plan, preflight, each round from submission to its
+last result, merge, sink, finish) and each round's tasks per worker from
+Dask's task stream (first start, last end, busy, idle before, between and
+after), printed after the row.
+
 ``--simulate`` runs no cluster: the drivers' own schedule on k virtual
 one-thread workers (bench/virtual_cluster.py: tasks timed by their thread's
 CPU time, no transfer costs), to tune the rounds on a small box;
@@ -197,6 +203,10 @@ def settings():
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
+    chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
+    chosen["PREFAULT_LABEL_PAGES"] = components_tiled.PREFAULT_LABEL_PAGES
+    from gridgraph.core import distributed
+    chosen["PREFLIGHT_BY_RUN"] = distributed.PREFLIGHT_BY_RUN
     return chosen
 
 
@@ -249,6 +259,28 @@ COMPONENT_VARIANTS = {
     "components-runs4-populate": [
         ("components.tiled", "LABEL_RUN_TILES", 4),
         ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+    # the seventh session's cuts of what does not shrink with workers:
+    # each round submitted at once (Dask starts each next task, no round
+    # trip through the driver), batches and runs shrinking towards each
+    # round's end (guided, share 1 or 2), and both
+    "components-atonce": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True),
+                          ("tile_tasks", "GUIDED_SHARE", 0)],
+    "components-guided": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False),
+                          ("tile_tasks", "GUIDED_SHARE", 1)],
+    "components-fast": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True),
+                        ("tile_tasks", "GUIDED_SHARE", 1)],
+    "components-fast2": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True),
+                         ("tile_tasks", "GUIDED_SHARE", 2)],
+    # the seventh session's second call: its defaults then (each round at
+    # once, the preflight by client.run, the label pages faulted in by
+    # round 1's idle workers) against all three off (the session's
+    # start) and against the page faulting off (the default since)
+    "components-before": [
+        ("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False),
+        ("components.tiled", "PREFAULT_LABEL_PAGES", False),
+        ("distributed", "PREFLIGHT_BY_RUN", False)],
+    "components-noprefault": [
+        ("components.tiled", "PREFAULT_LABEL_PAGES", False)],
 }
 
 
@@ -295,6 +327,126 @@ def task_stream(records, start):
     # (records of the run before, finishing as this one starts, left out)
     return sorted((row for row in rows if row[2] >= 0),
                   key=lambda row: row[2])
+
+
+class Timeline:
+    """The driver's side of a run (``--timeline``): ``[event, start,
+    stop]`` in seconds of the wall clock (``time.time()``, the clock of
+    Dask's task stream) for each call of the functions it wraps:
+    ``plan`` (components' tile plan: the cluster's size), ``preflight``,
+    ``round <task function>`` (a round of tile tasks: ``run_tasks`` from
+    submitting its first task to handing back its last result),
+    ``merge`` (components' round 2, in the driver), ``map`` (a round's
+    tasks handed to the client at once: the driver's share of their
+    submission), ``sink`` (the output file made), ``finish`` (renamed into
+    place, mapped) and
+    ``scheduler_info`` (each ask of the scheduler for its workers)."""
+
+    def __init__(self):
+        self.events = None  # recording only while a list
+
+    def install(self):
+        from gridgraph.core import distributed, tiling
+        from gridgraph.core.components import tiled
+        self._wrap(tiled, "plan", "plan")
+        self._wrap(distributed, "preflight", "preflight")
+        self._wrap(distributed, "cluster_workers", "scheduler_info")
+        self._wrap(tiling, "run_tasks", lambda function, *a, **k: "round "
+                   + (getattr(function, "__name__", None) or getattr(
+                       getattr(function, "func", None), "__name__", "?")))
+        self._wrap(tiled, "merge", "merge")
+        from distributed import Client
+        self._wrap(Client, "map", "map")  # a round submitted at once
+        timeline = self
+        make_sink = tiling.make_sink
+
+        def made_sink(*arguments, **keywords):
+            start = time.time()
+            sink = make_sink(*arguments, **keywords)
+            timeline.add("sink", start, time.time())
+            finish = sink.finish
+
+            def finished():
+                begin = time.time()
+                result = finish()
+                timeline.add("finish", begin, time.time())
+                return result
+
+            sink.finish = finished
+            return sink
+
+        tiling.make_sink = made_sink
+
+    def add(self, name, start, stop):
+        if self.events is not None:
+            self.events.append([name, start, stop])
+
+    def _wrap(self, module, attribute, name):
+        function = getattr(module, attribute)
+        timeline = self
+
+        def timed(*arguments, **keywords):
+            start = time.time()
+            try:
+                return function(*arguments, **keywords)
+            finally:
+                timeline.add(name if isinstance(name, str)
+                             else name(*arguments, **keywords), start,
+                             time.time())
+
+        setattr(module, attribute, timed)
+
+
+def timeline_summary(events, tasks, start, stop):
+    """Where a run's wall went: the driver's events (from the run's
+    start, ms) and per round of Dask tasks (the task stream's ``[name,
+    worker, start, stop]`` rows, from the run's start) its first start,
+    last end, the workers' busy share between them, each worker's first
+    start and last end, and the round's idle worker-seconds split into
+    before each worker's first task, between its tasks, and after its
+    last.  ``tasks`` may be None (no task stream)."""
+    ms = lambda t: round(1000 * t, 1)  # noqa: E731
+    driver = [[name, ms(a - start), ms(b - start)] for name, a, b in events]
+    rounds = {}
+    for name, worker, a, b in tasks or []:
+        rounds.setdefault(name, []).append((worker, a - start, b - start))
+    summary = {"total_ms": ms(stop - start), "driver": driver, "rounds": {}}
+    for name, rows in rounds.items():
+        first = min(a for _, a, _ in rows)
+        last = max(b for _, _, b in rows)
+        workers = sorted({w for w, _, _ in rows})
+        per = {}
+        for worker in workers:
+            mine = sorted((a, b) for w, a, b in rows if w == worker)
+            busy = sum(b - a for a, b in mine)
+            per[worker] = dict(first=ms(mine[0][0]), last=ms(mine[-1][1]),
+                               busy=ms(busy), tasks=len(mine),
+                               gaps=ms(mine[-1][1] - mine[0][0] - busy))
+        span = last - first
+        summary["rounds"][name] = dict(
+            tasks=len(rows), first_start=ms(first), last_end=ms(last),
+            busy_share=round(sum(b - a for _, a, b in rows)
+                             / max(1e-9, span * len(workers)), 3),
+            idle_before_first=ms(sum(p["first"] / 1000 - first
+                                     for p in per.values())),
+            idle_between=ms(sum(p["gaps"] / 1000 for p in per.values())),
+            idle_after_last=ms(sum(last - p["last"] / 1000
+                                   for p in per.values())),
+            workers=per)
+    return summary
+
+
+def print_timeline(summary):
+    print(f"    timeline ({summary['total_ms']} ms): driver "
+          + ", ".join(f"{n} {a}-{b}" for n, a, b in summary["driver"]))
+    for name, r in summary["rounds"].items():
+        print(f"      {name}: {r['tasks']} tasks {r['first_start']}-"
+              f"{r['last_end']} ms, busy {r['busy_share']:.0%}, idle ms "
+              f"before/between/after {r['idle_before_first']}/"
+              f"{r['idle_between']}/{r['idle_after_last']}; per worker "
+              "first-last (busy): " + " ".join(
+                  f"{p['first']}-{p['last']}({p['busy']})"
+                  for p in r["workers"].values()), flush=True)
 
 
 def pin_to_core(dask_worker=None):
@@ -419,6 +571,11 @@ def main():
                         help="components: keep Dask's task stream of each "
                         "run in its row (per task: name, worker, start, "
                         "stop)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="components: the run's timeline in its row "
+                        "(the driver's steps and each round's tasks per "
+                        "worker, from Dask's task stream; implies "
+                        "--task-stream)")
     parser.add_argument("--out-roots", nargs="+", default=None,
                         help="folders for the outputs, each operation run "
                         "once per folder (e.g. ext4 and tmpfs: /dev/shm); "
@@ -432,6 +589,11 @@ def main():
                         help="components: the label round writes with "
                         "pwrite (components.tiled.MAPPED_LABEL_WRITES off)")
     args = parser.parse_args()
+    timeline = None
+    if args.timeline:
+        args.task_stream = True
+        timeline = Timeline()
+        timeline.install()
     from gridgraph.core.components import tiled as components_tiled
     from gridgraph.core.costdistance import rounds
     if args.components_pwrite:
@@ -512,10 +674,13 @@ def main():
                     marks.append((fraction, time.perf_counter() - start))
                     return True
 
+                if timeline is not None:
+                    timeline.events = []
                 outputs, note = run(operation, dem, mask, client,
                                     args.tile_size, out_dir, args.backend,
                                     progress)
                 seconds = time.perf_counter() - start
+                wall_stop = time.time()
                 usage = usage_delta(usage, client.run(worker_usage))
                 if stream is not None:
                     stream.__exit__(None, None, None)
@@ -545,8 +710,18 @@ def main():
                                           if f >= 1.0), default=None)}
                 if stream is not None:
                     rows[-1]["tasks"] = task_stream(stream.data, wall_start)
+                if timeline is not None:
+                    rows[-1]["timeline"] = timeline_summary(
+                        timeline.events, [[n, w, wall_start + a,
+                                           wall_start + b] for n, w, a, b
+                                          in rows[-1].get("tasks", [])],
+                        wall_start, wall_stop)
+                    timeline.events = None
                 print({k: v for k, v in rows[-1].items()
-                       if k not in ("tasks", "settings")}, flush=True)
+                       if k not in ("tasks", "settings", "timeline")},
+                      flush=True)
+                if "timeline" in rows[-1]:
+                    print_timeline(rows[-1]["timeline"])
                 if args.json:  # so far: a run cut short keeps its rows
                     write_json(args, shape, rows)
                 del outputs

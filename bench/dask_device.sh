@@ -152,6 +152,37 @@ seventh2)
         components-runs-pwrite > "$OUT/run2.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run2.log"
     ;;
+s7timeline)
+    # seventh session: where the 8-worker components run's wall goes
+    # (--timeline: the driver's steps, each round's tasks per worker),
+    # the landed defaults against each round submitted at once, guided
+    # batches and runs, both (share 1 and 2); clusters 1, 8, 8, 1, 8;
+    # then the probe: runs' writes into a file whose pages are cached
+    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
+        > "$OUT/machine.txt" 2>&1
+    $B --workers 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
+        --operations components components-fast components-atonce \
+        components-guided components-fast2 > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 8 --dirs $W/probe --repeats 1 --plain \
+        --modes labels labels-runs-populate labels-runs-populate-cached \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    ;;
+s7final)
+    # seventh session, the second call: the session's defaults (each
+    # round at once, the preflight by client.run, round 1's idle workers
+    # faulting the label pages in) against the session's start
+    # (components-before) and against the page faulting off; clusters 1,
+    # 8, 8, 1, 8, 8, 1, 8, timelines
+    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
+        > "$OUT/machine.txt" 2>&1
+    $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
+        --operations components components-before components-noprefault \
+        > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1

@@ -21,6 +21,9 @@ labels file's pages).  The rounds' work, one mode each:
   run written through one mapping of its rows (``components.tiled.
   label_run``); ``-populate`` after a mapped mode: its windows' pages
   faulted in writable first (``tile_io.POPULATE_MAPPED_WRITES``);
+  ``-cached`` after any of these: the labels file's pages put in the
+  page cache (dirty, by one mapping of the whole file populated
+  writable) before the processes start, so the writes only map them;
 - all with the kernel in one strip (``--strips 1``, as tiles on an
   executor now run; 0: a strip per CPU, as they ran before);
 - ``compute``: an ALU loop only (what sharing a core or a lower clock
@@ -100,6 +103,7 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
         _mallopt(65536, 0)  # Dask's nanny: MALLOC_TRIM_THRESHOLD_=65536
     source, windows, items, shape, answers, sink, tile_dir = state
     from gridgraph.core import tile_io
+    mode = mode.replace("-cached", "")
     tile_io.POPULATE_MAPPED_WRITES = mode.endswith("-populate")
     mode = mode.replace("-populate", "")
     scratch = np.ones(8 << 20) if mode == "stream" else None
@@ -242,7 +246,8 @@ def main():
                         rows.append(one_run(
                             context, mode, folder, procs, pin, heap, cores,
                             source, windows, items.get(
-                                mode.replace("-populate", ""),
+                                mode.replace("-cached", "").replace(
+                                    "-populate", ""),
                                 [[k] for k in range(len(windows))]), shape,
                             answers, repeat))
                         print(json.dumps(rows[-1]), flush=True)
@@ -269,6 +274,19 @@ def variants(mode, procs, info):
     return chosen
 
 
+def cache_pages(path):
+    """Every page of the file at ``path`` in the page cache, dirty: one
+    shared mapping of the whole file populated writable, then unmapped."""
+    import mmap
+
+    from gridgraph.core import tile_io
+    with open(path, "r+b") as handle:
+        mapping = mmap.mmap(handle.fileno(), 0, flags=mmap.MAP_SHARED,
+                            prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    mapping.madvise(tile_io.MADV_POPULATE_WRITE)
+    mapping.close()
+
+
 def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
             items, shape, answers, repeat):
     from gridgraph.core import tiling
@@ -280,6 +298,8 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
             sink = tiling.NpySink(os.path.join(folder, "labels.npy"), shape,
                                   np.int32,
                                   mapped=not mode.startswith("labels-pwrite"))
+            if mode.endswith("-cached"):
+                cache_pages(sink.partial)
         elif mode == "labels-tilefiles":
             tile_dir = os.path.join(folder, "tiles")
             os.makedirs(tile_dir, exist_ok=True)

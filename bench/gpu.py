@@ -39,7 +39,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -54,32 +53,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from rasters import fractal_surface  # noqa: E402
 
 from gridgraph.core._common import Progress  # noqa: E402
+from gpu_tiled import bench_tiled  # noqa: E402
+from gpu_tools import PhaseClock, log, median_time, wall  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*[Gg]rid size.*")
 warnings.filterwarnings("ignore", message=".*under-utilization.*")
-
-
-def log(*parts):
-    print(*parts, flush=True)
-
-
-def wall(function):
-    from numba import cuda
-    cuda.synchronize()
-    start = time.perf_counter()
-    result = function()
-    cuda.synchronize()
-    return time.perf_counter() - start, result
-
-
-def median_time(function, repeat):
-    """Median wall time of ``repeat`` calls after one warm-up; (median, all, last result)."""
-    _, result = wall(function)
-    times = []
-    for _ in range(repeat):
-        elapsed, result = wall(function)
-        times.append(elapsed)
-    return statistics.median(times), times, result
 
 
 def gpu_fractal(size, seed):
@@ -535,34 +513,6 @@ def bench_cost_distance(size, parity_size, repeat, bandwidth, cpu_full, results,
     bench_cost_distance_ties(parity_size, results)
 
 
-class _PhaseClock:
-    """Wraps module-level functions called from Python so that each call adds its wall time
-    to ``times[name]`` (kernels must be compiled before wrapping: numba resolves globals when
-    it compiles)."""
-
-    def __init__(self):
-        self.times = {}
-        self.saved = []
-
-    def wrap(self, module, names):
-        for name in names:
-            original = getattr(module, name)
-
-            def timed(*args, _original=original, _name=name, **kwargs):
-                start = time.perf_counter()
-                try:
-                    return _original(*args, **kwargs)
-                finally:
-                    self.times[_name] = self.times.get(_name, 0.0) + time.perf_counter() - start
-            self.saved.append((module, name, original))
-            setattr(module, name, timed)
-
-    def restore(self):
-        for module, name, original in reversed(self.saved):
-            setattr(module, name, original)
-        self.saved = []
-
-
 MST_CPU_PHASES = {
     "gridgraph.core.mst": ["valid_mask"],
     "gridgraph.core.mst._cpu": [
@@ -606,7 +556,7 @@ def bench_mst_cpu(size, repeat, results, before=False):
         finally:
             mst_cpu._INT32_EDGE_IDS, mst_cpu._LIST_LABEL_RANGES = saved
     for connectivity in (4,):
-        clock = _PhaseClock()
+        clock = PhaseClock()
         for module_name, names in MST_CPU_PHASES.items():
             module = importlib.import_module(module_name)
             clock.wrap(module, [n for n in names if hasattr(module, n)])
@@ -734,274 +684,6 @@ def bench_cost_distance_device(size, repeat, bandwidth, results):
             resources[name] = repr(exc)
     log("kernel resources", json.dumps(resources, default=str))
     results.append(dict(operation="cost distance kernel resources", resources=resources))
-
-
-class _Sampler:
-    """A sampling profiler of every Python thread (a poor man's py-spy):
-    every ``interval`` seconds, the innermost frame of each busy thread that
-    lies in gridgraph's core counts ``interval`` seconds for its function."""
-
-    def __init__(self, interval=0.01):
-        import threading
-        self.interval = interval
-        self.counts = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        import threading
-        me = threading.get_ident()
-        while not self.stop.wait(self.interval):
-            for ident, frame in sys._current_frames().items():
-                if ident == me:
-                    continue
-                name = None
-                while frame is not None:
-                    path = frame.f_code.co_filename
-                    if "/core/" in path and "gridgraph" in path or "/.dev-wt/" in path \
-                            and "/core/" in path:
-                        name = (f"{os.path.basename(os.path.dirname(path))}/"
-                                f"{os.path.basename(path)}:{frame.f_code.co_name}")
-                        break
-                    frame = frame.f_back
-                if name is None:
-                    continue
-                self.counts[name] = self.counts.get(name, 0.0) + self.interval
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
-
-    def top(self, n=14):
-        return dict(sorted(self.counts.items(), key=lambda kv: -kv[1])[:n])
-
-
-class _PhaseProgress:
-    """A progress callback noting when the fraction first passes each bound."""
-
-    def __init__(self, bounds):
-        self.start = time.perf_counter()
-        self.bounds = list(bounds)
-        self.passed = {}
-
-    def __call__(self, fraction):
-        now = time.perf_counter() - self.start
-        for bound in self.bounds:
-            if fraction >= bound and bound not in self.passed:
-                self.passed[bound] = now
-        return True
-
-
-# per-tile functions of the tiled MST (mstfast): each call's wall time with --tiled-clock
-MST_TILED_PHASES = {
-    "gridgraph.core.mst.tiled.leaf": [
-        "compress_tile_bands", "_low_bits_from_ids", "_local_ids", "valid_cells"],
-    "gridgraph.core.mst.tiled.expand": [
-        "_final_mask", "walk_tile_forest", "_border_pieces", "_mask_weights",
-        "sum_parts", "valid_cells", "orient_pieces", "_surviving", "tile_pieces", "tile_finish"],
-    "gridgraph.core.mst.tiled.driver": [
-        "leaf_round", "merge_hierarchy", "separator_edges", "split_removed", "pieces_round",
-        "finish_round", "leaf_tile"],
-    "gridgraph.core.mst._cuda": ["spanning_forest", "forest_low_bits", "copy_to_host",
-                                 "copy_to_device"],
-}
-
-
-def bench_tiled(workdir, operations, results, clock_mst=False, cpu_components=False):
-    """The tiled path on the GPU machine at the 40-ft Neuse size (17630 x 12555, 221M cells,
-    bench/scale.py's synthetic DEM, MEMORY_LIMIT_MB=4096, outputs to .npy files), CUDA
-    backend, in this process: wall time, the time at each phase bound of the driver's
-    progress, and where the threads spent it (sampled every 10 ms)."""
-    import tempfile
-
-    sys.path.insert(0, HERE)
-    import scale
-
-    from gridgraph.core import connected_components, cost_distance, minimum_spanning_tree
-    from gridgraph.core.costdistance import rounds
-    os.makedirs(workdir, exist_ok=True)
-    shape = (17630, 12555)
-    raster = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
-    if not os.path.exists(raster):
-        start = time.perf_counter()
-        scale.synthetic_dem(raster, shape)
-        log(f"DEM written in {time.perf_counter() - start:.1f} s")
-    dem = np.load(raster, mmap_mode="r")
-    small = np.ascontiguousarray(dem[:300, :300])
-    runs = {
-        "costdistance": (lambda progress, out: cost_distance(
-            dem, [(shape[0] // 2, shape[1] // 2)], 8, backend="cuda", memory_limit_mb=4096,
-            out_dir=out, progress=progress),
-            [rounds.SURVEY_SPAN[1], rounds.DISTANCE_SPAN[1], rounds.HOPS_SPAN[1],
-             rounds.LABEL_SPAN[1], 1.0]),
-        "components": (lambda progress, out: connected_components(
-            dem, 8, "equal", backend="cuda", memory_limit_mb=4096, out_dir=out,
-            progress=progress), [0.45, 0.5, 1.0]),
-        "mst": (lambda progress, out: minimum_spanning_tree(
-            dem, 8, "max", backend="cuda", memory_limit_mb=4096, out_dir=out,
-            progress=progress, edges=False), [0.5, 0.6, 0.7, 0.85, 1.0]),
-    }
-    # warm-up: every kernel compiled on a small tiled run
-    for operation in operations:
-        with tempfile.TemporaryDirectory(dir=workdir) as out:
-            function, _ = runs[operation]
-            small_runs = dict(
-                costdistance=lambda: cost_distance(small, [(150, 150)], 8, backend="cuda",
-                                                   tile_size=128, out_dir=out),
-                components=lambda: connected_components(small, 8, "equal", backend="cuda",
-                                                        tile_size=128, out_dir=out),
-                mst=lambda: minimum_spanning_tree(small, 8, "max", backend="cuda",
-                                                  tile_size=128, out_dir=out, edges=False))
-            small_runs[operation]()
-    if "costdistance" in operations:
-        # parity: tiled on the GPU against in memory on the CPU, odd shapes whose tiles of
-        # 1024 leave partial ones, a smooth cost and integer plateaus (zero costs, ties),
-        # and a 4096² crop (4 x 4 tiles)
-        crop = np.ascontiguousarray(dem[1000:3501, 2000:5003], dtype=np.float32)
-        square = np.ascontiguousarray(dem[5000:9096, 3000:7096], dtype=np.float32)
-        sources = [(10, 10), (1200, 1500), (2400, 2990)]
-        for name, cost, connectivities in (
-                ("fractal", crop, (8, 16)), ("plateaus", np.floor(crop / 150), (8, 16)),
-                ("fractal 4096x4096 crop", square, (8,))):
-            for connectivity in connectivities:
-                with tempfile.TemporaryDirectory(dir=workdir) as out:
-                    gpu_tiled = cost_distance(cost, sources, connectivity, backend="cuda",
-                                              tile_size=1024, out_dir=out)
-                    cpu = cost_distance(cost, sources, connectivity, backend="cpu")
-                    same = all(np.array_equal(np.asarray(getattr(gpu_tiled, k)),
-                                              getattr(cpu, k), equal_nan=True)
-                               and np.asarray(getattr(gpu_tiled, k)).dtype
-                               == getattr(cpu, k).dtype
-                               for k in ("accumulated", "direction", "allocation"))
-                    results.append(dict(
-                        operation=f"tiled cost distance on the GPU (tiles of 1024) vs in memory "
-                                  f"on the CPU, {name} 2501x3003, {connectivity}-conn, 3 "
-                                  "sources (parity)", identical_to_cpu=bool(same)))
-                    log(json.dumps(results[-1]))
-                    del gpu_tiled, cpu
-    if "components" in operations:
-        # parity: tiled on the GPU (labels kept on the device) against in memory on the CPU
-        from gridgraph.core.components import _cuda_tiled as components_tiled
-        crop = np.ascontiguousarray(dem[1000:3501, 2000:5003], dtype=np.float32)
-        plateaus = np.floor(crop / 150)
-        mask = (np.random.default_rng(1).random(crop.shape) < 0.6).astype(np.uint8)
-        for name, values, connectivity, mode, keeps in (
-                ("plateaus", plateaus, 4, "equal", (None,)),
-                ("plateaus", plateaus, 8, "equal", (None, 0)),
-                ("random 0/1", mask, 8, "nonzero", (None,))):
-            for keep in keeps:
-                components_tiled.KEEP_BYTES = keep
-                with tempfile.TemporaryDirectory(dir=workdir) as out:
-                    gpu_tiled = connected_components(values, connectivity, mode,
-                                                     backend="cuda", tile_size=1024,
-                                                     out_dir=out)
-                    cpu = connected_components(values, connectivity, mode,
-                                               backend="cpu")
-                    same = (gpu_tiled.count == cpu.count and np.array_equal(
-                        np.asarray(gpu_tiled.labels), cpu.labels))
-                components_tiled.KEEP_BYTES = None
-                results.append(dict(
-                    operation=f"tiled components on the GPU (tiles of 1024"
-                              f"{', labelled twice' if keep == 0 else ''}) vs in "
-                              f"memory on the CPU, {name} 2501x3003, {connectivity}-conn, "
-                              f"{mode} (parity)", identical_to_cpu=bool(same)))
-                log(json.dumps(results[-1]))
-                del gpu_tiled, cpu
-    if "mst" in operations:
-        # parity (mstfast): tiled on the GPU (tiles of 1024, partial ones at the edges)
-        # against in memory on the CPU, with and without the edge list, 8- and 4-connected
-        crop = np.ascontiguousarray(dem[1000:3501, 2000:5003], dtype=np.float32)
-        for connectivity in (8, 4):
-            cpu = minimum_spanning_tree(crop, connectivity, "max", backend="cpu")
-            for keep in (False, True):
-                with tempfile.TemporaryDirectory(dir=workdir) as out:
-                    gpu_tiled = minimum_spanning_tree(crop, connectivity, "max", backend="cuda",
-                                                      tile_size=1024, out_dir=out, edges=keep)
-                    same = bool(gpu_tiled.trees == cpu.trees
-                                and np.float64(gpu_tiled.total_weight).tobytes()
-                                == np.float64(cpu.total_weight).tobytes()
-                                and np.array_equal(np.asarray(gpu_tiled.parent_direction),
-                                                   cpu.parent_direction, equal_nan=True))
-                    if keep:
-                        same = same and np.array_equal(np.asarray(gpu_tiled.edges), cpu.edges) \
-                            and np.array_equal(np.asarray(gpu_tiled.weights).view(np.uint32),
-                                               cpu.weights.view(np.uint32))
-                    results.append(dict(
-                        operation=f"tiled MST on the GPU (tiles of 1024) vs in memory on the "
-                                  f"CPU, 2501x3003, {connectivity}-conn max, edges={keep} "
-                                  "(parity)", identical_to_cpu=bool(same)))
-                    log(json.dumps(results[-1]))
-                    del gpu_tiled
-            del cpu
-    for operation in operations:
-        function, bounds = runs[operation]
-        with tempfile.TemporaryDirectory(dir=workdir) as out:
-            progress = _PhaseProgress(bounds)
-            clock = _PhaseClock()
-            if clock_mst and operation == "mst":
-                import importlib
-                for module_name, names in MST_TILED_PHASES.items():
-                    module = importlib.import_module(module_name)
-                    clock.wrap(module, [n for n in names if hasattr(module, n)])
-            try:
-                with _Sampler() as sampler:
-                    start = time.perf_counter()
-                    result = function(progress, out)
-                    elapsed = time.perf_counter() - start
-            finally:
-                clock.restore()
-            entry = dict(operation=f"tiled {operation}, cuda, 17630 x 12555 (221M cells), "
-                                   "limit 4096 MB", end_to_end_s=elapsed,
-                         phase_bounds_s={str(b): round(t, 2)
-                                         for b, t in progress.passed.items()},
-                         thread_seconds=sampler.top())
-            if clock.times:
-                entry["function_seconds"] = {k: round(v, 3) for k, v in sorted(
-                    clock.times.items(), key=lambda kv: -kv[1])}
-            if operation == "mst":
-                from gridgraph.core.mst import tiled as mst_tiled
-                entry.update(trees=int(result.trees), total_weight=float(result.total_weight),
-                             tile_size=mst_tiled.plan(dem, 1, None, 4096, None).grid.tile_size)
-            if operation == "costdistance":
-                entry["tile_solves"] = getattr(result, "tile_solves", None)
-            if cpu_components and operation in ("components", "costdistance"):
-                # the CPU backend on the same machine and raster: every core (a thread pool
-                # of os.cpu_count() tile workers), outputs compared cell for cell
-                from concurrent.futures import ThreadPoolExecutor
-                cpu_runs = dict(
-                    components=lambda out, pool: connected_components(
-                        dem, 8, "equal", backend="cpu", memory_limit_mb=4096, out_dir=out,
-                        executor=pool),
-                    costdistance=lambda out, pool: cost_distance(
-                        dem, [(shape[0] // 2, shape[1] // 2)], 8, backend="cpu",
-                        memory_limit_mb=4096, out_dir=out, executor=pool))
-                with tempfile.TemporaryDirectory(dir=workdir) as cpu_out, \
-                        ThreadPoolExecutor(os.cpu_count()) as pool:
-                    start = time.perf_counter()
-                    cpu_result = cpu_runs[operation](cpu_out, pool)
-                    entry["cpu_backend_s"] = time.perf_counter() - start
-                    entry["cpu_backend"] = f"tiled, {os.cpu_count()} tile workers (threads)"
-                    if operation == "components":
-                        names = ("labels",)
-                        same = cpu_result.count == result.count
-                    else:
-                        names = ("accumulated", "direction", "allocation")
-                        same = True
-                    for name in names:
-                        a, b = np.asarray(getattr(cpu_result, name)), np.asarray(
-                            getattr(result, name))
-                        same = same and a.dtype == b.dtype and all(
-                            np.array_equal(a[r:r + 1024], b[r:r + 1024], equal_nan=True)
-                            for r in range(0, a.shape[0], 1024))
-                    entry["identical_to_cpu_backend"] = bool(same)
-                    del cpu_result
-            results.append(entry)
-            log(json.dumps(entry, default=float))
-            del result
 
 
 def identical_cost_outputs(gpu_out, cpu_out):

@@ -411,6 +411,23 @@ def valid_cells_device(array, nodata, dtype=None):
 # Block-wide building blocks (every thread of the block must call them).
 
 @cuda.jit(device=True, cache=True)
+def find_halving(parent, x):
+    """Root of x in a union-find forest, pointing every other entry on the
+    way at its grandparent (path halving).  Safe beside concurrent finders
+    and unions: it only writes entries that are no longer roots (they never
+    become roots again) and only stores an ancestor, so every tree keeps its
+    members and ``parent[x] <= x`` still holds where unions keep it."""
+    while True:
+        p = parent[x]
+        if p == x:
+            return x
+        g = parent[p]
+        if g != p:
+            parent[x] = g
+        x = g
+
+
+@cuda.jit(device=True, cache=True)
 def block_reserve(n_items, counter, scratch):
     """Reserve ``n_items`` consecutive slots of a global output list.
 

@@ -170,6 +170,27 @@ def cluster_workers(client):
             for address, info in workers.items()}
 
 
+def cluster_hosts(client):
+    """The hosts (addresses) the cluster's workers listen on."""
+    return {info.get("host") for info in
+            client.scheduler_info()["workers"].values()}
+
+
+def one_host(executor):
+    """Whether every tile task of ``executor`` runs on this one machine:
+    in process, on a pool, or on a Dask cluster whose workers all listen
+    on one host (workers on two addresses count as two machines).  Only
+    then do writers share one page cache, which writes through shared
+    mappings need: on a network file system each machine writes back
+    whole pages, so two machines writing the two ends of one page (the
+    seam of two label runs) would each overwrite the other's bytes;
+    ``pwrite`` sends the bytes written only."""
+    if not is_distributed(executor):
+        return True
+    with client_for(executor) as client:
+        return len(cluster_hosts(client)) <= 1
+
+
 def cluster_threads(client):
     """How many tile tasks the cluster runs at once (its threads)."""
     return sum(threads for threads, _ in cluster_workers(client).values())
@@ -340,13 +361,16 @@ def source_path(source):
     return getattr(source, "path", None)
 
 
-def worker_check(sources, out_dir, token, warm_up):
+def worker_check(sources, out_dir, token, warm_up, warmed=None):
     """Runs on a worker: what :func:`preflight` compares.  Returns a dict;
     problems are reported as strings, never raised, so every worker's
-    answer arrives."""
+    answer arrives.  ``warmed``: instead of running ``warm_up``, report
+    (``"warmed"``) whether this process has passed the warm-up of that
+    key already."""
     from . import tiling
     answer = {"fingerprint": code_fingerprint(), "pid": os.getpid(),
-              "sources": [], "problems": []}
+              "sources": [], "problems": [],
+              "warmed": warmed is not None and warmed in _WARMED_UP}
     for source in sources:
         try:
             shape, dtype = tiling.reopen_source(source)
@@ -397,6 +421,37 @@ def _warm_up_key(warm_up):
                 warm_up, "keywords", {}).items())))
 
 
+# The preflight's checks run on every worker at once through
+# ``client.run`` (one message, answered from each worker's event loop;
+# no task) and only a worker that has not passed the warm-up yet runs
+# the checks again as a task with it (compiling may take long: not in
+# the event loop).  On a warm cluster the preflight is then one round
+# trip: 34-37 ms as tasks at 8 workers on the H100 host (8-10 ms at 1;
+# docs/benchmarks.md, Dask, seventh session).  False: always as tasks.
+PREFLIGHT_BY_RUN = True
+
+
+def _worker_answers(client, workers, sources, out_dir, token, warm_up):
+    """Each worker's :func:`worker_check` answer, in ``workers``' order
+    (:data:`PREFLIGHT_BY_RUN`)."""
+    answers = {}
+    if PREFLIGHT_BY_RUN:
+        key = None if warm_up is None else _warm_up_key(warm_up)
+        answers = client.run(worker_check, sources, out_dir, token, None,
+                             key, workers=workers)
+        if warm_up is not None:
+            answers = {address: answer for address, answer in
+                       answers.items() if answer["warmed"]}
+    cold = [address for address in workers if address not in answers]
+    futures = [client.submit(worker_check, sources, out_dir, token,
+                             warm_up, workers=[address],
+                             allow_other_workers=False, pure=False,
+                             key=f"gridgraph-preflight-{uuid.uuid4().hex}")
+               for address in cold]
+    answers.update(zip(cold, client.gather(futures)))
+    return [answers[address] for address in workers]
+
+
 def preflight(client, sources, out_dir=None, warm_up=None):
     """Check every worker before any tile work; raise :class:`ClusterError`
     naming the workers that cannot take part and why.
@@ -422,13 +477,9 @@ def preflight(client, sources, out_dir=None, warm_up=None):
             handle.write(token[1])
     try:
         workers = sorted(cluster_workers(client))
-        futures = [client.submit(worker_check, sources, out_dir, token,
-                                 warm_up, workers=[address],
-                                 allow_other_workers=False, pure=False,
-                                 key=f"gridgraph-preflight-{uuid.uuid4().hex}")
-                   for address in workers]
         try:
-            answers = client.gather(futures)
+            answers = _worker_answers(client, workers, sources, out_dir,
+                                      token, warm_up)
         except Exception as error:
             raise ClusterError(
                 f"the preflight check could not run on the Dask workers "

@@ -411,6 +411,24 @@ class NpySink:
             # unmapped here (the dirty pages stay in the page cache)
             del rows, put
 
+    def prefault(self, window):
+        """Fault ``window``'s pages of the file in writable now
+        (``madvise(MADV_POPULATE_WRITE)`` through a mapping of its rows,
+        then unmapped), writing nothing: the writes then find them in the
+        page cache (components' label round, from workers that would
+        otherwise wait).  Nothing where the sink is not mapped; an error
+        (the file gone after an abort) is ignored: the writes fault the
+        pages in themselves."""
+        if not self.mapped:
+            return
+        try:
+            rows = _mapped_rows(self.partial, self.offset, self.dtype,
+                                window.row, window.rows, self.shape[1],
+                                window)
+        except OSError:
+            return
+        del rows
+
     def _write(self, fd, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
         itemsize = self.dtype.itemsize
@@ -480,6 +498,8 @@ PWRITE_BAND_BYTES = 64 << 20
 POPULATE_MAPPED_WRITES = True
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
 _populate_refused = False
+# errno values of a failed MADV_POPULATE_WRITE already logged here
+_populate_logged = set()
 
 
 def _mapped_rows(path, offset, dtype, first, count, cols, populate=None):
@@ -514,7 +534,10 @@ def _populate(handle, start, window, first, cols, itemsize):
     """``madvise(MADV_POPULATE_WRITE)`` on ``window``'s bytes of a mapping
     of whole raster rows from row ``first`` at byte ``start``: one range
     where the window spans whole rows, else a range per row.  Silently
-    nothing where the kernel refuses the advice (before Linux 5.14)."""
+    nothing where the kernel refuses the advice (before Linux 5.14: EINVAL;
+    ENOSYS, EOPNOTSUPP); any other error (out of memory, a file cut
+    short) is logged once per errno and the copy then faults the pages in
+    (and meets the error itself if it persists)."""
     global _populate_refused
     import errno
     import mmap
@@ -537,6 +560,13 @@ def _populate(handle, start, window, first, cols, itemsize):
         except OSError as error:
             if error.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                 _populate_refused = True
+            elif error.errno not in _populate_logged:
+                _populate_logged.add(error.errno)
+                import logging
+                logging.getLogger(__name__).warning(
+                    "madvise(MADV_POPULATE_WRITE) failed on the output "
+                    "mapping (%s); its pages are faulted in by the writes "
+                    "instead", error)
             return  # the copy faults the pages in
 
 

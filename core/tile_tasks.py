@@ -21,6 +21,15 @@ from ._common import Progress
 # H100 host's CPUs (components, neuse40, 8 workers: 2.29 s against 2.28 s,
 # 2026-11-24 12:23 UTC, bench/dask_variants.py).
 DASK_IN_FLIGHT_PER_THREAD = 2
+# A round of independent tasks whose arguments and results are small
+# (``run_tasks(at_once=True)``, no ``keep``) goes to the scheduler in one
+# message (``client.map``): Dask queues it and starts each next task as a
+# worker thread frees up, without a round trip through this process per
+# task.  Measured on the H100 host's CPUs (components, neuse40, 8
+# one-thread workers, 2026-11-24 23:29 UTC): 0.94-0.99 s against
+# 1.01-1.15 s (docs/benchmarks.md, Dask, seventh session).  False: one by
+# one, at most DASK_IN_FLIGHT_PER_THREAD per thread in flight.
+DASK_SUBMIT_ROUND_AT_ONCE = True
 # run_tasks(batch="auto") on a Dask cluster: tiles grouped into about this
 # many Dask tasks per worker thread.  Short tile tasks (components: ~15 ms
 # at 1024 x 1024) are otherwise bound by the driver's and scheduler's cost
@@ -36,7 +45,9 @@ BATCHES_PER_THREAD = 4
 # host's CPUs, components on neuse40, 8 workers, 2026-11-24 17:59 UTC: the
 # rounds' workers were 90-95 % busy without it; 1.19 s against 1.17 s
 # with the two other switches of that call, docs/benchmarks.md, fifth
-# session).
+# session).  Components' label runs follow it too (TileGrid.guided_runs);
+# the seventh session's call (2026-11-24 23:29 UTC) found the same:
+# shorter tails, more tasks, no sooner end.
 GUIDED_SHARE = 0
 # Threads a numba parallel kernel may use inside a Dask tile task: the
 # worker threads run tiles side by side, so each task keeps to its own
@@ -154,7 +165,8 @@ def release_free_memory():
 
 
 def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
-              count=None, keep=False, resources=None, batch=None):
+              count=None, keep=False, resources=None, batch=None,
+              at_once=False):
     """Run ``function(*task)`` for every task.
 
     ``tasks`` may be a generator (then give ``count``): tasks are drawn
@@ -191,6 +203,11 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     the group to one worker).  With ``keep`` the states of a batch stay
     together on its worker: each tile's state is then a :class:`KeptPart`
     (the batch's future and the tile's place in it; :func:`kept_groups`).
+
+    ``at_once=True``: the tasks' arguments and results are small (all of
+    them may exist at once): on a Dask cluster, without ``keep``, the
+    round goes to the scheduler in one message
+    (:data:`DASK_SUBMIT_ROUND_AT_ONCE`).
     """
     progress = progress if progress is not None else Progress()
     total = len(tasks) if count is None else count
@@ -215,10 +232,10 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
             sizes = batch_sizes(total, distributed.cluster_threads(executor))
         if sizes is not None and len(sizes) < total:
             _run_batches_on_dask(executor, function, tasks, sizes, consume,
-                                 progress, resources, keep)
+                                 progress, resources, keep, at_once)
         else:
             _run_on_dask(executor, function, tasks, total, consume, progress,
-                         keep, resources)
+                         keep, resources, at_once=at_once)
         return results
     in_flight = {}
     limit = 2 * executor_workers(executor)
@@ -252,7 +269,7 @@ def write_in_task(sink, function, source, window, *arguments):
 
 
 def _run_on_dask(client, function, tasks, total, consume, progress, keep,
-                 resources=None, name=None):
+                 resources=None, name=None, at_once=False):
     """:func:`run_tasks` on a Dask client (see there)."""
     import operator
     import uuid
@@ -263,8 +280,11 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         getattr(function, "func", None), "__name__", "tile")
     if function not in (_run_batch, _run_batch_kept):  # those do it
         function = functools.partial(_in_kept_heap, function)
-    limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     run = uuid.uuid4().hex[:12]
+    if at_once and DASK_SUBMIT_ROUND_AT_ONCE and not keep:
+        return _run_round_on_dask(client, function, tasks, total, consume,
+                                  progress, resources, name, run)
+    limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     in_flight = {}  # the future the driver waits on -> (index, state)
     # not distributed.wait: it needs a default client; results are fetched
     # in the background as tasks finish (one round trip each otherwise,
@@ -310,6 +330,52 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         if outstanding:
             client.cancel(outstanding, force=True)
         raise
+
+
+def _run_round_on_dask(client, function, tasks, total, consume, progress,
+                       resources, name, run):
+    """:func:`_run_on_dask` with every task submitted at once, in one
+    message (:data:`DASK_SUBMIT_ROUND_AT_ONCE`), started in task order
+    (``client.map`` gives them priorities in that order)."""
+    from distributed import as_completed
+
+    keys = [f"{name}-{run}-{index:07d}" for index in range(total)]
+    futures = client.map(functools.partial(_starred, function),
+                         [_Arguments(task) for task in tasks], key=keys,
+                         pure=False, resources=resources)
+    index_of = {future.key: index for index, future in enumerate(futures)}
+    done = 0
+    try:
+        for future, value in as_completed(futures, loop=client.loop,
+                                          with_results=True,
+                                          raise_errors=False):
+            consume(index_of[future.key], _dask_result(future, value, name))
+            done += 1
+            progress(done / max(total, 1))
+    except BaseException:
+        client.cancel([f for f in futures if not f.done()], force=True)
+        raise
+
+
+class _Arguments:
+    """A task's arguments, opaque to Dask (a tuple starting with a
+    function, as a batch's is, would be read as a task of the graph)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = tuple(values)
+
+    def __getstate__(self):
+        return self.values
+
+    def __setstate__(self, values):
+        self.values = values
+
+
+def _starred(function, arguments):
+    """``function(*arguments)``: a task of :func:`_run_round_on_dask`."""
+    return function(*arguments.values)
 
 
 @contextmanager
@@ -390,7 +456,7 @@ def kept_groups(states):
 
 
 def _run_batches_on_dask(client, function, tasks, sizes, consume,
-                         progress, resources=None, keep=False):
+                         progress, resources=None, keep=False, at_once=False):
     """:func:`run_tasks` on a Dask client, ``sizes[k]`` tasks in the k-th
     Dask task (with ``keep``, states as :class:`KeptPart`)."""
     import itertools
@@ -412,7 +478,8 @@ def _run_batches_on_dask(client, function, tasks, sizes, consume,
     _run_on_dask(client, _run_batch_kept if keep else _run_batch, batches(),
                  len(starts), consume_batch, progress, keep, resources,
                  name=getattr(function, "__name__", None) or getattr(
-                     getattr(function, "func", None), "__name__", "tile"))
+                     getattr(function, "func", None), "__name__", "tile"),
+                 at_once=at_once)
 
 
 def _dask_result(future, value, name):

@@ -97,6 +97,41 @@ def read_features(path):
             for feature in layer.getFeatures()]
 
 
+def feedback_cancelling_at(percent=0):
+    """(feedback, reports): a QgsProcessingFeedback that cancels itself at its
+    first progress report at or past ``percent`` (0: the first report), and the
+    list of every percentage reported, for asserting where the run stopped."""
+    from qgis.core import QgsProcessingFeedback
+    feedback = QgsProcessingFeedback()
+    reports = []
+
+    def cancel_past(value):
+        reports.append(value)
+        if value >= percent:
+            feedback.cancel()
+    feedback.progressChanged.connect(cancel_past)
+    return feedback, reports
+
+
+@pytest.fixture
+def feedback_cancelled_after_a_write(monkeypatch):
+    """A QgsProcessingFeedback that is cancelled as soon as the algorithm
+    has written one raster output (GridGraphAlgorithm.writeRaster): for the
+    tests that cancel while outputs are being written."""
+    from qgis.core import QgsProcessingFeedback
+
+    from gridgraph.algorithms.base import GridGraphAlgorithm
+    feedback = QgsProcessingFeedback()
+    write = GridGraphAlgorithm.writeRaster
+
+    def write_then_cancel(self, *args, **kwargs):
+        written = write(self, *args, **kwargs)
+        feedback.cancel()
+        return written
+    monkeypatch.setattr(GridGraphAlgorithm, "writeRaster", write_then_cancel)
+    return feedback
+
+
 @pytest.fixture(scope="session")
 def gridgraph_provider(qgis_processing):
     """The GridGraph provider, registered once per session (as QGIS would)."""

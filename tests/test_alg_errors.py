@@ -3,10 +3,10 @@ errors with their messages, cancellation: and never an output file left."""
 
 import numpy as np
 import pytest
-from qgis.core import QgsProcessingException, QgsProcessingFeedback
+from qgis.core import QgsProcessingException
 
-from conftest import (X0, Y0, cell_centre, read_raster, write_geotiff,
-                      write_points)
+from conftest import (X0, Y0, cell_centre, feedback_cancelling_at, read_raster,
+                      write_geotiff, write_points)
 from gridgraph.core._common import cuda_available
 
 pytestmark = pytest.mark.usefixtures("gridgraph_provider")
@@ -265,13 +265,7 @@ def test_cancel_after_the_first_progress_report(run_algorithm, tmp_path,
     values = np.random.default_rng(1).uniform(1, 5, size=(40, 50))
     raster = write_geotiff(inputs / "values.tif", values)
     point = write_points(inputs / "p.gpkg", [cell_centre(3, 3)])
-    feedback = QgsProcessingFeedback()
-    reports = []
-
-    def cancel_on_first_report(percent):
-        reports.append(percent)
-        feedback.cancel()
-    feedback.progressChanged.connect(cancel_on_first_report)
+    feedback, reports = feedback_cancelling_at()
     parameters = {"INPUT": raster, "SOURCES": point, "DESTINATIONS": point,
                   "THRESHOLD": 2.0}
     if algorithm_id != CD:

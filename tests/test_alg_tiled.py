@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from qgis.core import NULL, QgsProcessingException, QgsProcessingFeedback
 
-from conftest import (cell_centre, read_features, read_raster, write_geotiff,
-                      write_points)
+from conftest import (cell_centre, feedback_cancelling_at, read_features, read_raster,
+                      write_geotiff, write_points)
 from gridgraph.core import tiling
 from rasters import fractal_surface, spiral_mask
 
@@ -519,13 +519,7 @@ def test_cancel_on_the_tiled_path_leaves_nothing(run_algorithm, tmp_path,
     values = np.random.default_rng(1).uniform(1, 5, size=(40, 50))
     raster = write_geotiff(inputs / "values.tif", values)
     point = write_points(inputs / "p.gpkg", [cell_centre(3, 3)])
-    feedback = QgsProcessingFeedback()
-    reports = []
-
-    def cancel_on_first_report(percent):
-        reports.append(percent)
-        feedback.cancel()
-    feedback.progressChanged.connect(cancel_on_first_report)
+    feedback, reports = feedback_cancelling_at()
     parameters = {"INPUT": raster, "TILE_SIZE": 8}
     if algorithm_id == CD:
         parameters.update(SOURCES=point, DESTINATIONS=point)
@@ -550,14 +544,7 @@ def test_cancel_while_making_polygons_leaves_nothing(run_algorithm, tmp_path,
     inputs.mkdir()
     values = np.floor(fractal_surface((90, 70), seed=3) / 100)
     raster = write_geotiff(inputs / "values.tif", values)
-    feedback = QgsProcessingFeedback()
-    reports = []
-
-    def cancel_past_threshold(percent):
-        reports.append(percent)
-        if percent >= cancel_at:
-            feedback.cancel()
-    feedback.progressChanged.connect(cancel_past_threshold)
+    feedback, reports = feedback_cancelling_at(cancel_at)
     before = set(tiled_folders())
     with pytest.raises(QgsProcessingException) as error:
         run_algorithm(CC, {"INPUT": raster, "TILE_SIZE": 16,
@@ -579,14 +566,7 @@ def test_cancel_while_making_segments_leaves_nothing(run_algorithm, tmp_path,
     inputs.mkdir()
     raster = write_geotiff(inputs / "values.tif",
                            fractal_surface((90, 70), seed=3))
-    feedback = QgsProcessingFeedback()
-    reports = []
-
-    def cancel_past_threshold(percent):
-        reports.append(percent)
-        if percent >= cancel_at:
-            feedback.cancel()
-    feedback.progressChanged.connect(cancel_past_threshold)
+    feedback, reports = feedback_cancelling_at(cancel_at)
     before = set(tiled_folders())
     with pytest.raises(QgsProcessingException) as error:
         run_algorithm(MST, {"INPUT": raster, "TILE_SIZE": 16,

@@ -70,6 +70,24 @@ def assert_same(result, expected, names):
                                       getattr(expected, name), err_msg=name)
 
 
+def assert_components_on_dask(client, tmp_path, seed, shape=(64, 72)):
+    """Components (8-connected, ``nonzero``) of a random mask run on the
+    cluster into ``tmp_path/out``: the in-process labels, and ``out``
+    holds labels.npy only."""
+    values = (np.random.default_rng(seed).random(shape) < 0.45).astype(
+        np.uint8)
+    expected = connected_components(values, connectivity=8, mode="nonzero")
+    memmap = save_npy(tmp_path, "values", values)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = connected_components(memmap, connectivity=8, mode="nonzero",
+                                  tile_size=TILE, executor=client,
+                                  out_dir=out)
+    assert result.count == expected.count > 20
+    assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]
+
+
 def costs(shape, seed):
     rng = np.random.default_rng(seed)
     cost = rng.integers(1, 5, shape).astype(np.float64)
@@ -152,6 +170,34 @@ def test_run_tasks_batches_are_the_dask_tasks(client, monkeypatch, guided,
     sizes = [len(list(group)) for _, group in itertools.groupby(keys)]
     assert len(set(keys)) == len(sizes)  # each Dask task's tiles together
     assert sizes == tiling.batch_sizes(40, 2) == expected
+
+
+@pytest.mark.parametrize("at_once", [True, False])
+@pytest.mark.parametrize("batch", [None, "auto"])
+def test_run_tasks_round_submitted_at_once(client, monkeypatch, batch,
+                                           at_once):
+    """DASK_SUBMIT_ROUND_AT_ONCE: every task of a round of small tasks
+    (at_once=True) is with the scheduler when the first result is handed
+    on (one message, Dask starting each next task); off, at most 2 a
+    worker thread are in flight.  Either way every result is handed on in
+    its place."""
+    import operator
+
+    from gridgraph.core import tile_tasks, tiling
+    monkeypatch.setattr(tile_tasks, "DASK_SUBMIT_ROUND_AT_ONCE", at_once)
+    held, seen = [], {}
+
+    def on_result(index, value):
+        if not held:
+            held.append(sum(key.startswith("mul-")
+                            for key in scheduler_tasks(client)))
+        seen[index] = value
+
+    tiling.run_tasks(operator.mul, [(k, 3) for k in range(40)], client,
+                     on_result=on_result, batch=batch, at_once=True)
+    assert seen == {k: 3 * k for k in range(40)}
+    tasks = 40 if batch is None else len(tiling.batch_sizes(40, 2))
+    assert held[0] == tasks if at_once else held[0] <= 4 < tasks
 
 
 def set_heap_kept(on):
@@ -490,6 +536,50 @@ def test_preflight_names_a_worker_running_other_code(client, tmp_path,
     assert "worker tcp://127.0.0.1" in str(error.value)
 
 
+def forget_warm_ups():
+    """Runs on a worker: as if no warm-up had run in this process."""
+    from gridgraph.core import distributed
+    distributed._WARMED_UP.clear()
+
+
+def warm_ups():
+    from gridgraph.core import distributed
+    return len(distributed._WARMED_UP)
+
+
+@pytest.mark.parametrize("by_run", [True, False])
+def test_preflight_tasks_only_for_cold_workers(client, tmp_path, monkeypatch,
+                                               by_run):
+    """PREFLIGHT_BY_RUN: the checks go to every worker in one client.run
+    and only workers that have not passed the warm-up get a preflight
+    task (which warms them up); off, every worker gets one each run.  The
+    result is the same."""
+    monkeypatch.setattr(distributed, "PREFLIGHT_BY_RUN", by_run)
+    memmap = save_npy(tmp_path, "v", (np.arange(24 * 20).reshape(24, 20)
+                                      % 3).astype(np.int16))
+    expected = connected_components(np.asarray(memmap))
+    submitted = []
+    real_submit = client.submit
+
+    def submit(function, *arguments, **keywords):
+        if str(keywords.get("key", "")).startswith("gridgraph-preflight"):
+            submitted.append(keywords["workers"])
+        return real_submit(function, *arguments, **keywords)
+
+    connected_components(memmap, tile_size=TILE, executor=client)  # warm
+    monkeypatch.setattr(client, "submit", submit)
+    workers = sorted(client.run(os.getpid))
+    client.run(forget_warm_ups, workers=workers[:1])
+    for cold in (workers[:1], []):
+        submitted.clear()
+        result = connected_components(memmap, tile_size=TILE,
+                                      executor=client)
+        np.testing.assert_array_equal(result.labels, expected.labels)
+        assert sorted(w for ws in submitted for w in ws) == (
+            cold if by_run else workers)
+        assert min(client.run(warm_ups).values()) >= 1
+
+
 def test_cancel_cancels_outstanding_futures(client, tmp_path):
     memmap = save_npy(tmp_path, "v", np.random.default_rng(4).random(
         (32, 32)).astype(np.float32))
@@ -513,7 +603,9 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
 
 @pytest.mark.parametrize("settings", [
     {"TILE_FILE_LABEL_WRITES": True, "DASK_BATCH": None},
-    {"LABEL_RUN_TILES": 1}], ids=["tile_files", "runs"])
+    {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": False},
+    {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": True}],
+    ids=["tile_files", "runs", "runs_at_once"])
 def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     """Components cancelled in the label round with tasks outstanding (a
     task a tile: no batches, or runs of one tile), writing a file per tile
@@ -521,9 +613,11 @@ def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     done nothing is left in out_dir (no tile file, folder or partial: a
     task still running finds its file's folder or partial file gone and
     fails)."""
+    from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     for name, value in settings.items():
-        monkeypatch.setattr(components_tiled, name, value)
+        monkeypatch.setattr(tile_tasks if name.startswith("DASK_SUBMIT")
+                            else components_tiled, name, value)
     values = (np.random.default_rng(12).random((64, 72)) < 0.45).astype(
         np.uint8)
     memmap = save_npy(tmp_path, "values", values)
@@ -546,30 +640,103 @@ def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     assert os.listdir(out) == []
 
 
-@pytest.mark.parametrize("runs,mapped", [
-    (None, True), (2, True), ("auto", False), ("row", True)])
+@pytest.mark.parametrize("runs,mapped,guided", [
+    (None, True, False), (2, True, False), ("auto", False, False),
+    ("row", True, False), ("auto", True, True)])
 def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
-                                       mapped):
+                                       mapped, guided):
     """The label round in runs of adjacent tiles (LABEL_RUN_TILES: tile by
     tile, 2, about a batch, whole tile rows), written by the workers into
     out_dir through one mapping a run (its pages populated first, the
     default on the workers) or gathered and written with pwrite: the
-    in-process labels, nothing else left."""
+    in-process labels, nothing else left.  ``guided``: batches and runs
+    shrinking towards the end of each round (GUIDED_SHARE), each round
+    submitted at once (DASK_SUBMIT_ROUND_AT_ONCE)."""
+    from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", runs)
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
-    values = (np.random.default_rng(13).random((64, 72)) < 0.45).astype(
+    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 1 if guided else 0)
+    monkeypatch.setattr(tile_tasks, "DASK_SUBMIT_ROUND_AT_ONCE", guided)
+    assert_components_on_dask(client, tmp_path, 13)
+
+
+@pytest.mark.parametrize("prefault", [True, False])
+def test_components_prefault_in_round_one_idle_time(client, tmp_path,
+                                                    monkeypatch, prefault):
+    """PREFAULT_LABEL_PAGES: once round 1's first result is in, a task per
+    label run's window faults its pages of the labels file in, queued
+    behind round 1 at a lower priority; those left when the label round
+    starts are dropped (no task left behind).  The labels are the
+    in-process ones either way; off, no such task."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "PREFAULT_LABEL_PAGES", prefault)
+    mapped = []
+    real_map = client.map
+
+    def spy(function, *iterables, **keywords):
+        if function is components_tiled.prefault_window:
+            mapped.append((list(iterables[1]), keywords["priority"]))
+        return real_map(function, *iterables, **keywords)
+
+    monkeypatch.setattr(client, "map", spy)
+    before = scheduler_tasks(client)
+    assert_components_on_dask(client, tmp_path, 13)
+    assert no_new_tasks(client, before)
+    if not prefault:
+        assert mapped == []
+        return
+    # 8 x 9 tiles in runs: every tile's window once, in order
+    (windows, priority), = mapped
+    assert priority < 0
+    cells = [(r, c) for w in windows for r in range(w.row, w.row + w.rows)
+             for c in range(w.col, w.col + w.cols)]
+    assert sorted(cells) == [(r, c) for r in range(64) for c in range(72)]
+    assert windows == sorted(windows, key=lambda w: (w.row, w.col))
+
+
+def test_components_cancelled_in_round_one_drops_prefault(
+        client, tmp_path, monkeypatch):
+    """Cancelled at round 1's first result (the page-faulting tasks just
+    queued): CancelledError, no task left on the scheduler, nothing in
+    out_dir (the labels file made before round 1 removed)."""
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(components_tiled, "PREFAULT_LABEL_PAGES", True)
+    values = (np.random.default_rng(14).random((64, 72)) < 0.45).astype(
         np.uint8)
-    expected = connected_components(values, connectivity=8, mode="nonzero")
     memmap = save_npy(tmp_path, "values", values)
     out = tmp_path / "out"
     out.mkdir()
-    result = connected_components(memmap, connectivity=8, mode="nonzero",
-                                  tile_size=TILE, executor=client,
-                                  out_dir=out)
-    assert result.count == expected.count > 20
-    assert_same(result, expected, ["labels"])
-    assert os.listdir(out) == ["labels.npy"]
+    before = scheduler_tasks(client)
+    with pytest.raises(CancelledError):
+        connected_components(memmap, connectivity=8, mode="nonzero",
+                             tile_size=TILE, executor=client, out_dir=out,
+                             progress=lambda fraction: fraction == 0)
+    assert no_new_tasks(client, before), sorted(
+        scheduler_tasks(client) - before)
+    assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_components_workers_on_two_hosts_write_with_pwrite(
+        client, tmp_path, monkeypatch, hosts):
+    """Labels are written through shared mappings only when every worker
+    is on one host (one page cache); workers on two hosts (here: the
+    scheduler made to report two) write with pwrite, which sends only
+    the bytes written.  The same labels either way."""
+    from gridgraph.core import tiling
+    monkeypatch.setattr(distributed, "cluster_hosts", lambda client: {
+        f"10.0.0.{k}" for k in range(hosts)})
+    made = []
+    real_make_sink = tiling.make_sink
+
+    def make_sink(*arguments, **keywords):
+        made.append(real_make_sink(*arguments, **keywords))
+        return made[-1]
+
+    monkeypatch.setattr(tiling, "make_sink", make_sink)
+    assert_components_on_dask(client, tmp_path, 15, (40, 44))
+    assert [sink.mapped for sink in made] == [hosts == 1]
 
 
 # ------------------------------------------------------------ processing

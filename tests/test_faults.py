@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 import pytest
-from qgis.core import QgsProcessingException, QgsProcessingFeedback
+from qgis.core import QgsProcessingException
 
 from conftest import cell_centre, read_raster, write_geotiff, write_points
 from faults_helpers import CC, CD, MST, Watched, run_qgis_process
@@ -187,7 +187,8 @@ def old_outputs(watched, names):
 ])
 @pytest.mark.parametrize("tiled", [False, True])
 def test_cancel_while_writing_outputs_replaces_nothing(
-        run_algorithm, watched, monkeypatch, algorithm_id, names, tiled):
+        run_algorithm, watched, monkeypatch, feedback_cancelled_after_a_write,
+        algorithm_id, names, tiled):
     """A cancel after the first output was written: the run reports the
     cancel and every old output is still there, byte for byte."""
     from gridgraph.algorithms.base import GridGraphAlgorithm
@@ -197,14 +198,7 @@ def test_cancel_while_writing_outputs_replaces_nothing(
                   **old_outputs(watched, names)}
     if algorithm_id != CD:
         del parameters["SOURCES"], parameters["DESTINATIONS"]
-    feedback = QgsProcessingFeedback()
-    write = GridGraphAlgorithm.writeRaster
-
-    def write_then_cancel(self, *args, **kwargs):
-        written = write(self, *args, **kwargs)
-        feedback.cancel()
-        return written
-    monkeypatch.setattr(GridGraphAlgorithm, "writeRaster", write_then_cancel)
+    feedback = feedback_cancelled_after_a_write
     monkeypatch.setattr(GridGraphAlgorithm, "moveRaster",
                         lambda self, outputs, source, path: (
                             feedback.cancel(), self.checkCanceled(feedback)))

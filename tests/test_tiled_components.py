@@ -357,10 +357,10 @@ def test_labels_written_through_mappings_or_pwrite(tmp_path, monkeypatch,
 
 
 def test_labels_file_reserved_up_front_on_a_full_disk(small_disk):
-    """The labels file is reserved (posix_fallocate) before the label
-    round: on a disk too small for it the run fails there, before any
-    label is written, with the message naming the disk, the size and the
-    fix, and no partial file left (never a SIGBUS in a writer)."""
+    """The labels file is reserved (posix_fallocate) before round 1: on a
+    disk too small for it the run fails there, before any tile work, with
+    the message naming the disk, the size and the fix, and no partial
+    file left (never a SIGBUS in a writer)."""
     from gridgraph.core import DiskFullError
     values = (np.random.default_rng(6).random((800, 800)) < 0.5).astype(
         np.uint8)  # int32 labels: 2.4 MB on a 2 MB disk
@@ -378,7 +378,7 @@ def test_labels_file_reserved_up_front_on_a_full_disk(small_disk):
     assert f"the disk holding {small_disk} is full" in message
     assert "MB were needed" in message and "labels.npy" in message
     assert "free space there, or choose another folder" in message
-    assert max(marks) <= 0.5  # the label round never started
+    assert marks == []  # no tile ran
     assert os.listdir(small_disk) == []
 
 
@@ -512,9 +512,26 @@ def test_row_runs_cover_each_tile_row_in_order():
         == tiling.Window(64, 176, 6, 24)
 
 
+@pytest.fixture
+def run_lengths(monkeypatch):
+    """The length of every run the label round labels, in call order
+    (a spy on components.tiled.label_run)."""
+    from gridgraph.core.components import tiled as components_tiled
+    seen = []
+    real_label_run = components_tiled.label_run
+
+    def label_run(sink, source, run, *rest):
+        seen.append(len(run))
+        return real_label_run(sink, source, run, *rest)
+
+    monkeypatch.setattr(components_tiled, "label_run", label_run)
+    return seen
+
+
 @pytest.mark.parametrize("writes", ["mapped", "populate", "pwrite"])
 @pytest.mark.parametrize("runs", [None, 1, 2, 3, "auto", "row"])
-def test_label_round_in_runs_identical(tmp_path, monkeypatch, runs, writes):
+def test_label_round_in_runs_identical(tmp_path, monkeypatch, run_lengths,
+                                      runs, writes):
     """The label round in runs of adjacent tiles (LABEL_RUN_TILES), each
     written through one window: through a mapping (its pages populated
     first or not) or gathered and written with pwrite; in process and on
@@ -527,11 +544,7 @@ def test_label_round_in_runs_identical(tmp_path, monkeypatch, runs, writes):
                         writes != "pwrite")
     monkeypatch.setattr(tile_io, "POPULATE_MAPPED_WRITES",
                         writes == "populate")
-    seen = []
-    real_label_run = components_tiled.label_run
-    monkeypatch.setattr(components_tiled, "label_run", lambda sink, source,
-                        run, *rest: seen.append(len(run)) or real_label_run(
-                            sink, source, run, *rest))
+    seen = run_lengths
     values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
     expected = in_memory(values, connectivity=8, mode="equal")
     for workers in (None, 2):
@@ -561,18 +574,14 @@ def test_label_round_in_runs_identical(tmp_path, monkeypatch, runs, writes):
             assert max(seen) == longest
 
 
-def test_label_runs_bounded_in_bytes(tmp_path, monkeypatch):
+def test_label_runs_bounded_in_bytes(tmp_path, monkeypatch, run_lengths):
     """A run's labels stay within RUN_BYTES (its mapped pages are in the
     writer's resident set): whole tile rows of 6 tiles of 16 x 16 int32
     labels are cut into runs of at most 2 tiles under a 2-tile bound."""
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", "row")
     monkeypatch.setattr(components_tiled, "RUN_BYTES", 2 * 16 * 16 * 4 + 5)
-    seen = []
-    real_label_run = components_tiled.label_run
-    monkeypatch.setattr(components_tiled, "label_run", lambda sink, source,
-                        run, *rest: seen.append(len(run)) or real_label_run(
-                            sink, source, run, *rest))
+    seen = run_lengths
     values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
     expected = in_memory(values, connectivity=4, mode="equal")
     result = connected_components(values, connectivity=4, mode="equal",
@@ -656,3 +665,105 @@ def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
                                   backend="cpu")
     np.testing.assert_array_equal(result.labels, expected.labels)
     assert tile_io._populate_refused
+
+
+def test_guided_runs_shrink_towards_the_end():
+    """TileGrid.guided_runs: every tile once in the same order, each
+    piece adjacent tiles of one run, a run cut into near equal pieces of
+    at most ceil(work left / (share x threads)) tiles (in full tiles'
+    cells, from the run on; the last tile row here is half high), down to
+    one tile; share 0 or one thread: the runs as given."""
+    grid = tiling.TileGrid((72, 208), 16)  # 5 x 13 tiles, the last row 8
+    runs = grid.row_runs(7)
+    assert grid.guided_runs(runs, 4, 0) == runs == grid.guided_runs(runs, 1,
+                                                                      2)
+    pieces = grid.guided_runs(runs, 4, 1)
+    assert [t for piece in pieces for t in piece] == [t for run in runs
+                                                      for t in run]
+    for piece in pieces:
+        assert any(piece == run[k:k + len(piece)] for run in runs
+                   for k in range(len(run)))
+    left = 4 * 13 + 13 / 2
+    for run in runs:
+        mine = [piece for piece in pieces if piece[0] in run]
+        assert max(map(len, mine)) - min(map(len, mine)) <= 1
+        assert max(map(len, mine)) <= max(1, -(-left // 4))
+        left -= sum(grid.window(*t).rows for t in run) / 16
+    assert [len(p) for p in pieces] == [6, 7] * 3 + [3, 3, 3, 4] + [
+        2, 2, 2, 1, 1, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("share", [1, 2])
+def test_label_round_guided_runs_identical(tmp_path, monkeypatch,
+                                           run_lengths, share):
+    """Guided runs (tile_tasks.GUIDED_SHARE) on a thread pool of two: the
+    in-memory labels, runs shrinking to one tile at the end."""
+    from gridgraph.core import tile_tasks
+    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", share)
+    seen = run_lengths
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=8, mode="equal")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        result = connected_components(values, connectivity=8, mode="equal",
+                                      tile_size=16, executor=pool,
+                                      out_dir=tmp_path, backend="cpu")
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert sum(seen) == 30 and max(seen) == 3 and min(seen) == 1
+
+
+def test_populate_failing_otherwise_is_logged(caplog, monkeypatch):
+    """An error of MADV_POPULATE_WRITE other than the old kernels' refusal
+    (EINVAL, ENOSYS, EOPNOTSUPP) is logged once per errno (the copy then
+    faults the pages in) and the advice is tried again next time; a
+    refusal is silent and ends the tries."""
+    import errno
+    import logging
+
+    from gridgraph.core import tile_io
+
+    class Mapping:
+        def __init__(self, code):
+            self.code, self.calls = code, 0
+
+        def madvise(self, *arguments):
+            self.calls += 1
+            raise OSError(self.code, os.strerror(self.code))
+
+    monkeypatch.setattr(tile_io, "_populate_refused", False)
+    monkeypatch.setattr(tile_io, "_populate_logged", set())
+    window = tiling.Window(0, 0, 2, 8)
+    with caplog.at_level(logging.WARNING, logger=tile_io.__name__):
+        for _ in range(2):
+            mapping = Mapping(errno.ENOMEM)
+            tile_io._populate(mapping, 0, window, 0, 8, 4)
+            assert mapping.calls == 1
+        assert not tile_io._populate_refused
+        assert len(caplog.records) == 1
+        assert "MADV_POPULATE_WRITE" in caplog.text
+        tile_io._populate(Mapping(errno.EINVAL), 0, window, 0, 8, 4)
+        assert tile_io._populate_refused and len(caplog.records) == 1
+
+
+def test_prefault_writes_nothing(tmp_path):
+    """NpySink.prefault faults a window's pages in and writes nothing:
+    the file reads as zeros, later writes land as written; a sink that is
+    not mapped ignores it, and after an abort it leaves no file."""
+    sink = tiling.NpySink(tmp_path / "l.npy", (40, 300), np.int32,
+                          mapped=True)
+    assert sink.mapped
+    sink.prefault(tiling.Window(8, 100, 16, 150))
+    assert not np.fromfile(sink.partial, np.int32, offset=sink.offset).any()
+    block = np.arange(16 * 150, dtype=np.int32).reshape(16, 150) + 1
+    sink.prefault(tiling.Window(0, 0, 40, 300))
+    sink.write(tiling.Window(8, 100, 16, 150), block)
+    expected = np.zeros((40, 300), np.int32)
+    expected[8:24, 100:250] = block
+    np.testing.assert_array_equal(sink.finish(), expected)
+    other = tiling.NpySink(tmp_path / "m.npy", (4, 4), np.int32)
+    other.prefault(tiling.Window(0, 0, 4, 4))  # pwrite: nothing to do
+    other.abort()
+    aborted = tiling.NpySink(tmp_path / "n.npy", (4, 4), np.int32,
+                             mapped=True)
+    aborted.abort()
+    aborted.prefault(tiling.Window(0, 0, 4, 4))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.npy"]

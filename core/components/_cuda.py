@@ -27,7 +27,7 @@ from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer,
                             blocks_for, check_device_memory, copy_to_device,
                             copy_to_host, device_scalar, exclusive_scan,
-                            valid_cells_device)
+                            find_halving, valid_cells_device)
 
 TILE_W = 4 if SIMULATOR else 32
 TILE_H = 4 if SIMULATOR else 32
@@ -62,23 +62,6 @@ def _find(parent, x):
 
 
 @cuda.jit(device=True, cache=True)
-def _find_halving(parent, x):
-    """Root of x, pointing every other entry on the way at its
-    grandparent.  Safe beside concurrent unions: it only writes entries
-    that are no longer roots (they never become roots again) and only
-    stores an ancestor, so every tree keeps its members and
-    ``parent[x] <= x`` still holds."""
-    while True:
-        p = parent[x]
-        if p == x:
-            return x
-        g = parent[p]
-        if g != p:
-            parent[x] = g
-        x = g
-
-
-@cuda.jit(device=True, cache=True)
 def _union(parent, a, b):
     """Join the trees of a and b, the larger root under the smaller.
 
@@ -88,8 +71,8 @@ def _union(parent, a, b):
     """
     done = False
     while not done:
-        a = _find_halving(parent, a)
-        b = _find_halving(parent, b)
+        a = find_halving(parent, a)
+        b = find_halving(parent, b)
         if a < b:
             old = cuda.atomic.min(parent, b, a)
             done = old == b

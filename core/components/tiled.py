@@ -63,7 +63,10 @@ KEPT_LABELS_SHARE = 0.0
 # The label round writes a raw labels file (out_dir) through shared
 # mappings of the file, its space reserved up front (NpySink's mapped
 # mode), instead of pwrite: the label round's floor on the H100 host was
-# processes queueing on one file's buffered writes.  False: pwrite.
+# processes queueing on one file's buffered writes.  False: pwrite.  A
+# Dask cluster with workers on more than one host writes with pwrite
+# whatever this says (distributed.one_host: whole pages written back by
+# two machines would overwrite each other at the runs' seams).
 MAPPED_LABEL_WRITES = True
 # Or each tile's labels into a file of its own (tile_io.TileFileSink),
 # joined into labels.npy by the driver at the end: the writers share no
@@ -99,6 +102,20 @@ LABEL_RUN_TILES = "auto"
 # into shorter runs): its mapped pages are in the writing process's
 # resident set until the run is written (tile by tile: one tile's).
 RUN_BYTES = 64 << 20
+# On a Dask cluster, with the labels written in runs through mappings
+# (the defaults above), the workers may fault the label round's pages of
+# the labels file in while round 1 has no task left for them (its tail,
+# the driver's merge; :class:`_Prefault`).  Pages already in the page
+# cache make the writes cheaper: in the tile probe (H100 host, neuse40,
+# 2026-11-24 23:31 UTC) the label round's runs took 0.42 s into a file
+# whose pages were cached against 0.55 s at 8 processes.  But on Dask it
+# lost (23:47 UTC, 8 workers): 1.01-1.40 s, median 1.18, against 1.01-
+# 1.17 s, median 1.08, without; the workers' system time rose from 2.6-
+# 2.9 s to 2.9-3.7 s, the driver's merge from 21-32 ms to 27-54 ms (the
+# extra tasks share the scheduler's and the driver's process) and the
+# label round started later behind the tasks still running
+# (docs/benchmarks.md, Dask, seventh session).  Off.
+PREFAULT_LABEL_PAGES = False
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
@@ -193,102 +210,180 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
         tiles = grid.largest_first(tiles)
     windows = [grid.window(r, c) for r, c in tiles]
     shape = (rows, cols)
-    eight = connectivity == 8
     strips = None if executor is None else EXECUTOR_TILE_STRIPS
+    # made before round 1: a full disk fails the run before any tile work,
+    # and round 1's idle workers may fault its pages in (PREFAULT_...)
+    sink = tiling.make_sink(out_dir, "labels", shape, label_dtype,
+                            mapped=MAPPED_LABEL_WRITES and out_dir is not None
+                            and distributed.one_host(executor),
+                            tile_files=TILE_FILE_LABEL_WRITES)
+    with tiling.output_sinks([sink]):
+        return _rounds(source, grid, connectivity, mode, nodata, executor,
+                       progress, backend, tiles, windows, shape, strips,
+                       label_dtype, sink)
 
-    on_gpu = kept = None
+
+def _rounds(source, grid, connectivity, mode, nodata, executor, progress,
+            backend, tiles, windows, shape, strips, label_dtype, sink):
+    """The three rounds into ``sink`` (:func:`_label_tiled`)."""
+    # a sink on disk is written by the tasks themselves (their own
+    # window, idempotent); an in-memory one here
+    in_task = isinstance(sink, (tiling.NpySink, tiling.TileFileSink))
+    runs = None
+    if in_task and LABEL_RUN_TILES is not None:
+        threads = tiling.executor_workers(executor)
+        runs = grid.guided_runs(
+            grid.row_runs(_run_length(grid, threads, label_dtype)),
+            threads, tile_tasks.GUIDED_SHARE)
+    prefault = _Prefault(executor, sink, runs, grid)
+    try:
+        summaries, kept, on_gpu = _summary_round(
+            source, connectivity, mode, nodata, executor, progress, backend,
+            windows, shape, strips, prefault)
+        by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
+        answers, count = merge(grid, by_tile, connectivity == 8,
+                               mode == "equal")
+        progress(LABEL_SPAN[0])
+    finally:
+        prefault.stop()  # what has not started yet: the writes do it
+
+    def write(index, block):
+        if not in_task:
+            sink.write(windows[index], block)
+
+    resources = None  # renumbering runs on the CPU
+    if kept is not None:
+        # one task per group of kept labels (a summary batch's), run
+        # where they are; it writes its windows or returns the blocks
+        groups = tiling.kept_groups(kept)
+        function = renumber_kept_group
+        arguments = [(future, [(index, windows[number],
+                                answers[tiles[number]])
+                               for index, number in parts],
+                      label_dtype, sink if in_task else None)
+                     for future, parts in groups]
+
+        def write(index, blocks):
+            if not in_task:
+                for (_, number), block in zip(groups[index][1], blocks):
+                    sink.write(windows[number], block)
+    else:
+        resources = distributed.task_resources(backend, executor)
+        function = tile_labels
+        arguments = [(source, window, shape, connectivity, mode, nodata,
+                      answers[tile], label_dtype, backend, strips)
+                     for tile, window in zip(tiles, windows)]
+    if on_gpu is not None:
+        on_gpu.write_labels(sink, [answers[tile] for tile in tiles],
+                            label_dtype, progress.span(*LABEL_SPAN))
+    elif kept is not None:
+        tiling.run_tasks(function, arguments, executor,
+                         progress.span(*LABEL_SPAN), on_result=write)
+    elif runs is not None:
+        tiling.run_tasks(
+            label_run,
+            [(sink, source, [(grid.window(*tile), answers[tile])
+                             for tile in run], shape, connectivity,
+              mode, nodata, label_dtype, backend, strips)
+             for run in runs],
+            executor, progress.span(*LABEL_SPAN), on_result=write,
+            resources=resources, at_once=True)
+    else:
+        tiling.run_tasks(
+            functools.partial(tiling.write_in_task, sink, function)
+            if in_task else function, arguments, executor,
+            progress.span(*LABEL_SPAN), on_result=write,
+            resources=resources,
+            # blocks gathered here travel one by one
+            batch=DASK_BATCH if in_task else None)
+    del kept, arguments  # the kept labels: released on the workers
+    return sink.finish(), count
+
+
+def _summary_round(source, connectivity, mode, nodata, executor, progress,
+                   backend, windows, shape, strips, prefault):
+    """Round 1: ``(summaries, kept labels or None, the GPU rounds or
+    None)``; ``prefault`` starts behind its tasks once the first result
+    is in."""
     if backend == "cuda" and executor is None:
         # the GPU rounds (labels kept on the device, reads ahead, writes
         # overlapped): components/_cuda_tiled.py
         from ._cuda_tiled import TileRounds
         on_gpu = TileRounds(source, windows, connectivity, mode, nodata)
-        summaries = on_gpu.summaries(shape, progress.span(*SUMMARY_SPAN))
-    else:
-        keep = _keep_labels(executor, rows * cols)
-        summaries = tiling.run_tasks(
-            tile_summary_kept if keep else tile_summary,
-            [(source, window, shape, connectivity, mode, nodata, backend,
-              strips) for window in windows],
-            executor, progress.span(*SUMMARY_SPAN), keep=keep,
-            resources=distributed.task_resources(backend, executor),
-            batch=DASK_BATCH)
-        if keep:  # (summary, future of the tile's labels)
-            kept = [state for _, state in summaries]
-            summaries = [summary for summary, _ in summaries]
-    by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
-    answers, count = merge(grid, by_tile, eight, mode == "equal")
-    progress(LABEL_SPAN[0])
+        return on_gpu.summaries(shape, progress.span(*SUMMARY_SPAN)), None, \
+            on_gpu
+    keep = _keep_labels(executor, shape[0] * shape[1])
+    summary_progress = progress.span(*SUMMARY_SPAN)
 
-    sink = tiling.make_sink(out_dir, "labels", shape, label_dtype,
-                            mapped=MAPPED_LABEL_WRITES,
-                            tile_files=TILE_FILE_LABEL_WRITES)
-    with tiling.output_sinks([sink]):
-        # a sink on disk is written by the tasks themselves (their own
-        # window, idempotent); an in-memory one here
-        in_task = isinstance(sink, (tiling.NpySink, tiling.TileFileSink))
+    def summaries_done(fraction):
+        prefault.start()  # behind round 1's tasks, once
+        summary_progress(fraction)
 
-        def write(index, block):
-            if not in_task:
-                sink.write(windows[index], block)
-
-        resources = None  # renumbering runs on the CPU
-        if kept is not None:
-            # one task per group of kept labels (a summary batch's), run
-            # where they are; it writes its windows or returns the blocks
-            groups = tiling.kept_groups(kept)
-            function = renumber_kept_group
-            arguments = [(future, [(index, windows[number],
-                                    answers[tiles[number]])
-                                   for index, number in parts],
-                          label_dtype, sink if in_task else None)
-                         for future, parts in groups]
-
-            def write(index, blocks):
-                if not in_task:
-                    for (_, number), block in zip(groups[index][1], blocks):
-                        sink.write(windows[number], block)
-        else:
-            resources = distributed.task_resources(backend, executor)
-            function = tile_labels
-            arguments = [(source, window, shape, connectivity, mode, nodata,
-                          answers[tile], label_dtype, backend, strips)
-                         for tile, window in zip(tiles, windows)]
-        if on_gpu is not None:
-            on_gpu.write_labels(sink, [answers[tile] for tile in tiles],
-                                label_dtype, progress.span(*LABEL_SPAN))
-        elif kept is not None:
-            tiling.run_tasks(function, arguments, executor,
-                             progress.span(*LABEL_SPAN), on_result=write)
-        elif in_task and LABEL_RUN_TILES is not None:
-            runs = grid.row_runs(_run_length(grid, executor, label_dtype))
-            tiling.run_tasks(
-                label_run,
-                [(sink, source, [(grid.window(*tile), answers[tile])
-                                 for tile in run], shape, connectivity,
-                  mode, nodata, label_dtype, backend, strips)
-                 for run in runs],
-                executor, progress.span(*LABEL_SPAN), on_result=write,
-                resources=resources)
-        else:
-            tiling.run_tasks(
-                functools.partial(tiling.write_in_task, sink, function)
-                if in_task else function, arguments, executor,
-                progress.span(*LABEL_SPAN), on_result=write,
-                resources=resources,
-                # blocks gathered here travel one by one
-                batch=DASK_BATCH if in_task else None)
-        del kept, arguments  # the kept labels: released on the workers
-        labels = sink.finish()
-    return labels, count
+    summaries = tiling.run_tasks(
+        tile_summary_kept if keep else tile_summary,
+        [(source, window, shape, connectivity, mode, nodata, backend,
+          strips) for window in windows],
+        executor, summaries_done, keep=keep,
+        resources=distributed.task_resources(backend, executor),
+        batch=DASK_BATCH, at_once=True)
+    if not keep:
+        return summaries, None, None
+    # (summary, future of the tile's labels)
+    return [summary for summary, _ in summaries], \
+        [state for _, state in summaries], None
 
 
-def _run_length(grid, executor, label_dtype):
+class _Prefault:
+    """Round 1's idle workers fault the label round's pages of the labels
+    file in (:data:`PREFAULT_LABEL_PAGES`): on a Dask cluster, with the
+    labels written through mappings in runs, one task per run's window
+    (:meth:`tiling.NpySink.prefault`, in the label round's order) queued
+    behind round 1's tasks at a lower priority, so that a worker runs them
+    only when round 1 has no task left for it (its tail, the driver's
+    merge); those not started when the label round is submitted are
+    dropped (their futures released).  They write nothing, so one still running beside the label
+    round, or after an abort (the file gone), changes nothing."""
+
+    def __init__(self, executor, sink, runs, grid):
+        self.futures = None
+        self.windows = []
+        if PREFAULT_LABEL_PAGES and runs is not None and \
+                distributed.is_dask_client(executor) and \
+                getattr(sink, "mapped", False):
+            self.client = executor
+            self.sink = sink
+            self.windows = [tiling.union_window([grid.window(*tile)
+                                                 for tile in run])
+                            for run in runs]
+
+    def start(self):
+        if self.futures is not None or not self.windows:
+            return
+        import uuid
+        run = uuid.uuid4().hex[:12]
+        self.futures = self.client.map(
+            prefault_window, [self.sink] * len(self.windows), self.windows,
+            key=[f"prefault_window-{run}-{k}"
+                 for k in range(len(self.windows))],
+            pure=False, priority=-1)
+
+    def stop(self):
+        # released, not cancelled: no round trip before the label round
+        # is submitted (the scheduler forgets the tasks not started)
+        self.futures = None
+
+
+def prefault_window(sink, window):
+    """A task of :class:`_Prefault`: ``sink.prefault(window)``."""
+    sink.prefault(window)
+
+
+def _run_length(grid, threads, label_dtype):
     """Tiles per run of the label round (:data:`LABEL_RUN_TILES`, within
-    :data:`RUN_BYTES` of labels)."""
+    :data:`RUN_BYTES` of labels) for an executor of ``threads``."""
     if LABEL_RUN_TILES == "row":
         length = grid.tile_cols
     elif LABEL_RUN_TILES == "auto":
-        threads = tiling.executor_workers(executor)
         length = grid.count // (tile_tasks.BATCHES_PER_THREAD * threads)
     else:
         length = int(LABEL_RUN_TILES)

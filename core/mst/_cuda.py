@@ -41,8 +41,8 @@ from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, INT64_MAX, PhaseTimer, blocks_for,
                             block_reserve, check_device_memory,
                             copy_to_device, copy_to_host, device_scalar,
-                            float32_bits, float64_bits, radix_sort,
-                            valid_cells_device)
+                            find_halving, float32_bits, float64_bits,
+                            radix_sort, valid_cells_device)
 from ..errors import InvalidInputError
 
 NONE = INT64_MAX  # "no edge" in the best-key arrays
@@ -106,20 +106,6 @@ def _high_end(edge_id, cols):
     if rank == 2:
         return low + cols
     return low + cols + 1
-
-
-@cuda.jit(device=True, cache=True)
-def _find(parent, x):
-    """Root of x, halving the path on the way (safe with concurrent
-    finders: every write points an entry at one of its ancestors)."""
-    while True:
-        p = parent[x]
-        if p == x:
-            return x
-        g = parent[p]
-        if g != p:
-            parent[x] = g
-        x = g
 
 
 @cuda.jit(device=True, cache=True)
@@ -282,7 +268,7 @@ def _grid_offer(values, valid, rows, cols, eight, weight_index, half,
     v = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     cut = 0
     if v < rows * cols and valid[v]:
-        rv = _find(parent, v)
+        rv = find_halving(parent, v)
         r = v // cols
         c = v - r * cols
         x = values[v]
@@ -290,7 +276,7 @@ def _grid_offer(values, valid, rows, cols, eight, weight_index, half,
             u = _forward_cell(valid, rows, cols, eight, forward, r, c, rank)
             if u < 0:
                 continue
-            ru = _find(parent, u)
+            ru = find_halving(parent, u)
             if ru == rv:
                 continue
             cut += 1
@@ -316,12 +302,12 @@ def _grid_cut_edges(values, valid, rows, cols, eight, weight_index, half,
     c = np.int64(0)
     rv = np.int64(0)
     if inside:
-        rv = _find(parent, v)
+        rv = find_halving(parent, v)
         r = v // cols
         c = v - r * cols
         for rank in range(4):
             u = _forward_cell(valid, rows, cols, eight, forward, r, c, rank)
-            if u >= 0 and _find(parent, u) != rv:
+            if u >= 0 and find_halving(parent, u) != rv:
                 cut += 1
     slot = block_reserve(cut, n_out, scratch)
     if cut > 0:
@@ -330,7 +316,7 @@ def _grid_cut_edges(values, valid, rows, cols, eight, weight_index, half,
             u = _forward_cell(valid, rows, cols, eight, forward, r, c, rank)
             if u < 0:
                 continue
-            ru = _find(parent, u)
+            ru = find_halving(parent, u)
             if ru == rv:
                 continue
             edge_id = v * 4 + rank
@@ -354,8 +340,8 @@ def _list_contract(key_in, id_in, a_in, b_in, m, parent, packed, n_out,
     ra = np.int64(0)
     rb = np.int64(0)
     if e < m:
-        ra = _find(parent, a_in[e])
-        rb = _find(parent, b_in[e])
+        ra = find_halving(parent, a_in[e])
+        rb = find_halving(parent, b_in[e])
         if ra != rb:
             keep = 1
             best_key[ra] = NONE

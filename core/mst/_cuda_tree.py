@@ -45,9 +45,10 @@ from numba import cuda
 
 from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, block_reserve,
-                            blocks_for, ceil_log2, device_scalar)
+                            blocks_for, ceil_log2, device_scalar,
+                            find_halving)
 from . import PARENT_DEGREES, PARENT_OFFSETS
-from ._cuda import _find, _find_readonly
+from ._cuda import _find_readonly
 
 # A valid cell starts a tour segment with probability 2**-SAMPLE_BITS;
 # a walk of MAX_SEGMENT edges starts a new one.  The simulator gets short
@@ -125,7 +126,7 @@ def _least_cells(parent, valid, n, least):
     """least[root] = the lowest cell index of each tree."""
     v = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if v < n and valid[v]:
-        r = _find(parent, v)
+        r = find_halving(parent, v)
         if v < least[r]:
             cuda.atomic.min(least, r, v)
 

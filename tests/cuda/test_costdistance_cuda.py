@@ -593,6 +593,24 @@ def blocks(n):
 # --------------------------------------------------------------------------
 # Random rasters: exact ties (plateaus) and general costs.
 
+def draw_valid_and_sources(draw, shape, valid_odds, max_id):
+    """(valid, cells, ids): a validity mask with ``valid_odds`` valid cells
+    to one invalid (never all invalid), and 1-4 sources on valid cells (a
+    cell may be drawn twice) with ids drawn from 1..max_id."""
+    cols = shape[1]
+    valid = draw(hnp.arrays(np.bool_, shape, elements=st.sampled_from(
+        [True] * valid_odds + [False])))
+    flat = np.flatnonzero(valid)
+    if len(flat) == 0:
+        valid[0, 0] = True
+        flat = np.array([0])
+    picks = draw(st.lists(st.sampled_from(list(flat)), min_size=1, max_size=4))
+    cells = np.array([(p // cols, p % cols) for p in picks], dtype=np.int64)
+    ids = np.array(draw(st.lists(st.integers(1, max_id), min_size=len(picks),
+                                 max_size=len(picks))), dtype=np.int64)
+    return valid, cells, ids
+
+
 @st.composite
 def tie_problems(draw, max_side=9):
     """Rasters made of exact ties: zero, all-equal, or a few small integer
@@ -605,17 +623,7 @@ def tie_problems(draw, max_side=9):
     dtype = draw(st.sampled_from([np.uint8, np.float32, np.float64]))
     cost = draw(hnp.arrays(dtype, (rows, cols),
                            elements=st.sampled_from(values)))
-    valid = draw(hnp.arrays(np.bool_, (rows, cols),
-                            elements=st.sampled_from([True] * 6 + [False])))
-    flat = np.flatnonzero(valid)
-    if len(flat) == 0:
-        valid[0, 0] = True
-        flat = np.array([0])
-    picks = draw(st.lists(st.sampled_from(list(flat)), min_size=1, max_size=4))
-    cells = np.array([(p // cols, p % cols) for p in picks], dtype=np.int64)
-    ids = np.array(draw(st.lists(st.integers(1, 4), min_size=len(picks),
-                                 max_size=len(picks))), dtype=np.int64)
-    return cost, valid, cells, ids
+    return (cost,) + draw_valid_and_sources(draw, cost.shape, 6, 4)
 
 
 @SIM_SETTINGS
@@ -635,17 +643,7 @@ def problems(draw):
     else:
         elements = st.floats(0, 100, width=32)
     cost = draw(hnp.arrays(dtype, (rows, cols), elements=elements))
-    valid = draw(hnp.arrays(np.bool_, (rows, cols),
-                            elements=st.sampled_from([True] * 4 + [False])))
-    flat = np.flatnonzero(valid)
-    if len(flat) == 0:
-        valid[0, 0] = True
-        flat = np.array([0])
-    picks = draw(st.lists(st.sampled_from(list(flat)), min_size=1, max_size=4))
-    cells = np.array([(p // cols, p % cols) for p in picks], dtype=np.int64)
-    ids = np.array(draw(st.lists(st.integers(1, 3), min_size=len(picks),
-                                 max_size=len(picks))), dtype=np.int64)
-    return cost, valid, cells, ids
+    return (cost,) + draw_valid_and_sources(draw, cost.shape, 4, 3)
 
 
 def ci_knight_problem():

@@ -67,20 +67,13 @@ def test_packed_raster_on_cuda_equals_the_cpu(gridgraph_provider,
 
 
 def test_cancel_while_writing_on_cuda(gridgraph_provider, run_algorithm,
-                                      watched, monkeypatch):
-    from qgis.core import QgsProcessingException, QgsProcessingFeedback
+                                      watched,
+                                      feedback_cancelled_after_a_write):
+    from qgis.core import QgsProcessingException
 
-    from gridgraph.algorithms.base import GridGraphAlgorithm
     cost = write_geotiff(watched.input("c.tif"), np.ones((6, 7)))
     point = write_points(watched.input("p.gpkg"), [cell_centre(1, 1)])
-    feedback = QgsProcessingFeedback()
-    write = GridGraphAlgorithm.writeRaster
-
-    def write_then_cancel(self, *args, **kwargs):
-        written = write(self, *args, **kwargs)
-        feedback.cancel()
-        return written
-    monkeypatch.setattr(GridGraphAlgorithm, "writeRaster", write_then_cancel)
+    feedback = feedback_cancelled_after_a_write
     watched.mark()
     with pytest.raises(QgsProcessingException, match="cancelled"):
         run_algorithm(CD, {"INPUT": cost, "SOURCES": point, "BACKEND": CUDA,
