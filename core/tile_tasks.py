@@ -8,6 +8,7 @@ where it was computed (a future on a Dask worker).
 """
 
 import functools
+import itertools
 import os
 from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager
@@ -355,6 +356,156 @@ def _run_round_on_dask(client, function, tasks, total, consume, progress,
     except BaseException:
         client.cancel([f for f in futures if not f.done()], force=True)
         raise
+
+
+# On a Dask cluster, :func:`run_joined_rounds` runs its join as a task on a
+# worker and submits the second round at once behind it (tasks taking the
+# join's future): no round trip through this process between the rounds.
+# In a LocalCluster the driver shares its process, and the GIL, with the
+# scheduler: components' merge took 29 ms there at 8 workers on the H100
+# host (4-7 ms alone on the 2-core box), and the label round's first task
+# started 35 ms after the driver submitted it (docs/benchmarks.md, Dask,
+# seventh session).  False: round 1's results come to this process, the
+# join runs here and the second round is submitted after it.
+DASK_JOIN_ON_WORKER = True
+
+
+def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
+                      second, second_tasks, first_progress=None,
+                      second_progress=None, first_resources=None,
+                      second_resources=None, batch=None):
+    """Two rounds of independent tasks joined by one call between them:
+    ``first(*task)`` for each of ``first_tasks``, then ``join(*
+    join_arguments, results)`` (round 1's results, a list in task order)
+    returning ``(shared, value)``, then ``second(shared, *task)`` for each
+    of ``second_tasks``, whose results are dropped (they write their
+    output themselves).  Returns ``value``.
+
+    Every round's arguments and results are small (as for
+    ``run_tasks(at_once=True)``); ``batch`` as in :func:`run_tasks` for
+    round 1; ``*_progress`` get each round's finished fraction and may
+    cancel (then every outstanding task is cancelled).  In this process
+    and on a ``concurrent.futures`` executor the join runs here, between
+    the rounds (:func:`run_tasks`); on a Dask cluster (with
+    :data:`DASK_JOIN_ON_WORKER`) all three are submitted at once: the join
+    is a task taking round 1's futures, on a worker, and round 2's tasks
+    take the join's future, so Dask starts them the moment it finishes
+    (:func:`_joined_rounds_on_dask`).  The same calls either way, so the
+    same results."""
+    first_progress = first_progress or Progress()
+    second_progress = second_progress or Progress()
+    second_tasks = list(second_tasks)
+    if distributed.is_dask_client(executor) and DASK_JOIN_ON_WORKER and \
+            len(second_tasks) > 2 * distributed.cluster_threads(executor):
+        # (fewer tasks are not root-like to Dask: it would send them all
+        # to the join's worker, for work stealing to spread)
+        return _joined_rounds_on_dask(
+            executor, first, list(first_tasks), join, tuple(join_arguments),
+            second, second_tasks, first_progress, second_progress,
+            first_resources, second_resources, batch)
+    results = run_tasks(first, first_tasks, executor, first_progress,
+                        resources=first_resources, batch=batch, at_once=True)
+    shared, value = join(*join_arguments, results)
+    run_tasks(functools.partial(second, shared), second_tasks, executor,
+              second_progress, on_result=lambda index, result: None,
+              resources=second_resources, at_once=True)
+    return value
+
+
+def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
+                           second, second_tasks, first_progress,
+                           second_progress, first_resources,
+                           second_resources, batch):
+    """:func:`run_joined_rounds` on a Dask client: round 1 (in batches with
+    ``batch="auto"``) by one ``client.map``, the join by one task taking
+    their futures (it runs where most of their bytes are), round 2 by one
+    ``client.map`` of tasks taking the join's future, and a task handing
+    the join's value to this process; nothing of round 1 comes here.
+    Round 2's tasks are root-like for Dask's scheduler (many tasks of one
+    group behind one task) when they outnumber twice the worker threads:
+    queued, each started on the next free thread, not all where the join
+    ran."""
+    import operator
+    import uuid
+
+    from distributed import as_completed
+
+    run = uuid.uuid4().hex[:12]
+    first_name = _task_name(first)
+    total = len(first_tasks)
+    sizes = None
+    if batch == "auto":
+        sizes = batch_sizes(total, distributed.cluster_threads(client))
+    if sizes is not None and len(sizes) < total:
+        starts = [0] + list(itertools.accumulate(sizes))
+        arguments = [_Arguments((first, first_tasks[a:b]))
+                     for a, b in zip(starts, starts[1:])]
+        function = functools.partial(_starred, _run_batch)
+    else:
+        arguments = [_Arguments(task) for task in first_tasks]
+        function = functools.partial(_starred, functools.partial(
+            _in_kept_heap, first))
+    firsts = client.map(function, arguments,
+                        key=[f"{first_name}-{run}-{k:07d}"
+                             for k in range(len(arguments))],
+                        pure=False, resources=first_resources)
+    batched = sizes is not None and len(sizes) < total
+    joined = client.submit(_join_task, join, _Arguments(join_arguments),
+                           batched, *firsts, key=f"{_task_name(join)}-{run}",
+                           pure=False)
+    value = client.submit(operator.getitem, joined, 1,
+                          key=f"{_task_name(join)}-value-{run}", pure=False)
+    second_name = _task_name(second)
+    seconds = client.map(
+        functools.partial(_second_task, second), [joined] * len(second_tasks),
+        [_Arguments(task) for task in second_tasks],
+        key=[f"{second_name}-{run}-{k:07d}" for k in range(len(second_tasks))],
+        pure=False, resources=second_resources)
+    kind = {f.key: 0 for f in firsts}
+    kind.update({f.key: 2 for f in seconds})
+    kind[joined.key] = 1
+    kind[value.key] = 1
+    names = {0: first_name, 1: _task_name(join), 2: second_name}
+    done = [0, 0, 0]
+    result = None
+    everything = firsts + [joined, value] + seconds
+    try:
+        for future in as_completed(everything, loop=client.loop):
+            part = kind[future.key]
+            if future.status != "finished":
+                _dask_result(future, None, names[part])  # raises
+            done[part] += 1
+            if part == 0:
+                first_progress(done[0] / max(len(firsts), 1))
+            elif part == 2:
+                second_progress(done[2] / max(len(seconds), 1))
+            elif future.key == value.key:
+                result = future.result()
+    except BaseException:
+        client.cancel([f for f in everything if not f.done()], force=True)
+        raise
+    return result
+
+
+def _join_task(join, arguments, batched, *results):
+    """The join of :func:`_joined_rounds_on_dask`, on a worker: round 1's
+    results (batches flattened) in task order."""
+    if batched:
+        results = [result for batch in results for result in batch]
+    with task_numba_threads():
+        return join(*arguments.values, list(results))
+
+
+def _second_task(second, joined, arguments):
+    """A round 2 task of :func:`_joined_rounds_on_dask`: ``second(shared,
+    *task)`` with the join's shared part."""
+    return _in_kept_heap(second, joined[0], *arguments.values)
+
+
+def _task_name(function):
+    """A task function's name for its Dask keys."""
+    return getattr(function, "__name__", None) or getattr(
+        getattr(function, "func", None), "__name__", "tile")
 
 
 class _Arguments:

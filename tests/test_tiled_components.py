@@ -743,27 +743,3 @@ def test_populate_failing_otherwise_is_logged(caplog, monkeypatch):
         tile_io._populate(Mapping(errno.EINVAL), 0, window, 0, 8, 4)
         assert tile_io._populate_refused and len(caplog.records) == 1
 
-
-def test_prefault_writes_nothing(tmp_path):
-    """NpySink.prefault faults a window's pages in and writes nothing:
-    the file reads as zeros, later writes land as written; a sink that is
-    not mapped ignores it, and after an abort it leaves no file."""
-    sink = tiling.NpySink(tmp_path / "l.npy", (40, 300), np.int32,
-                          mapped=True)
-    assert sink.mapped
-    sink.prefault(tiling.Window(8, 100, 16, 150))
-    assert not np.fromfile(sink.partial, np.int32, offset=sink.offset).any()
-    block = np.arange(16 * 150, dtype=np.int32).reshape(16, 150) + 1
-    sink.prefault(tiling.Window(0, 0, 40, 300))
-    sink.write(tiling.Window(8, 100, 16, 150), block)
-    expected = np.zeros((40, 300), np.int32)
-    expected[8:24, 100:250] = block
-    np.testing.assert_array_equal(sink.finish(), expected)
-    other = tiling.NpySink(tmp_path / "m.npy", (4, 4), np.int32)
-    other.prefault(tiling.Window(0, 0, 4, 4))  # pwrite: nothing to do
-    other.abort()
-    aborted = tiling.NpySink(tmp_path / "n.npy", (4, 4), np.int32,
-                             mapped=True)
-    aborted.abort()
-    aborted.prefault(tiling.Window(0, 0, 4, 4))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.npy"]
