@@ -12,7 +12,11 @@ import itertools
 import os
 from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager
+import dataclasses
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from . import distributed
 from ._common import Progress
@@ -358,6 +362,70 @@ def _run_round_on_dask(client, function, tasks, total, consume, progress,
         raise
 
 
+class Packed:
+    """Messages (instances of one dataclass whose fields are numpy arrays)
+    that pickle as one array per field, the fields of all messages
+    concatenated, and come back as views of those arrays; ``keys`` (any
+    picklable, optional) index them: ``packed[key]``, ``packed.items``.
+
+    Dask sends every array of a message as a frame of its own and a worker
+    serializes a result in its event loop for each worker that fetches
+    it: components' answers (234 tiles x 3 arrays, 3 MB on neuse40) took
+    ~18 ms a fetch on the H100 host, one worker after the other, so the
+    label round's workers started 15-25 ms apart (docs/benchmarks.md,
+    Dask, eighth session).  Packed, a fetch sends a few large buffers.
+    Messages of mixed types or dtypes pickle as they are."""
+
+    __slots__ = ("items", "keys", "_index")
+
+    def __init__(self, items, keys=None):
+        self.items = list(items)
+        self.keys = None if keys is None else list(keys)
+        self._index = None
+
+    def __getitem__(self, key):
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.keys)}
+        return self.items[self._index[key]]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getstate__(self):
+        items = self.items
+        kind = type(items[0]) if items else None
+        if kind is None or not dataclasses.is_dataclass(kind) or any(
+                type(item) is not kind for item in items):
+            return ("plain", items, self.keys)
+        names = [field.name for field in dataclasses.fields(kind)]
+        columns = [[getattr(item, name) for item in items] for name in names]
+        if any(not isinstance(value, np.ndarray) or value.dtype
+               != column[0].dtype for column in columns for value in column):
+            return ("plain", items, self.keys)
+        shapes = [[value.shape for value in column] for column in columns]
+        data = [np.concatenate([value.reshape(-1) for value in column])
+                for column in columns]
+        return ("packed", kind, names, shapes, data, self.keys)
+
+    def __setstate__(self, state):
+        self._index = None
+        if state[0] == "plain":
+            _, self.items, self.keys = state
+            return
+        _, kind, names, shapes, data, self.keys = state
+        # writeable (a read-only array would make numba compile its kernels
+        # again for that type)
+        data = [array if array.flags.writeable else array.copy()
+                for array in data]
+        columns = []
+        for array, column_shapes in zip(data, shapes):
+            stops = np.cumsum([math.prod(shape) for shape in column_shapes])
+            columns.append([array[stop - math.prod(shape):stop].reshape(shape)
+                            for stop, shape in zip(stops, column_shapes)])
+        self.items = [kind(**dict(zip(names, values)))
+                      for values in zip(*columns)]
+
+
 # On a Dask cluster, :func:`run_joined_rounds` runs its join as a task on a
 # worker and submits the second round at once behind it (tasks taking the
 # join's future): no round trip through this process between the rounds.
@@ -373,13 +441,16 @@ DASK_JOIN_ON_WORKER = True
 def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
                       second, second_tasks, first_progress=None,
                       second_progress=None, first_resources=None,
-                      second_resources=None, batch=None):
+                      second_resources=None, batch=None, part=None):
     """Two rounds of independent tasks joined by one call between them:
     ``first(*task)`` for each of ``first_tasks``, then ``join(*
     join_arguments, results)`` (round 1's results, a list in task order)
     returning ``(shared, value)``, then ``second(shared, *task)`` for each
     of ``second_tasks``, whose results are dropped (they write their
-    output themselves).  Returns ``value``.
+    output themselves).  Returns ``value``.  ``part(shared, task)``: the
+    share of ``shared`` a second task needs (given to it in place of
+    ``shared`` when the join runs here: a task's arguments travel with
+    it).
 
     Every round's arguments and results are small (as for
     ``run_tasks(at_once=True)``); ``batch`` as in :func:`run_tasks` for
@@ -406,8 +477,12 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
     results = run_tasks(first, first_tasks, executor, first_progress,
                         resources=first_resources, batch=batch, at_once=True)
     shared, value = join(*join_arguments, results)
-    run_tasks(functools.partial(second, shared), second_tasks, executor,
-              second_progress, on_result=lambda index, result: None,
+    if part is None:
+        second, tasks = functools.partial(second, shared), second_tasks
+    else:
+        tasks = [(part(shared, task),) + tuple(task) for task in second_tasks]
+    run_tasks(second, tasks, executor, second_progress,
+              on_result=lambda index, result: None,
               resources=second_resources, at_once=True)
     return value
 
@@ -440,7 +515,7 @@ def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
         starts = [0] + list(itertools.accumulate(sizes))
         arguments = [_Arguments((first, first_tasks[a:b]))
                      for a, b in zip(starts, starts[1:])]
-        function = functools.partial(_starred, _run_batch)
+        function = functools.partial(_starred, _run_batch_packed)
     else:
         arguments = [_Arguments(task) for task in first_tasks]
         function = functools.partial(_starred, functools.partial(
@@ -491,9 +566,15 @@ def _join_task(join, arguments, batched, *results):
     """The join of :func:`_joined_rounds_on_dask`, on a worker: round 1's
     results (batches flattened) in task order."""
     if batched:
-        results = [result for batch in results for result in batch]
+        results = [result for batch in results for result in batch.items]
     with task_numba_threads():
         return join(*arguments.values, list(results))
+
+
+def _run_batch_packed(function, tasks):
+    """:func:`_run_batch`'s results as one :class:`Packed` (a round 1
+    batch of :func:`_joined_rounds_on_dask`)."""
+    return Packed(_run_batch(function, tasks))
 
 
 def _second_task(second, joined, arguments):

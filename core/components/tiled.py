@@ -304,20 +304,30 @@ def _joined_rounds(source, grid, connectivity, mode, nodata, executor,
         [(sink, source, grid, run, shape, connectivity, mode, nodata,
           label_dtype, backend, strips) for run in runs],
         progress.span(*SUMMARY_SPAN), progress.span(*LABEL_SPAN),
-        batch=DASK_BATCH)
+        batch=DASK_BATCH, part=_run_answers)
 
 
 def merge_summaries(grid, tiles, eight, compare_values, summaries):
     """Round 2 as the join of :func:`tiling.run_joined_rounds`: ``(answers,
     count)`` (:func:`merge`) from round 1's ``summaries`` of ``tiles``, in
-    that order."""
-    return merge(grid, dict(zip(tiles, summaries)), eight, compare_values)
+    that order; the answers packed (:class:`tile_tasks.Packed`, indexed
+    by tile), as every label task's worker fetches them all."""
+    answers, count = merge(grid, dict(zip(tiles, summaries)), eight,
+                           compare_values)
+    return tile_tasks.Packed([answers[tile] for tile in tiles], tiles), count
+
+
+def _run_answers(answers, task):
+    """The answers a label run's task (:func:`label_run_answered`'s
+    arguments after ``answers``) needs: its tiles'."""
+    run = task[3]
+    return {tile: answers[tile] for tile in run}
 
 
 def label_run_answered(answers, sink, source, grid, run, shape, connectivity,
                        mode, nodata, label_dtype, backend="cpu", strips=None):
     """:func:`label_run` for the tiles ``run`` of ``grid``, their answers
-    taken from round 2's ``answers`` (all tiles')."""
+    taken from round 2's ``answers`` (all tiles' or the run's, by tile)."""
     label_run(sink, source, [(grid.window(*tile), answers[tile])
                              for tile in run], shape, connectivity, mode,
               nodata, label_dtype, backend, strips)
