@@ -283,7 +283,7 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
 
     name = name or getattr(function, "__name__", None) or getattr(
         getattr(function, "func", None), "__name__", "tile")
-    if function not in (_run_batch, _run_batch_kept):  # those do it
+    if function not in (_run_batch_packed, _run_batch_kept):  # those do
         function = functools.partial(_in_kept_heap, function)
     run = uuid.uuid4().hex[:12]
     if at_once and DASK_SUBMIT_ROUND_AT_ONCE and not keep:
@@ -704,10 +704,13 @@ def _run_batches_on_dask(client, function, tasks, sizes, consume,
             messages, future = results
             results = [(message, KeptPart(future, k))
                        for k, message in enumerate(messages)]
+        else:
+            results = results.items
         for k, result in enumerate(results):
             consume(starts[index] + k, result)
 
-    _run_on_dask(client, _run_batch_kept if keep else _run_batch, batches(),
+    _run_on_dask(client, _run_batch_kept if keep else _run_batch_packed,
+                 batches(),
                  len(starts), consume_batch, progress, keep, resources,
                  name=getattr(function, "__name__", None) or getattr(
                      getattr(function, "func", None), "__name__", "tile"),
