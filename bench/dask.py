@@ -281,9 +281,11 @@ COMPONENT_VARIANTS = {
         ("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False),
         ("tile_tasks", "DASK_JOIN_ON_WORKER", False),
         ("distributed", "PREFLIGHT_BY_RUN", False)],
-    # the eighth session: components' merge in the driver between the
-    # rounds (the seventh session's default) against a task on a worker
-    # with the label round submitted behind it (DASK_JOIN_ON_WORKER)
+    # the eighth session: components' merge as a task on a worker with the
+    # label round submitted behind it (DASK_JOIN_ON_WORKER; measured as
+    # "components" against "components-driverjoin", the default since)
+    "components-workerjoin": [
+        ("tile_tasks", "DASK_JOIN_ON_WORKER", True)],
     "components-driverjoin": [
         ("tile_tasks", "DASK_JOIN_ON_WORKER", False)],
 }

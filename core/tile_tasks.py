@@ -426,16 +426,19 @@ class Packed:
                       for values in zip(*columns)]
 
 
-# On a Dask cluster, :func:`run_joined_rounds` runs its join as a task on a
-# worker and submits the second round at once behind it (tasks taking the
-# join's future): no round trip through this process between the rounds.
-# In a LocalCluster the driver shares its process, and the GIL, with the
-# scheduler: components' merge took 29 ms there at 8 workers on the H100
-# host (4-7 ms alone on the 2-core box), and the label round's first task
-# started 35 ms after the driver submitted it (docs/benchmarks.md, Dask,
-# seventh session).  False: round 1's results come to this process, the
-# join runs here and the second round is submitted after it.
-DASK_JOIN_ON_WORKER = True
+# On a Dask cluster, :func:`run_joined_rounds` may run its join as a task
+# on a worker and submit the second round at once behind it (tasks taking
+# the join's future): no round trip through this process between the
+# rounds.  Off: on the H100 host's CPUs (components, neuse40, 8 one-thread
+# workers of a LocalCluster, 2026-11-25 02:47-02:54 UTC) it measured the
+# same as the join here (medians 1.07 s against 1.03 s, 1.22 s against
+# 1.23 s): each of its two hops between workers (round 1's results to the
+# join's worker, the answers from there to the others) took ~40 ms from
+# one task's end to the next task's start, as long as the driver's merge
+# and the second round's submission together (docs/benchmarks.md, Dask,
+# eighth session).  Kept for clusters whose driver is far from the
+# workers (round 1's results and the answers then stay on the cluster).
+DASK_JOIN_ON_WORKER = False
 
 
 def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
@@ -457,8 +460,8 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
     round 1; ``*_progress`` get each round's finished fraction and may
     cancel (then every outstanding task is cancelled).  In this process
     and on a ``concurrent.futures`` executor the join runs here, between
-    the rounds (:func:`run_tasks`); on a Dask cluster (with
-    :data:`DASK_JOIN_ON_WORKER`) all three are submitted at once: the join
+    the rounds (:func:`run_tasks`), and on a Dask cluster by default; with
+    :data:`DASK_JOIN_ON_WORKER` all three are submitted at once: the join
     is a task taking round 1's futures, on a worker, and round 2's tasks
     take the join's future, so Dask starts them the moment it finishes
     (:func:`_joined_rounds_on_dask`).  The same calls either way, so the

@@ -664,17 +664,17 @@ def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
 @pytest.mark.parametrize("on_worker", [True, False])
 def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
                                                 monkeypatch, on_worker):
-    """tile_tasks.DASK_JOIN_ON_WORKER (the default): the merge runs as a
-    Dask task on a worker (never in this process) and the label round's
-    tasks are handed to the scheduler with round 1's, before any of its
-    results is in; off, the merge runs here between the rounds.  The
+    """tile_tasks.DASK_JOIN_ON_WORKER: the merge runs as a Dask task on a
+    worker (never in this process) and the label round's tasks are handed
+    to the scheduler with round 1's, before any of its results is in; off
+    (the default), the merge runs here between the rounds.  The
     in-process labels either way, only labels.npy left, no task left on
     the scheduler."""
     from distributed import get_task_stream
 
     from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
-    assert tile_tasks.DASK_JOIN_ON_WORKER  # the default
+    assert not tile_tasks.DASK_JOIN_ON_WORKER  # the default
     monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
     events = []
     real_merge, real_map = components_tiled.merge, client.map
@@ -724,11 +724,16 @@ def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
             > first_progress
 
 
-def test_worker_killed_with_the_merge_on_a_worker(client, tmp_path):
+@pytest.mark.parametrize("on_worker", [True, False])
+def test_worker_killed_in_the_label_round(client, tmp_path, monkeypatch,
+                                          on_worker):
     """A worker killed as the label round starts (the merge ran on a
-    worker, the label runs behind it): Dask recomputes what it held (the
-    merge's answers, round 1's summaries) and retries its runs; the
-    labels are still the in-process ones, only labels.npy left."""
+    worker, the label runs behind it, or the merge ran here): Dask
+    recomputes what it held (the merge's answers, round 1's summaries)
+    and retries its runs; the labels are still the in-process ones, only
+    labels.npy left."""
+    from gridgraph.core import tile_tasks
+    monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
     values = (np.random.default_rng(16).random((64, 72)) < 0.45).astype(
         np.uint8)
     expected = connected_components(values, connectivity=8, mode="nonzero")
