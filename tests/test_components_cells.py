@@ -518,3 +518,44 @@ def test_the_union_find_array_is_kept_between_calls(monkeypatch):
     monkeypatch.setattr(_cpu, "_KEPT_UNION_FIND_ENTRIES", values.size)
     _cpu.label(values, None, 8, "equal", Progress(), strips=2)
     assert _cpu._KEPT_UNION_FIND == []  # values.size + 1 entries: too many
+
+
+def test_a_cancel_waits_only_for_the_calls_running_on_the_pool():
+    """Once the calling thread has no job left it polls progress while the
+    pool threads finish theirs (``_run_jobs``): a cancel asked then stops
+    the pool's job at its next call.  A blocking wait for the pool would
+    see the cancel only after all 20 slow calls (1 s)."""
+    import threading
+    import time
+    from gridgraph.core import CancelledError
+    from gridgraph.core.components import _cpu_pool
+    calling = threading.get_ident()
+    pool_calls = []
+    pool_started = threading.Event()
+
+    def call():
+        if threading.get_ident() != calling:
+            pool_calls.append(1)
+            pool_started.set()
+            time.sleep(0.05)
+        else:
+            # the pool thread holds the other job before the calling
+            # thread could take both
+            assert pool_started.wait(5)
+    jobs = [[call] * 20, [call] * 20]
+    cancel = threading.Event()
+    timer = threading.Timer(0.15, cancel.set)
+    timer.start()
+    pool = _cpu_pool._pool(2)
+    started = time.perf_counter()
+    try:
+        with pool as executor, pytest.raises(CancelledError):
+            _cpu_pool._run_jobs(executor, jobs, Progress(
+                lambda fraction: not cancel.is_set()), 0.0, 1.0, 2)
+    finally:
+        timer.cancel()
+    elapsed = time.perf_counter() - started
+    # one job ran on the pool thread (the calling thread's 20 calls take
+    # no time), and stopped a call or two after the cancel at 0.15 s
+    assert 1 <= len(pool_calls) <= 10, len(pool_calls)
+    assert elapsed < 0.7, elapsed

@@ -7,7 +7,12 @@ order) among the calling thread and the pool's threads as they come free.
 
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+# Seconds between progress reports (and cancel checks) while the calling
+# thread, out of jobs, waits for the pool's: a cancel then waits for the
+# calls running at most, not for every job the pool threads hold
+_POLL_SECONDS = 0.05
 
 
 def _run_jobs(pool, jobs, progress, low, high, workers, lead=None,
@@ -19,9 +24,10 @@ def _run_jobs(pool, jobs, progress, low, high, workers, lead=None,
     neighbours, other processes) ends up with fewer jobs instead of
     holding the others up.  Progress goes from ``low`` to ``high`` as
     calls finish; it is reported (and a cancel honoured) on the calling
-    thread between its calls and at the end.  A cancel or a failing call
-    stops every thread before its next call, and the error is raised here
-    once all have stopped.
+    thread between its calls and, once it has no job left, every
+    ``_POLL_SECONDS`` while it waits for the pool's.  A cancel or a
+    failing call stops every thread before its next call, and the error
+    is raised here once all have stopped.
 
     ``lead()``, when given, runs on the calling thread before it takes
     jobs; ``waits[job]``, when given, is an event a thread waits for before
@@ -60,8 +66,15 @@ def _run_jobs(pool, jobs, progress, low, high, workers, lead=None,
                for index in range(1, workers)]
     try:
         worker(0, True)
-        for future in futures:
-            future.result()
+        running = futures
+        while running:
+            # polled, not a blocking wait: progress (and a cancel) while
+            # the pool threads run the jobs they hold
+            finished, running = wait(running, timeout=_POLL_SECONDS)
+            for future in finished:
+                future.result()  # a pool thread's error, raised here
+            if running:
+                report()
         report()
     except BaseException:
         stop.set()

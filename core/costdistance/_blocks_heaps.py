@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._blocks_cpu import _near_border, _pull
-from ._cpu import HEAP_PADDING, _pop_min, _prefetch, _sift_up
+from ._cpu import HEAP_PADDING, _pop_min, _prefetch_neighbourhood, _sift_up
 
 # Side of a block: large, so few cells lie on borders (and are settled
 # again when a neighbour's pull improves them: 1 % more pops at 512, 3 % at
@@ -138,13 +138,8 @@ def _solve_block(state, rows, cols, r0, r1, c0, c1, margin, drow, dcol,
         if size > 0:
             # the likely next cell's neighbourhood, as the sequential
             # search does
-            upcoming = np.int64(heap_cell[0])
-            _prefetch(state, upcoming - cols - margin)
-            _prefetch(state, upcoming - cols + margin)
-            _prefetch(state, upcoming - margin)
-            _prefetch(state, upcoming + margin)
-            _prefetch(state, upcoming + cols - margin)
-            _prefetch(state, upcoming + cols + margin)
+            _prefetch_neighbourhood(state, np.int64(heap_cell[0]), cols,
+                                    margin)
         r = cell // cols
         c = cell - r * cols
         interior = (r0 + margin <= r < r1 - margin
