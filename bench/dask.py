@@ -204,7 +204,7 @@ def settings():
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
-    chosen["PREFAULT_LABEL_PAGES"] = components_tiled.PREFAULT_LABEL_PAGES
+    chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
     from gridgraph.core import distributed
     chosen["PREFLIGHT_BY_RUN"] = distributed.PREFLIGHT_BY_RUN
     return chosen
@@ -275,12 +275,19 @@ COMPONENT_VARIANTS = {
     # once, the preflight by client.run, the label pages faulted in by
     # round 1's idle workers) against all three off (the session's
     # start) and against the page faulting off (the default since)
+    # (PREFAULT_LABEL_PAGES, removed in the eighth session, was off in
+    # both)
     "components-before": [
         ("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False),
-        ("components.tiled", "PREFAULT_LABEL_PAGES", False),
+        ("tile_tasks", "DASK_JOIN_ON_WORKER", False),
         ("distributed", "PREFLIGHT_BY_RUN", False)],
-    "components-noprefault": [
-        ("components.tiled", "PREFAULT_LABEL_PAGES", False)],
+    # the eighth session: components' merge as a task on a worker with the
+    # label round submitted behind it (DASK_JOIN_ON_WORKER; measured as
+    # "components" against "components-driverjoin", the default since)
+    "components-workerjoin": [
+        ("tile_tasks", "DASK_JOIN_ON_WORKER", True)],
+    "components-driverjoin": [
+        ("tile_tasks", "DASK_JOIN_ON_WORKER", False)],
 }
 
 
@@ -336,7 +343,9 @@ class Timeline:
     ``plan`` (components' tile plan: the cluster's size), ``preflight``,
     ``round <task function>`` (a round of tile tasks: ``run_tasks`` from
     submitting its first task to handing back its last result),
-    ``merge`` (components' round 2, in the driver), ``map`` (a round's
+    ``rounds joined`` (``run_joined_rounds``: components' three rounds,
+    the merge a task on a worker on Dask), ``merge`` (components' round
+    2, when in the driver), ``map`` (a round's
     tasks handed to the client at once: the driver's share of their
     submission), ``sink`` (the output file made), ``finish`` (renamed into
     place, mapped) and
@@ -351,9 +360,15 @@ class Timeline:
         self._wrap(tiled, "plan", "plan")
         self._wrap(distributed, "preflight", "preflight")
         self._wrap(distributed, "cluster_workers", "scheduler_info")
-        self._wrap(tiling, "run_tasks", lambda function, *a, **k: "round "
-                   + (getattr(function, "__name__", None) or getattr(
+        from gridgraph.core import tile_tasks
+        # components call both through tiling, run_joined_rounds calls
+        # run_tasks in tile_tasks (the join in the driver)
+        self._wrap(tile_tasks, "run_tasks", lambda function, *a, **k:
+                   "round " + (getattr(function, "__name__", None) or getattr(
                        getattr(function, "func", None), "__name__", "?")))
+        tiling.run_tasks = tile_tasks.run_tasks
+        self._wrap(tile_tasks, "run_joined_rounds", "rounds joined")
+        tiling.run_joined_rounds = tile_tasks.run_joined_rounds
         self._wrap(tiled, "merge", "merge")
         from distributed import Client
         self._wrap(Client, "map", "map")  # a round submitted at once

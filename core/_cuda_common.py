@@ -411,6 +411,17 @@ def valid_cells_device(array, nodata, dtype=None):
 # Block-wide building blocks (every thread of the block must call them).
 
 @cuda.jit(device=True, cache=True)
+def find_root(parent, x):
+    """Root of x in a union-find forest, read only: for kernels where other
+    threads may be reading the same entries and none is being joined."""
+    while True:
+        p = parent[x]
+        if p == x:
+            return x
+        x = p
+
+
+@cuda.jit(device=True, cache=True)
 def find_halving(parent, x):
     """Root of x in a union-find forest, pointing every other entry on the
     way at its grandparent (path halving).  Safe beside concurrent finders

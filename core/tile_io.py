@@ -411,24 +411,6 @@ class NpySink:
             # unmapped here (the dirty pages stay in the page cache)
             del rows, put
 
-    def prefault(self, window):
-        """Fault ``window``'s pages of the file in writable now
-        (``madvise(MADV_POPULATE_WRITE)`` through a mapping of its rows,
-        then unmapped), writing nothing: the writes then find them in the
-        page cache (components' label round, from workers that would
-        otherwise wait).  Nothing where the sink is not mapped; an error
-        (the file gone after an abort) is ignored: the writes fault the
-        pages in themselves."""
-        if not self.mapped:
-            return
-        try:
-            rows = _mapped_rows(self.partial, self.offset, self.dtype,
-                                window.row, window.rows, self.shape[1],
-                                window)
-        except OSError:
-            return
-        del rows
-
     def _write(self, fd, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
         itemsize = self.dtype.itemsize

@@ -8,10 +8,15 @@ where it was computed (a future on a Dask worker).
 """
 
 import functools
+import itertools
 import os
 from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager
+import dataclasses
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from . import distributed
 from ._common import Progress
@@ -278,7 +283,7 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
 
     name = name or getattr(function, "__name__", None) or getattr(
         getattr(function, "func", None), "__name__", "tile")
-    if function not in (_run_batch, _run_batch_kept):  # those do it
+    if function not in (_run_batch_packed, _run_batch_kept):  # those do
         function = functools.partial(_in_kept_heap, function)
     run = uuid.uuid4().hex[:12]
     if at_once and DASK_SUBMIT_ROUND_AT_ONCE and not keep:
@@ -355,6 +360,236 @@ def _run_round_on_dask(client, function, tasks, total, consume, progress,
     except BaseException:
         client.cancel([f for f in futures if not f.done()], force=True)
         raise
+
+
+class Packed:
+    """Messages (instances of one dataclass whose fields are numpy arrays)
+    that pickle as one array per field, the fields of all messages
+    concatenated, and come back as views of those arrays; ``keys`` (any
+    picklable, optional) index them: ``packed[key]``, ``packed.items``.
+
+    Dask sends every array of a message as a frame of its own and a worker
+    serializes a result in its event loop for each worker that fetches
+    it: components' answers (234 tiles x 3 arrays, 3 MB on neuse40) took
+    ~18 ms a fetch on the H100 host, one worker after the other, so the
+    label round's workers started 15-25 ms apart (docs/benchmarks.md,
+    Dask, eighth session).  Packed, a fetch sends a few large buffers.
+    Messages of mixed types or dtypes pickle as they are."""
+
+    __slots__ = ("items", "keys", "_index")
+
+    def __init__(self, items, keys=None):
+        self.items = list(items)
+        self.keys = None if keys is None else list(keys)
+        self._index = None
+
+    def __getitem__(self, key):
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.keys)}
+        return self.items[self._index[key]]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getstate__(self):
+        items = self.items
+        kind = type(items[0]) if items else None
+        if kind is None or not dataclasses.is_dataclass(kind) or any(
+                type(item) is not kind for item in items):
+            return ("plain", items, self.keys)
+        names = [field.name for field in dataclasses.fields(kind)]
+        columns = [[getattr(item, name) for item in items] for name in names]
+        if any(not isinstance(value, np.ndarray) or value.dtype
+               != column[0].dtype for column in columns for value in column):
+            return ("plain", items, self.keys)
+        shapes = [[value.shape for value in column] for column in columns]
+        data = [np.concatenate([value.reshape(-1) for value in column])
+                for column in columns]
+        return ("packed", kind, names, shapes, data, self.keys)
+
+    def __setstate__(self, state):
+        self._index = None
+        if state[0] == "plain":
+            _, self.items, self.keys = state
+            return
+        _, kind, names, shapes, data, self.keys = state
+        # writeable (a read-only array would make numba compile its kernels
+        # again for that type)
+        data = [array if array.flags.writeable else array.copy()
+                for array in data]
+        columns = []
+        for array, column_shapes in zip(data, shapes):
+            stops = np.cumsum([math.prod(shape) for shape in column_shapes])
+            columns.append([array[stop - math.prod(shape):stop].reshape(shape)
+                            for stop, shape in zip(stops, column_shapes)])
+        self.items = [kind(**dict(zip(names, values)))
+                      for values in zip(*columns)]
+
+
+# On a Dask cluster, :func:`run_joined_rounds` may run its join as a task
+# on a worker and submit the second round at once behind it (tasks taking
+# the join's future): no round trip through this process between the
+# rounds.  Off: on the H100 host's CPUs (components, neuse40, 8 one-thread
+# workers of a LocalCluster, 2026-11-25 02:47-02:54 UTC) it measured the
+# same as the join here (medians 1.07 s against 1.03 s, 1.22 s against
+# 1.23 s): each of its two hops between workers (round 1's results to the
+# join's worker, the answers from there to the others) took ~40 ms from
+# one task's end to the next task's start, as long as the driver's merge
+# and the second round's submission together (docs/benchmarks.md, Dask,
+# eighth session).  Kept for clusters whose driver is far from the
+# workers (round 1's results and the answers then stay on the cluster).
+DASK_JOIN_ON_WORKER = False
+
+
+def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
+                      second, second_tasks, first_progress=None,
+                      second_progress=None, first_resources=None,
+                      second_resources=None, batch=None, part=None):
+    """Two rounds of independent tasks joined by one call between them:
+    ``first(*task)`` for each of ``first_tasks``, then ``join(*
+    join_arguments, results)`` (round 1's results, a list in task order)
+    returning ``(shared, value)``, then ``second(shared, *task)`` for each
+    of ``second_tasks``, whose results are dropped (they write their
+    output themselves).  Returns ``value``.  ``part(shared, task)``: the
+    share of ``shared`` a second task needs (given to it in place of
+    ``shared`` when the join runs here: a task's arguments travel with
+    it).
+
+    Every round's arguments and results are small (as for
+    ``run_tasks(at_once=True)``); ``batch`` as in :func:`run_tasks` for
+    round 1; ``*_progress`` get each round's finished fraction and may
+    cancel (then every outstanding task is cancelled).  In this process
+    and on a ``concurrent.futures`` executor the join runs here, between
+    the rounds (:func:`run_tasks`), and on a Dask cluster by default; with
+    :data:`DASK_JOIN_ON_WORKER` all three are submitted at once: the join
+    is a task taking round 1's futures, on a worker, and round 2's tasks
+    take the join's future, so Dask starts them the moment it finishes
+    (:func:`_joined_rounds_on_dask`).  The same calls either way, so the
+    same results."""
+    first_progress = first_progress or Progress()
+    second_progress = second_progress or Progress()
+    second_tasks = list(second_tasks)
+    if distributed.is_dask_client(executor) and DASK_JOIN_ON_WORKER and \
+            len(second_tasks) > 2 * distributed.cluster_threads(executor):
+        # (fewer tasks are not root-like to Dask: it would send them all
+        # to the join's worker, for work stealing to spread)
+        return _joined_rounds_on_dask(
+            executor, first, list(first_tasks), join, tuple(join_arguments),
+            second, second_tasks, first_progress, second_progress,
+            first_resources, second_resources, batch)
+    results = run_tasks(first, first_tasks, executor, first_progress,
+                        resources=first_resources, batch=batch, at_once=True)
+    shared, value = join(*join_arguments, results)
+    if part is None:
+        second, tasks = functools.partial(second, shared), second_tasks
+    else:
+        tasks = [(part(shared, task),) + tuple(task) for task in second_tasks]
+    run_tasks(second, tasks, executor, second_progress,
+              on_result=lambda index, result: None,
+              resources=second_resources, at_once=True)
+    return value
+
+
+def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
+                           second, second_tasks, first_progress,
+                           second_progress, first_resources,
+                           second_resources, batch):
+    """:func:`run_joined_rounds` on a Dask client: round 1 (in batches with
+    ``batch="auto"``) by one ``client.map``, the join by one task taking
+    their futures (it runs where most of their bytes are), round 2 by one
+    ``client.map`` of tasks taking the join's future, and a task handing
+    the join's value to this process; nothing of round 1 comes here.
+    Round 2's tasks are root-like for Dask's scheduler (many tasks of one
+    group behind one task) when they outnumber twice the worker threads:
+    queued, each started on the next free thread, not all where the join
+    ran."""
+    import operator
+    import uuid
+
+    from distributed import as_completed
+
+    run = uuid.uuid4().hex[:12]
+    first_name = _task_name(first)
+    total = len(first_tasks)
+    sizes = None
+    if batch == "auto":
+        sizes = batch_sizes(total, distributed.cluster_threads(client))
+    if sizes is not None and len(sizes) < total:
+        starts = [0] + list(itertools.accumulate(sizes))
+        arguments = [_Arguments((first, first_tasks[a:b]))
+                     for a, b in zip(starts, starts[1:])]
+        function = functools.partial(_starred, _run_batch_packed)
+    else:
+        arguments = [_Arguments(task) for task in first_tasks]
+        function = functools.partial(_starred, functools.partial(
+            _in_kept_heap, first))
+    firsts = client.map(function, arguments,
+                        key=[f"{first_name}-{run}-{k:07d}"
+                             for k in range(len(arguments))],
+                        pure=False, resources=first_resources)
+    batched = sizes is not None and len(sizes) < total
+    joined = client.submit(_join_task, join, _Arguments(join_arguments),
+                           batched, *firsts, key=f"{_task_name(join)}-{run}",
+                           pure=False)
+    value = client.submit(operator.getitem, joined, 1,
+                          key=f"{_task_name(join)}-value-{run}", pure=False)
+    second_name = _task_name(second)
+    seconds = client.map(
+        functools.partial(_second_task, second), [joined] * len(second_tasks),
+        [_Arguments(task) for task in second_tasks],
+        key=[f"{second_name}-{run}-{k:07d}" for k in range(len(second_tasks))],
+        pure=False, resources=second_resources)
+    kind = {f.key: 0 for f in firsts}
+    kind.update({f.key: 2 for f in seconds})
+    kind[joined.key] = 1
+    kind[value.key] = 1
+    names = {0: first_name, 1: _task_name(join), 2: second_name}
+    done = [0, 0, 0]
+    result = None
+    everything = firsts + [joined, value] + seconds
+    try:
+        for future in as_completed(everything, loop=client.loop):
+            part = kind[future.key]
+            if future.status != "finished":
+                _dask_result(future, None, names[part])  # raises
+            done[part] += 1
+            if part == 0:
+                first_progress(done[0] / max(len(firsts), 1))
+            elif part == 2:
+                second_progress(done[2] / max(len(seconds), 1))
+            elif future.key == value.key:
+                result = future.result()
+    except BaseException:
+        client.cancel([f for f in everything if not f.done()], force=True)
+        raise
+    return result
+
+
+def _join_task(join, arguments, batched, *results):
+    """The join of :func:`_joined_rounds_on_dask`, on a worker: round 1's
+    results (batches flattened) in task order."""
+    if batched:
+        results = [result for batch in results for result in batch.items]
+    with task_numba_threads():
+        return join(*arguments.values, list(results))
+
+
+def _run_batch_packed(function, tasks):
+    """:func:`_run_batch`'s results as one :class:`Packed` (a round 1
+    batch of :func:`_joined_rounds_on_dask`)."""
+    return Packed(_run_batch(function, tasks))
+
+
+def _second_task(second, joined, arguments):
+    """A round 2 task of :func:`_joined_rounds_on_dask`: ``second(shared,
+    *task)`` with the join's shared part."""
+    return _in_kept_heap(second, joined[0], *arguments.values)
+
+
+def _task_name(function):
+    """A task function's name for its Dask keys."""
+    return getattr(function, "__name__", None) or getattr(
+        getattr(function, "func", None), "__name__", "tile")
 
 
 class _Arguments:
@@ -472,10 +707,13 @@ def _run_batches_on_dask(client, function, tasks, sizes, consume,
             messages, future = results
             results = [(message, KeptPart(future, k))
                        for k, message in enumerate(messages)]
+        else:
+            results = results.items
         for k, result in enumerate(results):
             consume(starts[index] + k, result)
 
-    _run_on_dask(client, _run_batch_kept if keep else _run_batch, batches(),
+    _run_on_dask(client, _run_batch_kept if keep else _run_batch_packed,
+                 batches(),
                  len(starts), consume_batch, progress, keep, resources,
                  name=getattr(function, "__name__", None) or getattr(
                      getattr(function, "func", None), "__name__", "tile"),

@@ -34,7 +34,8 @@ from .tile_io import (  # noqa: F401  (the sources and sinks, named here)
     union_window, window_writer, write_geotiff)
 from .tile_tasks import (  # noqa: F401  (how tasks run, named here)
     KeptPart, TaskPool, batch_sizes, executor_workers, heap_kept_for_tiles,
-    kept_groups, release_free_memory, run_tasks, write_in_task)
+    kept_groups, release_free_memory, run_joined_rounds, run_tasks,
+    write_in_task)
 
 MIN_TILE_SIZE = 8
 # Largest automatic tile: 16M cells keeps per-tile kernels fast and their

@@ -661,60 +661,104 @@ def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
     assert_components_on_dask(client, tmp_path, 13)
 
 
-@pytest.mark.parametrize("prefault", [True, False])
-def test_components_prefault_in_round_one_idle_time(client, tmp_path,
-                                                    monkeypatch, prefault):
-    """PREFAULT_LABEL_PAGES: once round 1's first result is in, a task per
-    label run's window faults its pages of the labels file in, queued
-    behind round 1 at a lower priority; those left when the label round
-    starts are dropped (no task left behind).  The labels are the
-    in-process ones either way; off, no such task."""
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "PREFAULT_LABEL_PAGES", prefault)
-    mapped = []
-    real_map = client.map
+@pytest.mark.parametrize("on_worker", [True, False])
+def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
+                                                monkeypatch, on_worker):
+    """tile_tasks.DASK_JOIN_ON_WORKER: the merge runs as a Dask task on a
+    worker (never in this process) and the label round's tasks are handed
+    to the scheduler with round 1's, before any of its results is in; off
+    (the default), the merge runs here between the rounds.  The
+    in-process labels either way, only labels.npy left, no task left on
+    the scheduler."""
+    from distributed import get_task_stream
 
-    def spy(function, *iterables, **keywords):
-        if function is components_tiled.prefault_window:
-            mapped.append((list(iterables[1]), keywords["priority"]))
+    from gridgraph.core import tile_tasks
+    from gridgraph.core.components import tiled as components_tiled
+    assert not tile_tasks.DASK_JOIN_ON_WORKER  # the default
+    monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
+    events = []
+    real_merge, real_map = components_tiled.merge, client.map
+
+    def merge_here(*arguments):
+        events.append("merge here")
+        return real_merge(*arguments)
+
+    def spy_map(function, *iterables, **keywords):
+        events.append("map " + str(keywords["key"][0]).split("-")[0])
         return real_map(function, *iterables, **keywords)
 
-    monkeypatch.setattr(client, "map", spy)
-    before = scheduler_tasks(client)
-    assert_components_on_dask(client, tmp_path, 13)
-    assert no_new_tasks(client, before)
-    if not prefault:
-        assert mapped == []
-        return
-    # 8 x 9 tiles in runs: every tile's window once, in order
-    (windows, priority), = mapped
-    assert priority < 0
-    cells = [(r, c) for w in windows for r in range(w.row, w.row + w.rows)
-             for c in range(w.col, w.col + w.cols)]
-    assert sorted(cells) == [(r, c) for r in range(64) for c in range(72)]
-    assert windows == sorted(windows, key=lambda w: (w.row, w.col))
-
-
-def test_components_cancelled_in_round_one_drops_prefault(
-        client, tmp_path, monkeypatch):
-    """Cancelled at round 1's first result (the page-faulting tasks just
-    queued): CancelledError, no task left on the scheduler, nothing in
-    out_dir (the labels file made before round 1 removed)."""
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "PREFAULT_LABEL_PAGES", True)
-    values = (np.random.default_rng(14).random((64, 72)) < 0.45).astype(
+    monkeypatch.setattr(components_tiled, "merge", merge_here)
+    monkeypatch.setattr(client, "map", spy_map)
+    values = (np.random.default_rng(13).random((64, 72)) < 0.45).astype(
         np.uint8)
+    expected = connected_components(values, connectivity=8, mode="nonzero")
+    events.clear()
     memmap = save_npy(tmp_path, "values", values)
     out = tmp_path / "out"
     out.mkdir()
     before = scheduler_tasks(client)
-    with pytest.raises(CancelledError):
-        connected_components(memmap, connectivity=8, mode="nonzero",
-                             tile_size=TILE, executor=client, out_dir=out,
-                             progress=lambda fraction: fraction == 0)
-    assert no_new_tasks(client, before), sorted(
-        scheduler_tasks(client) - before)
-    assert os.listdir(out) == []
+    with get_task_stream(client=client) as stream:
+        result = connected_components(
+            memmap, connectivity=8, mode="nonzero", tile_size=TILE,
+            executor=client, out_dir=out,
+            progress=lambda fraction: events.append("progress"))
+    assert result.count == expected.count > 20
+    assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]
+    assert no_new_tasks(client, before)
+    merged_on_workers = [  # (not the task handing the count on)
+        record for record in stream.data
+        if str(record["key"]).startswith("merge_summaries-")
+        and "-value-" not in str(record["key"])]
+    first_progress = events.index("progress")
+    if on_worker:
+        assert len(merged_on_workers) == 1
+        assert "merge here" not in events
+        assert events[:first_progress] == ["map tile_summary",
+                                           "map label_run_answered"]
+    else:
+        assert merged_on_workers == []
+        assert events.count("merge here") == 1
+        assert events.index("map label_run_answered") > \
+            events.index("merge here") \
+            > first_progress
+
+
+@pytest.mark.parametrize("on_worker", [True, False])
+def test_worker_killed_in_the_label_round(client, tmp_path, monkeypatch,
+                                          on_worker):
+    """A worker killed as the label round starts (the merge ran on a
+    worker, the label runs behind it, or the merge ran here): Dask
+    recomputes what it held (the merge's answers, round 1's summaries)
+    and retries its runs; the labels are still the in-process ones, only
+    labels.npy left."""
+    from gridgraph.core import tile_tasks
+    monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
+    values = (np.random.default_rng(16).random((64, 72)) < 0.45).astype(
+        np.uint8)
+    expected = connected_components(values, connectivity=8, mode="nonzero")
+    memmap = save_npy(tmp_path, "values", values)
+    pids = client.run(os.getpid)
+    victim = sorted(pids)[0]
+    killed = []
+
+    def kill_at_the_label_round(fraction):
+        from gridgraph.core.components import tiled as components_tiled
+        if fraction > components_tiled.LABEL_SPAN[0] and not killed:
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(victim)
+
+    out = tmp_path / "out"
+    out.mkdir()
+    result = connected_components(memmap, connectivity=8, mode="nonzero",
+                                  tile_size=TILE, executor=client,
+                                  out_dir=out,
+                                  progress=kill_at_the_label_round)
+    assert killed
+    assert result.count == expected.count
+    assert_same(result, expected, ["labels"])
+    assert os.listdir(out) == ["labels.npy"]
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts it
 
 
 @pytest.mark.parametrize("hosts", [1, 2])

@@ -744,26 +744,34 @@ def test_populate_failing_otherwise_is_logged(caplog, monkeypatch):
         assert tile_io._populate_refused and len(caplog.records) == 1
 
 
-def test_prefault_writes_nothing(tmp_path):
-    """NpySink.prefault faults a window's pages in and writes nothing:
-    the file reads as zeros, later writes land as written; a sink that is
-    not mapped ignores it, and after an abort it leaves no file."""
-    sink = tiling.NpySink(tmp_path / "l.npy", (40, 300), np.int32,
-                          mapped=True)
-    assert sink.mapped
-    sink.prefault(tiling.Window(8, 100, 16, 150))
-    assert not np.fromfile(sink.partial, np.int32, offset=sink.offset).any()
-    block = np.arange(16 * 150, dtype=np.int32).reshape(16, 150) + 1
-    sink.prefault(tiling.Window(0, 0, 40, 300))
-    sink.write(tiling.Window(8, 100, 16, 150), block)
-    expected = np.zeros((40, 300), np.int32)
-    expected[8:24, 100:250] = block
-    np.testing.assert_array_equal(sink.finish(), expected)
-    other = tiling.NpySink(tmp_path / "m.npy", (4, 4), np.int32)
-    other.prefault(tiling.Window(0, 0, 4, 4))  # pwrite: nothing to do
-    other.abort()
-    aborted = tiling.NpySink(tmp_path / "n.npy", (4, 4), np.int32,
-                             mapped=True)
-    aborted.abort()
-    aborted.prefault(tiling.Window(0, 0, 4, 4))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.npy"]
+
+def test_packed_messages_pickle_as_one_array_per_field():
+    """tile_tasks.Packed: tile answers pickle as one array per field and
+    come back equal (values, dtypes, shapes, writeable: numba would
+    compile again for read-only arrays), indexed by their keys; messages
+    of mixed dtypes pickle as they are."""
+    import pickle
+
+    from gridgraph.core.components.tiled import TileAnswer
+    from gridgraph.core.tile_tasks import Packed
+    rng = np.random.default_rng(5)
+    answers = [TileAnswer(number=rng.integers(0, 9, k),
+                          is_root=rng.random(k) < 0.5,
+                          starts_before=np.arange(12)[::3])
+               for k in (3, 0, 7)]
+    tiles = [(0, 0), (0, 1), (1, 0)]
+    packed = Packed(answers, tiles)
+    state = packed.__getstate__()
+    assert state[0] == "packed" and len(state[4]) == 3
+    copy = pickle.loads(pickle.dumps(packed, protocol=5))
+    for tile, answer in zip(tiles, answers):
+        for name in ("number", "is_root", "starts_before"):
+            got, want = getattr(copy[tile], name), getattr(answer, name)
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype and got.flags.writeable
+    mixed = Packed([answers[0], TileAnswer(
+        number=np.zeros(2, np.int32), is_root=np.zeros(2, bool),
+        starts_before=np.zeros(2, np.int64))])
+    assert mixed.__getstate__()[0] == "plain"
+    assert pickle.loads(pickle.dumps(mixed)).items[1].number.dtype == \
+        np.int32

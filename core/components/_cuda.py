@@ -27,7 +27,7 @@ from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, PhaseTimer,
                             blocks_for, check_device_memory, copy_to_device,
                             copy_to_host, device_scalar, exclusive_scan,
-                            find_halving, valid_cells_device)
+                            find_halving, find_root, valid_cells_device)
 
 TILE_W = 4 if SIMULATOR else 32
 TILE_H = 4 if SIMULATOR else 32
@@ -50,15 +50,6 @@ def _foreground(values, valid, nonzero, i):
 def _joined(values, nonzero, a, b):
     """Two foreground cells are connected (``equal`` mode: same value)."""
     return nonzero or values[a] == values[b]
-
-
-@cuda.jit(device=True, cache=True)
-def _find(parent, x):
-    while True:
-        p = parent[x]
-        if p == x:
-            return x
-        x = p
 
 
 @cuda.jit(device=True, cache=True)
@@ -187,7 +178,7 @@ def _label_tiles(values, valid, nonzero, eight, rows, cols, tiles_x, parent):
         r = r0 + lr
         if r < rows and c < cols:
             if local[li] >= 0:
-                root = _find(local, li)
+                root = find_root(local, li)
                 root_row = root // TILE_W
                 parent[r * cols + c] = ((r0 + root_row) * cols + c0
                                         + (root - root_row * TILE_W))
@@ -279,7 +270,7 @@ def _label_cells(parent, n, root_bits, word_offsets, labels):
         if p < 0:
             labels[i] = 0
         else:
-            root = _find(parent, p)
+            root = find_root(parent, p)
             w = root >> 5
             below = root_bits[w] & ((np.int64(1) << (root & 31)) - 1)
             labels[i] = word_offsets[w] + cuda.popc(below) + 1

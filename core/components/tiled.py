@@ -102,20 +102,6 @@ LABEL_RUN_TILES = "auto"
 # into shorter runs): its mapped pages are in the writing process's
 # resident set until the run is written (tile by tile: one tile's).
 RUN_BYTES = 64 << 20
-# On a Dask cluster, with the labels written in runs through mappings
-# (the defaults above), the workers may fault the label round's pages of
-# the labels file in while round 1 has no task left for them (its tail,
-# the driver's merge; :class:`_Prefault`).  Pages already in the page
-# cache make the writes cheaper: in the tile probe (H100 host, neuse40,
-# 2026-11-24 23:31 UTC) the label round's runs took 0.42 s into a file
-# whose pages were cached against 0.55 s at 8 processes.  But on Dask it
-# lost (23:47 UTC, 8 workers): 1.01-1.40 s, median 1.18, against 1.01-
-# 1.17 s, median 1.08, without; the workers' system time rose from 2.6-
-# 2.9 s to 2.9-3.7 s, the driver's merge from 21-32 ms to 27-54 ms (the
-# extra tasks share the scheduler's and the driver's process) and the
-# label round started later behind the tasks still running
-# (docs/benchmarks.md, Dask, seventh session).  Off.
-PREFAULT_LABEL_PAGES = False
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
@@ -211,8 +197,7 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     windows = [grid.window(r, c) for r, c in tiles]
     shape = (rows, cols)
     strips = None if executor is None else EXECUTOR_TILE_STRIPS
-    # made before round 1: a full disk fails the run before any tile work,
-    # and round 1's idle workers may fault its pages in (PREFAULT_...)
+    # made before round 1: a full disk fails the run before any tile work
     sink = tiling.make_sink(out_dir, "labels", shape, label_dtype,
                             mapped=MAPPED_LABEL_WRITES and out_dir is not None
                             and distributed.one_host(executor),
@@ -235,17 +220,19 @@ def _rounds(source, grid, connectivity, mode, nodata, executor, progress,
         runs = grid.guided_runs(
             grid.row_runs(_run_length(grid, threads, label_dtype)),
             threads, tile_tasks.GUIDED_SHARE)
-    prefault = _Prefault(executor, sink, runs, grid)
-    try:
-        summaries, kept, on_gpu = _summary_round(
-            source, connectivity, mode, nodata, executor, progress, backend,
-            windows, shape, strips, prefault)
-        by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
-        answers, count = merge(grid, by_tile, connectivity == 8,
-                               mode == "equal")
-        progress(LABEL_SPAN[0])
-    finally:
-        prefault.stop()  # what has not started yet: the writes do it
+    if runs is not None and (backend != "cuda" or executor is not None) \
+            and not _keep_labels(executor, shape[0] * shape[1]) and \
+            distributed.task_resources(backend, executor) is None:
+        count = _joined_rounds(
+            source, grid, connectivity, mode, nodata, executor, progress,
+            backend, tiles, windows, shape, strips, label_dtype, sink, runs)
+        return sink.finish(), count
+    summaries, kept, on_gpu = _summary_round(
+        source, connectivity, mode, nodata, executor, progress, backend,
+        windows, shape, strips)
+    by_tile = {tile: summary for tile, summary in zip(tiles, summaries)}
+    answers, count = merge(grid, by_tile, connectivity == 8, mode == "equal")
+    progress(LABEL_SPAN[0])
 
     def write(index, block):
         if not in_task:
@@ -300,11 +287,56 @@ def _rounds(source, grid, connectivity, mode, nodata, executor, progress,
     return sink.finish(), count
 
 
+def _joined_rounds(source, grid, connectivity, mode, nodata, executor,
+                   progress, backend, tiles, windows, shape, strips,
+                   label_dtype, sink, runs):
+    """The three rounds with the label round in runs written by the tasks
+    (the default with ``out_dir`` on the CPU): round 1, the merge and the
+    label runs through :func:`tiling.run_joined_rounds` (on a Dask
+    cluster the merge is a task on a worker and the label round is
+    submitted together with round 1, behind it).  Returns the count."""
+    return tiling.run_joined_rounds(
+        executor, tile_summary,
+        [(source, window, shape, connectivity, mode, nodata, backend, strips)
+         for window in windows],
+        merge_summaries, (grid, tiles, connectivity == 8, mode == "equal"),
+        label_run_answered,
+        [(sink, source, grid, run, shape, connectivity, mode, nodata,
+          label_dtype, backend, strips) for run in runs],
+        progress.span(*SUMMARY_SPAN), progress.span(*LABEL_SPAN),
+        batch=DASK_BATCH, part=_run_answers)
+
+
+def merge_summaries(grid, tiles, eight, compare_values, summaries):
+    """Round 2 as the join of :func:`tiling.run_joined_rounds`: ``(answers,
+    count)`` (:func:`merge`) from round 1's ``summaries`` of ``tiles``, in
+    that order; the answers packed (:class:`tile_tasks.Packed`, indexed
+    by tile), as every label task's worker fetches them all."""
+    answers, count = merge(grid, dict(zip(tiles, summaries)), eight,
+                           compare_values)
+    return tile_tasks.Packed([answers[tile] for tile in tiles], tiles), count
+
+
+def _run_answers(answers, task):
+    """The answers a label run's task (:func:`label_run_answered`'s
+    arguments after ``answers``) needs: its tiles'."""
+    run = task[3]
+    return tile_tasks.Packed([answers[tile] for tile in run], run)
+
+
+def label_run_answered(answers, sink, source, grid, run, shape, connectivity,
+                       mode, nodata, label_dtype, backend="cpu", strips=None):
+    """:func:`label_run` for the tiles ``run`` of ``grid``, their answers
+    taken from round 2's ``answers`` (all tiles' or the run's, by tile)."""
+    label_run(sink, source, [(grid.window(*tile), answers[tile])
+                             for tile in run], shape, connectivity, mode,
+              nodata, label_dtype, backend, strips)
+
+
 def _summary_round(source, connectivity, mode, nodata, executor, progress,
-                   backend, windows, shape, strips, prefault):
+                   backend, windows, shape, strips):
     """Round 1: ``(summaries, kept labels or None, the GPU rounds or
-    None)``; ``prefault`` starts behind its tasks once the first result
-    is in."""
+    None)``."""
     if backend == "cuda" and executor is None:
         # the GPU rounds (labels kept on the device, reads ahead, writes
         # overlapped): components/_cuda_tiled.py
@@ -313,17 +345,11 @@ def _summary_round(source, connectivity, mode, nodata, executor, progress,
         return on_gpu.summaries(shape, progress.span(*SUMMARY_SPAN)), None, \
             on_gpu
     keep = _keep_labels(executor, shape[0] * shape[1])
-    summary_progress = progress.span(*SUMMARY_SPAN)
-
-    def summaries_done(fraction):
-        prefault.start()  # behind round 1's tasks, once
-        summary_progress(fraction)
-
     summaries = tiling.run_tasks(
         tile_summary_kept if keep else tile_summary,
         [(source, window, shape, connectivity, mode, nodata, backend,
           strips) for window in windows],
-        executor, summaries_done, keep=keep,
+        executor, progress.span(*SUMMARY_SPAN), keep=keep,
         resources=distributed.task_resources(backend, executor),
         batch=DASK_BATCH, at_once=True)
     if not keep:
@@ -331,51 +357,6 @@ def _summary_round(source, connectivity, mode, nodata, executor, progress,
     # (summary, future of the tile's labels)
     return [summary for summary, _ in summaries], \
         [state for _, state in summaries], None
-
-
-class _Prefault:
-    """Round 1's idle workers fault the label round's pages of the labels
-    file in (:data:`PREFAULT_LABEL_PAGES`): on a Dask cluster, with the
-    labels written through mappings in runs, one task per run's window
-    (:meth:`tiling.NpySink.prefault`, in the label round's order) queued
-    behind round 1's tasks at a lower priority, so that a worker runs them
-    only when round 1 has no task left for it (its tail, the driver's
-    merge); those not started when the label round is submitted are
-    dropped (their futures released).  They write nothing, so one still running beside the label
-    round, or after an abort (the file gone), changes nothing."""
-
-    def __init__(self, executor, sink, runs, grid):
-        self.futures = None
-        self.windows = []
-        if PREFAULT_LABEL_PAGES and runs is not None and \
-                distributed.is_dask_client(executor) and \
-                getattr(sink, "mapped", False):
-            self.client = executor
-            self.sink = sink
-            self.windows = [tiling.union_window([grid.window(*tile)
-                                                 for tile in run])
-                            for run in runs]
-
-    def start(self):
-        if self.futures is not None or not self.windows:
-            return
-        import uuid
-        run = uuid.uuid4().hex[:12]
-        self.futures = self.client.map(
-            prefault_window, [self.sink] * len(self.windows), self.windows,
-            key=[f"prefault_window-{run}-{k}"
-                 for k in range(len(self.windows))],
-            pure=False, priority=-1)
-
-    def stop(self):
-        # released, not cancelled: no round trip before the label round
-        # is submitted (the scheduler forgets the tasks not started)
-        self.futures = None
-
-
-def prefault_window(sink, window):
-    """A task of :class:`_Prefault`: ``sink.prefault(window)``."""
-    sink.prefault(window)
 
 
 def _run_length(grid, threads, label_dtype):
@@ -525,27 +506,22 @@ def merge(grid, summaries, eight, compare_values):
         n = summaries[tile].first_cell.size
         first_cell[offsets[tile]:offsets[tile] + n] = summaries[tile].first_cell
     parent = np.arange(total, dtype=np.int64)
-
-    def join(tile_a, line_a, tile_b, line_b):
-        labels_a, values_a = summaries[tile_a].line(line_a)
-        labels_b, values_b = summaries[tile_b].line(line_b)
-        _join_lines(parent, first_cell, labels_a, values_a, offsets[tile_a],
-                    labels_b, values_b, offsets[tile_b], eight,
-                    compare_values)
-
-    for (tr, tc) in tiles:
-        if tc + 1 < grid.tile_cols:
-            join((tr, tc), "right", (tr, tc + 1), "left")
-        if tr + 1 < grid.tile_rows:
-            join((tr, tc), "bottom", (tr + 1, tc), "top")
-            if eight and tc + 1 < grid.tile_cols:
-                _join_corner(parent, first_cell, summaries[(tr, tc)], -1,
-                             offsets[(tr, tc)], summaries[(tr + 1, tc + 1)], 0,
-                             offsets[(tr + 1, tc + 1)], compare_values)
-            if eight and tc > 0:
-                _join_corner(parent, first_cell, summaries[(tr, tc)], 0,
-                             offsets[(tr, tc)], summaries[(tr + 1, tc - 1)], -1,
-                             offsets[(tr + 1, tc - 1)], compare_values)
+    # every seam and corner in one kernel call (a call per seam cost ~18 us
+    # of argument checks: 8 of the merge's 12 ms on neuse40's 234 tiles)
+    tile_index = np.full((grid.tile_rows, grid.tile_cols), -1, np.int64)
+    for k, tile in enumerate(tiles):
+        tile_index[tile] = k
+    lines = []
+    for side in ("top", "bottom", "left", "right"):
+        labels = [getattr(summaries[tile], side) for tile in tiles]
+        at = np.zeros(len(tiles) + 1, np.int64)
+        np.cumsum([line.size for line in labels], out=at[1:])
+        lines += [_concatenated(labels), _concatenated(
+            [getattr(summaries[tile], side + "_values") for tile in tiles]),
+            at]
+    _join_seams(parent, first_cell, np.array([offsets[t] for t in tiles],
+                                             np.int64),
+                tile_index, *lines, eight, compare_values)
     root = _roots(parent)
     is_root = root == np.arange(total)
 
@@ -628,16 +604,75 @@ def _join_lines(parent, first_cell, line_a, values_a, offset_a, line_b,
                        offset_b + line_b[j] - 1)
 
 
-def _join_corner(parent, first_cell, upper, upper_col, upper_offset, lower,
-                 lower_col, lower_offset, compare_values):
-    """Union across a tile corner (8-connectivity): the bottom cell of the
-    upper tile's column ``upper_col`` (0 or -1) and the top cell of the
-    lower tile's column ``lower_col``."""
-    a = upper.bottom[upper_col]
-    b = lower.top[lower_col]
-    if a and b and (not compare_values or upper.bottom_values[upper_col]
-                    == lower.top_values[lower_col]):
-        _union(parent, first_cell, upper_offset + a - 1, lower_offset + b - 1)
+def _concatenated(arrays):
+    """One array of ``arrays`` end to end (their common dtype; a 0-length
+    one of int64 when there are none)."""
+    return np.concatenate(arrays) if arrays else np.empty(0, np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _join_seams(parent, first_cell, label_offset, tile_index, top, top_values,
+                top_at, bottom, bottom_values, bottom_at, left, left_values,
+                left_at, right, right_values, right_at, eight,
+                compare_values):
+    """Union across every seam of the tile grid (``tile_index[tile row,
+    tile col]``: the tile's place in the per-tile arrays, -1 for a tile
+    without a summary), and across tile corners when 8-connected: the
+    border lines of all tiles end to end, tile k's from ``*_at[k]`` to
+    ``*_at[k + 1]``; ``label_offset[k]``: its first border label's
+    place in ``parent``."""
+    tile_rows, tile_cols = tile_index.shape
+    for tr in range(tile_rows):
+        for tc in range(tile_cols):
+            k = tile_index[tr, tc]
+            if k < 0:
+                continue
+            if tc + 1 < tile_cols and tile_index[tr, tc + 1] >= 0:
+                j = tile_index[tr, tc + 1]
+                _join_lines(parent, first_cell,
+                            right[right_at[k]:right_at[k + 1]],
+                            right_values[right_at[k]:right_at[k + 1]],
+                            label_offset[k], left[left_at[j]:left_at[j + 1]],
+                            left_values[left_at[j]:left_at[j + 1]],
+                            label_offset[j], eight, compare_values)
+            if tr + 1 >= tile_rows:
+                continue
+            j = tile_index[tr + 1, tc]
+            if j >= 0:
+                _join_lines(parent, first_cell,
+                            bottom[bottom_at[k]:bottom_at[k + 1]],
+                            bottom_values[bottom_at[k]:bottom_at[k + 1]],
+                            label_offset[k], top[top_at[j]:top_at[j + 1]],
+                            top_values[top_at[j]:top_at[j + 1]],
+                            label_offset[j], eight, compare_values)
+            if not eight:
+                continue
+            # the corners: the upper tile's last (first) bottom cell and
+            # the lower right (left) tile's first (last) top cell
+            if tc + 1 < tile_cols and tile_index[tr + 1, tc + 1] >= 0:
+                j = tile_index[tr + 1, tc + 1]
+                _join_cells(parent, first_cell, bottom, bottom_values,
+                            bottom_at[k + 1] - 1, label_offset[k], top,
+                            top_values, top_at[j], label_offset[j],
+                            compare_values)
+            if tc > 0 and tile_index[tr + 1, tc - 1] >= 0:
+                j = tile_index[tr + 1, tc - 1]
+                _join_cells(parent, first_cell, bottom, bottom_values,
+                            bottom_at[k], label_offset[k], top, top_values,
+                            top_at[j + 1] - 1, label_offset[j],
+                            compare_values)
+
+
+@njit(cache=True, nogil=True)
+def _join_cells(parent, first_cell, line_a, values_a, at_a, offset_a, line_b,
+                values_b, at_b, offset_b, compare_values):
+    """Union of cell ``at_a`` of ``line_a`` and cell ``at_b`` of
+    ``line_b`` (a tile corner, 8-connectivity) when both are labelled
+    and, comparing values, equal."""
+    if _linked(line_a[at_a], values_a[at_a], line_b[at_b], values_b[at_b],
+               compare_values):
+        _union(parent, first_cell, offset_a + line_a[at_a] - 1,
+               offset_b + line_b[at_b] - 1)
 
 
 @njit(cache=True, nogil=True)

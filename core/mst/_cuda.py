@@ -41,7 +41,7 @@ from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, INT64_MAX, PhaseTimer, blocks_for,
                             block_reserve, check_device_memory,
                             copy_to_device, copy_to_host, device_scalar,
-                            find_halving, float32_bits, float64_bits,
+                            find_halving, find_root, float32_bits, float64_bits,
                             radix_sort, valid_cells_device)
 from ..errors import InvalidInputError
 
@@ -106,15 +106,6 @@ def _high_end(edge_id, cols):
     if rank == 2:
         return low + cols
     return low + cols + 1
-
-
-@cuda.jit(device=True, cache=True)
-def _find_readonly(parent, x):
-    while True:
-        p = parent[x]
-        if p == x:
-            return x
-        x = p
 
 
 @cuda.jit(device=True, cache=True)
@@ -205,8 +196,8 @@ def _hook_roots(parent, best_key, best_id, n, cols, packed, hook,
             edge_id = best_id[v]
             found = edge_id != NONE
         if found:
-            ra = _find_readonly(parent, edge_id >> 2)
-            rb = _find_readonly(parent, _high_end(edge_id, cols))
+            ra = find_root(parent, edge_id >> 2)
+            rb = find_root(parent, _high_end(edge_id, cols))
             other = rb if ra == v else ra
             mutual = _is_best(best_key, best_id, other, key, edge_id, packed)
             if not (mutual and v < other):

@@ -46,9 +46,8 @@ from numba import cuda
 from .._common import index_dtype
 from .._cuda_common import (FLAT_THREADS, SIMULATOR, block_reserve,
                             blocks_for, ceil_log2, device_scalar,
-                            find_halving)
+                            find_halving, find_root)
 from . import PARENT_DEGREES, PARENT_OFFSETS
-from ._cuda import _find_readonly
 
 # A valid cell starts a tour segment with probability 2**-SAMPLE_BITS;
 # a walk of MAX_SEGMENT edges starts a new one.  The simulator gets short
@@ -169,7 +168,7 @@ def _start_segments(parent, least, valid, masks, n, sample_bits, codes,
     is_root = 0
     if v < n:
         if valid[v]:
-            r = _find_readonly(parent, v)
+            r = find_root(parent, v)
             if least[r] == v:
                 is_root = 1
                 codes[v] = ROOT_CODE
