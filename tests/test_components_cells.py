@@ -559,3 +559,18 @@ def test_a_cancel_waits_only_for_the_calls_running_on_the_pool():
     # no time), and stopped a call or two after the cancel at 0.15 s
     assert 1 <= len(pool_calls) <= 10, len(pool_calls)
     assert elapsed < 0.7, elapsed
+
+
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+@pytest.mark.parametrize("cols", [1, 2, 3, 8, 9, 17])
+def test_narrow_rows_with_and_without_valid(mode, connectivity, cols):
+    """The two-pass row scans (``_scan_row_split``) peel the first and
+    last columns (no cell left, no cell above-right: one cell is both),
+    and the run bounds list 8-cell words (a row of fewer than 8 has
+    none, a row of 9 or 17 a tail): rough rows at these widths, one-byte
+    and float values, with and without a valid mask."""
+    rng = np.random.default_rng(cols)
+    for dtype in (np.uint8, np.float32):
+        values = rng.integers(0, 3, (40, cols)).astype(dtype)
+        check(values, connectivity, mode)
+        check(values, connectivity, mode, valid=rng.random((40, cols)) < 0.8)
