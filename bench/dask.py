@@ -11,12 +11,10 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
   tiles' runs, core/mst/tiled/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation);
-- components-kept, components-s5, components-tilefiles,
-  components-strips: components with round 1's labels kept on the
-  workers, with the fifth session's switches (guided batches, largest
-  tiles first, the heap kept inside batches), with the labels written to
-  a file per tile joined by the driver, or with each tile labelled in a
-  strip per CPU (the kernel's threads inside a one-thread worker, as
+- components-kept, components-s5, components-strips: components with
+  round 1's labels kept on the workers, with the fifth session's switches
+  (guided batches, largest tiles first, the heap kept inside batches), or
+  with each tile labelled in a strip per CPU (the kernel's threads inside a one-thread worker, as
   before the sixth session); all in ``COMPONENT_VARIANTS``, compared with
   components' outputs.
 
@@ -198,8 +196,7 @@ def settings():
         "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
     from gridgraph.core import tile_io
     for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE", "LARGEST_FIRST",
-                 "TILE_FILE_LABEL_WRITES", "EXECUTOR_TILE_STRIPS",
-                 "LABEL_RUN_TILES"):
+                 "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
@@ -221,10 +218,6 @@ COMPONENT_VARIANTS = {
     "components-s5": [("tile_tasks", "GUIDED_SHARE", 2),
                       ("components.tiled", "LARGEST_FIRST", True),
                       ("tile_tasks", "HEAP_KEPT_IN_BATCHES", True)],
-    # the label round's tiles each into a file of their own, joined into
-    # labels.npy by the driver (tile_io.TileFileSink)
-    "components-tilefiles": [("components.tiled", "TILE_FILE_LABEL_WRITES",
-                              True)],
     # the sixth session's default before: each tile labelled in strips,
     # one thread per CPU, inside every one-thread worker
     "components-strips": [("components.tiled", "EXECUTOR_TILE_STRIPS",

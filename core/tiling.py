@@ -29,7 +29,7 @@ from ._common import check_number, is_number
 from .errors import InvalidInputError
 from .tile_io import (  # noqa: F401  (the sources and sinks, named here)
     ArraySink, ArraySource, FileArraySource, GdalSource, NpyFile, NpySink,
-    TileFileSink, Window, _pread_exact, _pwrite_exact, check_out_dir,
+    Window, _pread_exact, _pwrite_exact, check_out_dir,
     load_raster, make_sink, open_source, output_sinks, reopen_source,
     union_window, window_writer, write_geotiff)
 from .tile_tasks import (  # noqa: F401  (how tasks run, named here)

@@ -255,15 +255,14 @@ def test_tile_tasks_keep_numba_to_their_thread(client):
 
 @pytest.mark.parametrize("writes,kept,switches", [
     ("mapped", False, False), ("pwrite", False, False),
-    ("tile-files", False, False), ("mapped", True, False),
-    ("tile-files", True, False), ("mapped", False, True),
-    ("mapped", True, True)])
+    ("mapped", True, False), ("pwrite", True, False),
+    ("mapped", False, True), ("mapped", True, True)])
 def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
                                        request, writes, kept, switches):
     """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task,
     fewer at the end), labels written by the tasks into out_dir (through
-    shared mappings of the reserved file, with pwrite, or into a file per
-    tile joined by the driver) or gathered here; with ``kept`` round 1's
+    shared mappings of the reserved file or with pwrite) or gathered
+    here; with ``kept`` round 1's
     labels stay on the workers, one future per batch, and round 3
     renumbers them there; ``switches``: guided batches, largest tiles
     first and the heap kept in the batches (set on the workers too)."""
@@ -271,8 +270,6 @@ def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES",
                         writes == "mapped")
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES",
-                        writes == "tile-files")
     monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2 if switches else 0)
     monkeypatch.setattr(components_tiled, "LARGEST_FIRST", switches)
     client.run(set_heap_kept, switches)
@@ -295,7 +292,7 @@ def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
                                       out_dir=out_dir)
         assert result.count == expected.count > 20
         assert_same(result, expected, ["labels"])
-    assert os.listdir(out) == ["labels.npy"]  # no tile files, no partial
+    assert os.listdir(out) == ["labels.npy"]  # no partial file
     if kept:  # a group per summary batch, the tiles in batch order
         sizes = tiling.batch_sizes(72, 2)
         assert [len(parts) for _, parts in groups[0]] == sizes
@@ -602,17 +599,16 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
 
 
 @pytest.mark.parametrize("settings", [
-    {"TILE_FILE_LABEL_WRITES": True, "DASK_BATCH": None},
+    {"LABEL_RUN_TILES": None, "DASK_BATCH": None},
     {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": False},
     {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": True}],
-    ids=["tile_files", "runs", "runs_at_once"])
+    ids=["tiles", "runs", "runs_at_once"])
 def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     """Components cancelled in the label round with tasks outstanding (a
-    task a tile: no batches, or runs of one tile), writing a file per tile
-    or runs through mappings: CancelledError, and once the workers are
-    done nothing is left in out_dir (no tile file, folder or partial: a
-    task still running finds its file's folder or partial file gone and
-    fails)."""
+    task a tile: tile by tile without batches, or runs of one tile, one by
+    one or at once), writing through mappings: CancelledError, and once
+    the workers are done nothing is left in out_dir (no partial file: a
+    task still running finds it gone and fails)."""
     from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     for name, value in settings.items():

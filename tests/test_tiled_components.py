@@ -409,57 +409,6 @@ def test_tiles_on_an_executor_label_in_one_strip(monkeypatch):
         np.testing.assert_array_equal(result.labels, expected.labels)
 
 
-def test_labels_written_as_tile_files_and_joined(tmp_path, monkeypatch):
-    """With TILE_FILE_LABEL_WRITES each tile's labels go to a file of its
-    own (windows cut by the raster's edge too), joined into labels.npy at
-    the end: the same file, nothing else left in out_dir."""
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    expected = in_memory(values, connectivity=4, mode="equal")
-    out = tmp_path / "out"
-    out.mkdir()
-    joined = []
-    real_finish = tiling.TileFileSink.finish
-
-    def finish(sink):
-        joined.append(len(sink._windows()))
-        return real_finish(sink)
-
-    monkeypatch.setattr(tiling.TileFileSink, "finish", finish)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        result = connected_components(values, connectivity=4, mode="equal",
-                                      tile_size=16, executor=pool,
-                                      out_dir=out, backend="cpu")
-    assert joined == [5 * 6]  # a file per tile
-    assert isinstance(result.labels, np.memmap)
-    assert result.count == expected.count > 20
-    np.testing.assert_array_equal(result.labels, expected.labels)
-    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
-
-
-def test_tile_files_on_a_full_disk_leave_nothing(small_disk, monkeypatch):
-    """Tile files filling the disk: the run fails with the message naming
-    the disk and the fix; no tile file, folder or partial labels left."""
-    from gridgraph.core import DiskFullError
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
-    values = (np.random.default_rng(6).random((800, 800)) < 0.5).astype(
-        np.uint8)  # int32 labels: 2.4 MB on a 2 MB disk
-    np.save(small_disk / "labels.npy", np.arange(3))  # an older output
-    with pytest.raises(DiskFullError) as error:
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            connected_components(values, mode="nonzero", tile_size=128,
-                                 executor=pool, out_dir=str(small_disk),
-                                 backend="cpu")
-    message = str(error.value)
-    assert f"the disk holding" in message and "is full" in message
-    assert "labels.npy" in message
-    assert os.listdir(small_disk) == ["labels.npy"]
-    np.testing.assert_array_equal(np.load(small_disk / "labels.npy"),
-                                  np.arange(3))
-
-
 def assert_failed_run_leaves_older_labels(tmp_path, error, match):
     """A tiled components run on a 2-thread pool into an out_dir holding an
     older labels.npy fails with ``error`` matching ``match``; out_dir holds
@@ -475,23 +424,6 @@ def assert_failed_run_leaves_older_labels(tmp_path, error, match):
                                  backend="cpu")
     assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
     np.testing.assert_array_equal(np.load(out / "labels.npy"), np.arange(3))
-
-
-def test_tile_files_failing_join_leaves_nothing(tmp_path, monkeypatch):
-    """The driver's join failing (a tile file cut short): the run raises
-    it; out_dir holds nothing new, an older labels.npy is left alone."""
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
-    real_write = tiling.TileFileSink.write
-
-    def write(sink, window, block):
-        if (window.row, window.col) == (16, 32):  # a file cut short
-            block = block[:-1]
-        return real_write(sink, window, block)
-
-    monkeypatch.setattr(tiling.TileFileSink, "write", write)
-    assert_failed_run_leaves_older_labels(tmp_path, RuntimeError,
-                                          "holds 240 cells, 256 expected")
 
 
 def test_row_runs_cover_each_tile_row_in_order():
