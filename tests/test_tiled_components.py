@@ -269,32 +269,16 @@ def test_morton_order_and_grid():
     assert sorted(order) == [(r, c) for r in range(3) for c in range(5)]
 
 
-def test_largest_first_puts_cut_tiles_last():
-    grid = tiling.TileGrid((20, 33), 8)
-    order = grid.largest_first(grid.morton_order())
-    cells = [grid.window(*tile).rows * grid.window(*tile).cols
-             for tile in order]
-    assert cells == sorted(cells, reverse=True) and cells[-1] == 4 * 1
-    assert sorted(order) == sorted(grid.morton_order())
-    # full tiles keep their Morton order
-    assert order[:8] == grid.morton_order()[:8]
-
-
 @pytest.mark.parametrize("total,threads", [(234, 8), (234, 1), (50, 2),
-                                           (7, 8), (1000, 16)])
-def test_batch_sizes_shrink_to_single_tiles(total, threads, monkeypatch):
-    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2)
+                                           (7, 8), (1000, 16), (64, 2)])
+def test_batch_sizes_of_one_size(total, threads):
+    """tile_tasks.batch_sizes: BATCHES_PER_THREAD batches a thread of
+    one size (at least one tile), the last smaller, every tile once."""
     sizes = tiling.batch_sizes(total, threads)
+    largest = max(1, total // (tile_tasks.BATCHES_PER_THREAD * threads))
     assert sum(sizes) == total and min(sizes) >= 1
-    assert sizes == sorted(sizes, reverse=True)
-    per_thread = tile_tasks.BATCHES_PER_THREAD
-    assert sizes[0] == max(1, total // (per_thread * threads))
-    assert sizes[-1] == 1
-    left = total
-    for size in sizes:  # never more than a 1 / (2 threads) share of the rest
-        share = tile_tasks.GUIDED_SHARE * threads
-        assert size <= max(1, -(-left // share))
-        left -= size
+    assert sizes[:-1] == [largest] * (len(sizes) - 1)
+    assert 1 <= sizes[-1] <= largest
 
 
 def test_tiled_labels_to_geotiff_by_strips(tmp_path):
@@ -597,50 +581,6 @@ def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
                                   backend="cpu")
     np.testing.assert_array_equal(result.labels, expected.labels)
     assert tile_io._populate_refused
-
-
-def test_guided_runs_shrink_towards_the_end():
-    """TileGrid.guided_runs: every tile once in the same order, each
-    piece adjacent tiles of one run, a run cut into near equal pieces of
-    at most ceil(work left / (share x threads)) tiles (in full tiles'
-    cells, from the run on; the last tile row here is half high), down to
-    one tile; share 0 or one thread: the runs as given."""
-    grid = tiling.TileGrid((72, 208), 16)  # 5 x 13 tiles, the last row 8
-    runs = grid.row_runs(7)
-    assert grid.guided_runs(runs, 4, 0) == runs == grid.guided_runs(runs, 1,
-                                                                      2)
-    pieces = grid.guided_runs(runs, 4, 1)
-    assert [t for piece in pieces for t in piece] == [t for run in runs
-                                                      for t in run]
-    for piece in pieces:
-        assert any(piece == run[k:k + len(piece)] for run in runs
-                   for k in range(len(run)))
-    left = 4 * 13 + 13 / 2
-    for run in runs:
-        mine = [piece for piece in pieces if piece[0] in run]
-        assert max(map(len, mine)) - min(map(len, mine)) <= 1
-        assert max(map(len, mine)) <= max(1, -(-left // 4))
-        left -= sum(grid.window(*t).rows for t in run) / 16
-    assert [len(p) for p in pieces] == [6, 7] * 3 + [3, 3, 3, 4] + [
-        2, 2, 2, 1, 1, 1, 1, 1, 1, 1]
-
-
-@pytest.mark.parametrize("share", [1, 2])
-def test_label_round_guided_runs_identical(tmp_path, monkeypatch,
-                                           run_lengths, share):
-    """Guided runs (tile_tasks.GUIDED_SHARE) on a thread pool of two: the
-    in-memory labels, runs shrinking to one tile at the end."""
-    from gridgraph.core import tile_tasks
-    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", share)
-    seen = run_lengths
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    expected = in_memory(values, connectivity=8, mode="equal")
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        result = connected_components(values, connectivity=8, mode="equal",
-                                      tile_size=16, executor=pool,
-                                      out_dir=tmp_path, backend="cpu")
-    np.testing.assert_array_equal(result.labels, expected.labels)
-    assert sum(seen) == 30 and max(seen) == 3 and min(seen) == 1
 
 
 def test_populate_failing_otherwise_is_logged(caplog, monkeypatch):

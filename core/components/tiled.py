@@ -102,11 +102,6 @@ RUN_BYTES = 64 << 20
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
 DASK_BATCH = "auto"
-# On a pool or a cluster the tiles may run largest first (those cut short
-# by the raster's edge last): the rounds end on their shortest tasks.  Off
-# (Morton order): with guided batches it gained nothing on the H100 host
-# (tile_tasks.GUIDED_SHARE).
-LARGEST_FIRST = False
 
 
 @dataclass
@@ -186,10 +181,6 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     rows, cols = source.shape
     label_dtype = index_dtype(rows * cols)
     tiles = grid.morton_order()
-    if executor is not None and LARGEST_FIRST:
-        # the tiles cut short by the raster's edge last: each round ends on
-        # its shortest tasks (tiling.TileGrid.largest_first)
-        tiles = grid.largest_first(tiles)
     windows = [grid.window(r, c) for r, c in tiles]
     shape = (rows, cols)
     strips = None if executor is None else EXECUTOR_TILE_STRIPS
@@ -212,9 +203,7 @@ def _rounds(source, grid, connectivity, mode, nodata, executor, progress,
     runs = None
     if in_task and LABEL_RUN_TILES is not None:
         threads = tiling.executor_workers(executor)
-        runs = grid.guided_runs(
-            grid.row_runs(_run_length(grid, threads, label_dtype)),
-            threads, tile_tasks.GUIDED_SHARE)
+        runs = grid.row_runs(_run_length(grid, threads, label_dtype))
     if runs is not None and (backend != "cuda" or executor is not None) \
             and not _keep_labels(executor, shape[0] * shape[1]) and \
             distributed.task_resources(backend, executor) is None:
