@@ -70,8 +70,8 @@ def _blocks_pay_here():
 # per call, so tests set it to run both scans on any machine
 BLOCKS_8 = _blocks_pay_here()
 
-# rows labelled cell by cell by their own scans (_scan_row_nonzero_4,
-# _scan_row_nonzero_8, _scan_row_equal_4, _scan_row_equal_8) rather than
+# rows labelled cell by cell by their own scans (_split_row_nonzero_4,
+# _split_row_nonzero_8, _scan_row_equal_4, _scan_row_equal_8) rather than
 # the general one: TIGHT_4 for 4-connectivity, TIGHT_8 for 8, both modes;
 # read per call, so tests run both
 TIGHT_4 = True
