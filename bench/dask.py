@@ -587,6 +587,12 @@ def main():
                         help="components: the label round writes with "
                         "pwrite (components.tiled.MAPPED_LABEL_WRITES off)")
     args = parser.parse_args()
+    known = {"components", "mst", "mst_edges", "costdistance",
+             *COMPONENT_VARIANTS}
+    unknown = [name for name in args.operations if name not in known]
+    if unknown:  # (a removed variant would run the defaults unnoticed)
+        parser.error(f"unknown operations {unknown}: choose from "
+                     f"{sorted(known)}")
     timeline = None
     if args.timeline:
         args.task_stream = True
