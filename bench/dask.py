@@ -11,12 +11,10 @@ DEM held in a .npy file (``bench/scale.py``'s generator; no GDAL needed):
   tiles' runs, core/mst/tiled/edge_list.py),
 - costdistance: the DEM as friction, one source at the centre, 8-connected,
   every output (accumulated cost, direction, allocation);
-- components-kept, components-s5, components-tilefiles,
-  components-strips: components with round 1's labels kept on the
-  workers, with the fifth session's switches (guided batches, largest
-  tiles first, the heap kept inside batches), with the labels written to
-  a file per tile joined by the driver, or with each tile labelled in a
-  strip per CPU (the kernel's threads inside a one-thread worker, as
+- components-kept, components-s5, components-strips: components with
+  round 1's labels kept on the workers, with the fifth session's switch
+  left (the heap kept inside batches), or
+  with each tile labelled in a strip per CPU (the kernel's threads inside a one-thread worker, as
   before the sixth session); all in ``COMPONENT_VARIANTS``, compared with
   components' outputs.
 
@@ -197,12 +195,10 @@ def settings():
         "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
         "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
     from gridgraph.core import tile_io
-    for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE", "LARGEST_FIRST",
-                 "TILE_FILE_LABEL_WRITES", "EXECUTOR_TILE_STRIPS",
-                 "LABEL_RUN_TILES"):
+    for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE",
+                 "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
-    chosen["GUIDED_SHARE"] = tile_tasks.GUIDED_SHARE
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
     from gridgraph.core import distributed
@@ -216,15 +212,10 @@ def settings():
 COMPONENT_VARIANTS = {
     # round 1's labels kept on the workers (one future per batch)
     "components-kept": [("components.tiled", "KEPT_LABELS_SHARE", 1.0)],
-    # the fifth session's switches (off by default since its call):
-    # guided batches, largest tiles first, the heap kept inside batches
-    "components-s5": [("tile_tasks", "GUIDED_SHARE", 2),
-                      ("components.tiled", "LARGEST_FIRST", True),
-                      ("tile_tasks", "HEAP_KEPT_IN_BATCHES", True)],
-    # the label round's tiles each into a file of their own, joined into
-    # labels.npy by the driver (tile_io.TileFileSink)
-    "components-tilefiles": [("components.tiled", "TILE_FILE_LABEL_WRITES",
-                              True)],
+    # the fifth session's switch left (off by default since its call; its
+    # guided batches and largest tiles first were removed in the eighth):
+    # the heap kept inside batches
+    "components-s5": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", True)],
     # the sixth session's default before: each tile labelled in strips,
     # one thread per CPU, inside every one-thread worker
     "components-strips": [("components.tiled", "EXECUTOR_TILE_STRIPS",
@@ -259,18 +250,10 @@ COMPONENT_VARIANTS = {
     "components-runs4-populate": [
         ("components.tiled", "LABEL_RUN_TILES", 4),
         ("tile_io", "POPULATE_MAPPED_WRITES", True)],
-    # the seventh session's cuts of what does not shrink with workers:
-    # each round submitted at once (Dask starts each next task, no round
-    # trip through the driver), batches and runs shrinking towards each
-    # round's end (guided, share 1 or 2), and both
-    "components-atonce": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True),
-                          ("tile_tasks", "GUIDED_SHARE", 0)],
-    "components-guided": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False),
-                          ("tile_tasks", "GUIDED_SHARE", 1)],
-    "components-fast": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True),
-                        ("tile_tasks", "GUIDED_SHARE", 1)],
-    "components-fast2": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True),
-                         ("tile_tasks", "GUIDED_SHARE", 2)],
+    # the seventh session's cut of what does not shrink with workers: each
+    # round submitted at once (Dask starts each next task, no round trip
+    # through the driver; its guided variants were removed in the eighth)
+    "components-atonce": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True)],
     # the seventh session's second call: its defaults then (each round at
     # once, the preflight by client.run, the label pages faulted in by
     # round 1's idle workers) against all three off (the session's
@@ -604,6 +587,12 @@ def main():
                         help="components: the label round writes with "
                         "pwrite (components.tiled.MAPPED_LABEL_WRITES off)")
     args = parser.parse_args()
+    known = {"components", "mst", "mst_edges", "costdistance",
+             *COMPONENT_VARIANTS}
+    unknown = [name for name in args.operations if name not in known]
+    if unknown:  # (a removed variant would run the defaults unnoticed)
+        parser.error(f"unknown operations {unknown}: choose from "
+                     f"{sorted(known)}")
     timeline = None
     if args.timeline:
         args.task_stream = True

@@ -34,6 +34,10 @@
 #                                   tile rows and runs of 4 tiles, and runs
 #                                   gathered into bands written with pwrite:
 #                                   1 worker twice, 8 three times
+#   bench/dask_device.sh eighth  -- components: the merge in the driver
+#                                   (default) against the merge as a task on
+#                                   a worker (components-workerjoin), 1 and 8
+#                                   workers interleaved, timelines
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -125,10 +129,12 @@ sixth2)
         --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
     echo "probe done at $SECONDS s" >> "$OUT/probe.log"
     $B --workers 1 8 8 --json "$OUT/cc.json" \
-        --operations components components-tilefiles components-strips \
+        --operations components components-strips \
         > "$OUT/run.log" 2>&1
+    # (the call also ran components-tilefiles: removed in the eighth
+    # session with its switch)
     $B --workers 1 8 8 --pin --json "$OUT/cc-pin.json" \
-        --operations components components-tilefiles >> "$OUT/run.log" 2>&1
+        --operations components >> "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 seventh)
@@ -161,8 +167,9 @@ s7timeline)
     { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
         > "$OUT/machine.txt" 2>&1
     $B --workers 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
-        --operations components components-fast components-atonce \
-        components-guided components-fast2 > "$OUT/run.log" 2>&1
+        --operations components components-atonce > "$OUT/run.log" 2>&1
+    # (the call also ran components-fast, -guided and -fast2: guided
+    # batches, removed in the eighth session)
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
         --procs 1 8 --dirs $W/probe --repeats 1 --plain \
@@ -179,8 +186,18 @@ s7final)
     { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
         > "$OUT/machine.txt" 2>&1
     $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
-        --operations components components-before components-noprefault \
-        > "$OUT/run.log" 2>&1
+        --operations components components-before > "$OUT/run.log" 2>&1
+    # (and components-noprefault: the page faulting, removed since)
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+eighth)
+    # eighth session: components' merge in the driver (the default) against
+    # the merge as a task on a worker with the label round submitted behind
+    # it (components-workerjoin); clusters 1, 8, 8, 1, 8, 8, 1, 8, timelines
+    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
+        > "$OUT/machine.txt" 2>&1
+    $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
+        --operations components components-workerjoin > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 sixteen)

@@ -9,7 +9,6 @@ Nothing here imports GDAL at import time.
 """
 
 import os
-import shutil
 import tempfile
 import threading
 import weakref
@@ -575,116 +574,6 @@ def union_window(windows):
     return Window(top, left, bottom - top, right - left)
 
 
-class TileFileSink:
-    """Writes each window into a file of its own (a plain buffered write:
-    one inode per window, so processes writing windows side by side share
-    no file), in a temporary folder beside ``path``; :meth:`finish` joins
-    them, band of windows by band, into the ``.npy`` file at ``path`` and
-    returns it as a read-only memmap, like :class:`NpySink`.
-
-    A window written twice (a retried task) is the same file rewritten.
-    The join runs in the process that calls :meth:`finish` (the driver):
-    it reads and writes the raster once.  :meth:`abort` moves the folder
-    aside and removes it, and any partial file; a task still running after
-    it fails to open its file (the folder's name is gone) and leaves
-    nothing.
-    """
-
-    SUFFIX = ".window"
-
-    def __init__(self, path, shape, dtype):
-        self.path = os.fspath(path)
-        self.shape = tuple(int(v) for v in shape)
-        self.dtype = np.dtype(dtype)
-        self.folder = tempfile.mkdtemp(
-            prefix="." + os.path.basename(self.path) + ".", suffix=".tiles",
-            dir=os.path.dirname(os.path.abspath(self.path)))
-        self.partial = None
-
-    def write(self, window, block):
-        from . import scratch
-        block = np.ascontiguousarray(block, dtype=self.dtype)
-        with scratch.disk_errors(self.folder, block.nbytes, self.path):
-            # "wb" never creates the folder: after an abort this fails
-            with open(self._file(window), "wb") as handle:
-                handle.write(block.data)
-
-    def _windows(self):
-        windows = []
-        for name in os.listdir(self.folder):
-            if name.endswith(self.SUFFIX):
-                windows.append(Window(*(int(v) for v in
-                                        name[:-len(self.SUFFIX)].split("-"))))
-        return sorted(windows, key=lambda w: (w.row, w.col))
-
-    def finish(self):
-        from . import scratch
-        rows, cols = self.shape
-        itemsize = self.dtype.itemsize
-        def disk():  # errors of the writes named (a full disk)
-            return scratch.disk_errors(os.path.dirname(os.path.abspath(
-                self.path)), itemsize * rows * cols, self.path)
-
-        with disk():
-            self.partial, offset = _partial_npy(self.path, self.shape,
-                                                self.dtype)
-            fd = os.open(self.partial, os.O_WRONLY)
-        try:
-            windows = self._windows()
-            start = 0
-            while start < len(windows):
-                band_row = windows[start].row
-                stop = start
-                while stop < len(windows) and windows[stop].row == band_row:
-                    stop += 1
-                band = np.zeros((max(w.rows for w in windows[start:stop]),
-                                 cols), dtype=self.dtype)
-                for window in windows[start:stop]:
-                    band[:window.rows, window.col:window.col
-                         + window.cols] = self._read(window)
-                with disk():
-                    _pwrite_exact(fd, band.reshape(-1).view(np.uint8),
-                                  offset + band_row * cols * itemsize)
-                for window in windows[start:stop]:  # the disk's peak: the
-                    os.remove(self._file(window))  # raster and one band
-                start = stop
-        finally:
-            os.close(fd)
-        os.replace(self.partial, self.path)
-        shutil.rmtree(self.folder, ignore_errors=True)
-        if rows * cols == 0:
-            return np.load(self.path)
-        return np.load(self.path, mmap_mode="r")
-
-    def _file(self, window):
-        return os.path.join(self.folder, f"{window.row}-{window.col}-"
-                            f"{window.rows}-{window.cols}{self.SUFFIX}")
-
-    def _read(self, window):
-        path = self._file(window)
-        block = np.fromfile(path, dtype=self.dtype)
-        if block.size != window.rows * window.cols:
-            raise RuntimeError(f"{path} holds {block.size} cells, "
-                               f"{window.rows * window.cols} expected")
-        return block.reshape(window.rows, window.cols)
-
-    def abort(self):
-        # renamed first: a task still running (a cancelled Dask task runs
-        # on) opens its file by the old name and fails, so none can add a
-        # file while the folder is being removed
-        doomed = self.folder + ".aborted"
-        try:
-            os.rename(self.folder, doomed)
-        except OSError:
-            doomed = self.folder
-        shutil.rmtree(doomed, ignore_errors=True)
-        if self.partial is not None:
-            try:
-                os.remove(self.partial)
-            except OSError:
-                pass
-
-
 def _pwrite_exact(fd, buffer, offset):
     view = memoryview(buffer)
     done = 0
@@ -726,17 +615,13 @@ class NpyFile:
             self._fd = None
 
 
-def make_sink(out_dir, name, shape, dtype, fill=0, mapped=False,
-              tile_files=False):
+def make_sink(out_dir, name, shape, dtype, fill=0, mapped=False):
     """An :class:`NpySink` for ``out_dir/name.npy`` (``mapped``: written
-    through shared mappings, its space reserved up front; ``tile_files``:
-    a :class:`TileFileSink`, a file per window joined at the end), or an
-    in-memory :class:`ArraySink` when ``out_dir`` is None."""
+    through shared mappings, its space reserved up front), or an in-memory
+    :class:`ArraySink` when ``out_dir`` is None."""
     if out_dir is None:
         return ArraySink(shape, dtype, fill)
     path = os.path.join(os.fspath(out_dir), name + ".npy")
-    if tile_files:
-        return TileFileSink(path, shape, dtype)
     return NpySink(path, shape, dtype, mapped)
 
 

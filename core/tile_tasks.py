@@ -40,20 +40,6 @@ DASK_SUBMIT_ROUND_AT_ONCE = True
 # at 1024 x 1024) are otherwise bound by the driver's and scheduler's cost
 # per task (submit, result, progress), not by the workers.
 BATCHES_PER_THREAD = 4
-# ...and the batches shrink towards the end of the round (guided
-# self-scheduling: Polychronopoulos & Kuck, "Guided self-scheduling: a
-# practical scheduling scheme for parallel supercomputers", 1987): each
-# holds at most 1 / (GUIDED_SHARE x threads) of the tiles not yet batched,
-# so the round ends on one-tile tasks instead of leaving workers idle while
-# the last few full batches run.  0 (the default): batches of one size (the
-# last smaller).  Off since it gained nothing where it was measured (H100
-# host's CPUs, components on neuse40, 8 workers, 2026-11-24 17:59 UTC: the
-# rounds' workers were 90-95 % busy without it; 1.19 s against 1.17 s
-# with the two other switches of that call, docs/benchmarks.md, fifth
-# session).  Components' label runs follow it too (TileGrid.guided_runs);
-# the seventh session's call (2026-11-24 23:29 UTC) found the same:
-# shorter tails, more tasks, no sooner end.
-GUIDED_SHARE = 0
 # Threads a numba parallel kernel may use inside a Dask tile task: the
 # worker threads run tiles side by side, so each task keeps to its own
 # thread, as Dask's nanny asks of OpenMP and BLAS (OMP_NUM_THREADS=1).  A
@@ -78,19 +64,14 @@ def executor_workers(executor):
 
 def batch_sizes(total, threads):
     """Tiles per Dask task of a batched round (``run_tasks(batch="auto")``),
-    in submission order: at most ``total // (BATCHES_PER_THREAD x threads)``
-    (at least 1), and never more than ``ceil(left / (GUIDED_SHARE x
-    threads))`` of the ``left`` tiles not yet batched, down to 1."""
+    in submission order: ``total // (BATCHES_PER_THREAD x threads)`` (at
+    least 1) each, the last one smaller.  (Batches shrinking towards the
+    round's end, guided self-scheduling, were tried in the fifth and
+    seventh sessions: shorter tails, more tasks, no sooner end; removed.)"""
     largest = max(1, total // (BATCHES_PER_THREAD * max(1, threads)))
-    share = GUIDED_SHARE * max(1, threads)
-    sizes = []
-    left = total
-    while left > 0:
-        size = min(largest, left)
-        if share:
-            size = min(size, max(1, -(-left // share)))
-        sizes.append(size)
-        left -= size
+    sizes = [largest] * (total // largest)
+    if total % largest:
+        sizes.append(total % largest)
     return sizes
 
 

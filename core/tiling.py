@@ -29,7 +29,7 @@ from ._common import check_number, is_number
 from .errors import InvalidInputError
 from .tile_io import (  # noqa: F401  (the sources and sinks, named here)
     ArraySink, ArraySource, FileArraySource, GdalSource, NpyFile, NpySink,
-    TileFileSink, Window, _pread_exact, _pwrite_exact, check_out_dir,
+    Window, _pread_exact, _pwrite_exact, check_out_dir,
     load_raster, make_sink, open_source, output_sinks, reopen_source,
     union_window, window_writer, write_geotiff)
 from .tile_tasks import (  # noqa: F401  (how tasks run, named here)
@@ -227,43 +227,6 @@ class TileGrid:
         bounds = [cols * k // parts for k in range(parts + 1)]
         return [[(r, c) for c in range(bounds[k], bounds[k + 1])]
                 for r in range(self.tile_rows) for k in range(parts)]
-
-    def guided_runs(self, runs, threads, share):
-        """``runs`` (lists of adjacent tiles, in submission order) cut
-        shorter towards the end of the round (guided self-scheduling, as
-        :func:`batch_sizes`): a run longer than ``ceil(left / (share x
-        threads))`` tiles, ``left`` the work from it to the end in full
-        tiles' cells, is cut into near equal pieces within that bound;
-        ``share`` 0 or ``threads`` 1: ``runs`` as they are.  Every tile
-        once, in the same order; a piece stays adjacent tiles of its
-        run."""
-        if not share or threads <= 1:
-            return [list(run) for run in runs]
-        full = self.tile_size ** 2
-        cells = {}
-        for run in runs:
-            for tile in run:
-                window = self.window(*tile)
-                cells[tile] = window.rows * window.cols
-        left = sum(cells.values())
-        pieces = []
-        for run in runs:
-            bound = max(1, math.ceil(left / full / (share * threads)))
-            parts = -(-len(run) // bound)
-            bounds = [len(run) * k // parts for k in range(parts + 1)]
-            pieces += [list(run[a:b]) for a, b in zip(bounds, bounds[1:])]
-            left -= sum(cells[tile] for tile in run)
-        return pieces
-
-    def largest_first(self, tiles):
-        """``tiles`` with the full tiles first and the ones cut short by the
-        raster's edge last, smallest last (stable otherwise): a round of
-        independent tasks then ends on its shortest tasks, so no worker
-        waits long for the last one (the tail of the round)."""
-        def cells(tile):
-            window = self.window(*tile)
-            return window.rows * window.cols
-        return sorted(tiles, key=cells, reverse=True)
 
 
 def auto_tile_size(shape, limit_bytes, tile_bytes_per_cell, workers=1,

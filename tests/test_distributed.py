@@ -114,6 +114,24 @@ def no_new_tasks(client, before, timeout=10):
     return False
 
 
+def wait_for_replacement(client, pid, workers=2, timeout=60):
+    """Once a worker (process ``pid``) was killed: wait until the nanny's
+    new worker has replaced it, i.e. ``workers`` workers answer and none
+    is ``pid`` (``wait_for_workers`` alone may count the dead worker
+    before the scheduler has noticed it, and the next test's client.run
+    would then fail on its closed connection)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pids = client.run(os.getpid)
+        except Exception:  # the dead worker's connection: not yet removed
+            pids = {}
+        if len(pids) == workers and pid not in pids.values():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"worker {pid} not replaced in {timeout} s")
+
+
 # ------------------------------------------------------------ identical
 
 @pytest.mark.parametrize("connectivity,mode", [(4, "equal"), (8, "nonzero")])
@@ -132,44 +150,36 @@ def test_components_identical(client, tmp_path, connectivity, mode):
 
 def test_run_tasks_batched_on_dask(client, monkeypatch):
     """batch="auto": tiles grouped into a few Dask tasks per worker thread,
-    every result handed on in its place (guided batch sizes here)."""
+    every result handed on in its place."""
     import operator
 
-    from gridgraph.core import tile_tasks, tiling
-    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2)
+    from gridgraph.core import tiling
     marks = []
     results = tiling.run_tasks(operator.mul, [(k, 3) for k in range(50)],
                                client, progress=marks.append, batch="auto")
     assert results == [3 * k for k in range(50)]
-    # 2 one-thread workers: at most 50 // (4 * 2) = 6 tasks a batch,
-    # shrinking to 1 at the end (tile_tasks.batch_sizes): 14 batches (a
-    # mark per batch or fewer); one task each would give at least 50 / 4
-    # marks (4 tasks in flight)
-    assert tiling.batch_sizes(50, 2) == [6, 6, 6, 6, 6, 5, 4, 3, 2, 2, 1, 1,
-                                         1, 1]
-    assert len(marks) <= 14 and marks[-1] == 1.0
+    # 2 one-thread workers: 50 // (4 * 2) = 6 tasks a batch, the last 2
+    # (tile_tasks.batch_sizes): 9 batches (a mark per batch or fewer); one
+    # task each would give at least 50 / 4 marks (4 tasks in flight)
+    assert tiling.batch_sizes(50, 2) == [6] * 8 + [2]
+    assert len(marks) <= 9 and marks[-1] == 1.0
     seen = {}
     tiling.run_tasks(operator.mul, ((k, 2) for k in range(20)), client,
                      on_result=seen.__setitem__, count=20, batch="auto")
     assert seen == {k: 2 * k for k in range(20)}
 
 
-@pytest.mark.parametrize("guided,expected", [
-    (2, [5, 5, 5, 5, 5, 4, 3, 2, 2, 1, 1, 1, 1]), (0, [5] * 8)])
-def test_run_tasks_batches_are_the_dask_tasks(client, monkeypatch, guided,
-                                              expected):
+def test_run_tasks_batches_are_the_dask_tasks(client):
     """Each batch of tile_tasks.batch_sizes is one Dask task running its
-    tiles in order; guided batches shrink to one tile at the end, else
-    they have one size (the default)."""
-    from gridgraph.core import tile_tasks, tiling
-    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", guided)
+    tiles in order (batches of one size)."""
+    from gridgraph.core import tiling
     results = tiling.run_tasks(task_key, [(k,) for k in range(40)], client,
                                batch="auto")
     assert [k for k, _ in results] == list(range(40))
     keys = [key for _, key in results]
     sizes = [len(list(group)) for _, group in itertools.groupby(keys)]
     assert len(set(keys)) == len(sizes)  # each Dask task's tiles together
-    assert sizes == tiling.batch_sizes(40, 2) == expected
+    assert sizes == tiling.batch_sizes(40, 2) == [5] * 8
 
 
 @pytest.mark.parametrize("at_once", [True, False])
@@ -255,26 +265,21 @@ def test_tile_tasks_keep_numba_to_their_thread(client):
 
 @pytest.mark.parametrize("writes,kept,switches", [
     ("mapped", False, False), ("pwrite", False, False),
-    ("tile-files", False, False), ("mapped", True, False),
-    ("tile-files", True, False), ("mapped", False, True),
-    ("mapped", True, True)])
+    ("mapped", True, False), ("pwrite", True, False),
+    ("mapped", False, True), ("mapped", True, True)])
 def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
                                        request, writes, kept, switches):
     """72 tiles on 2 workers: both rounds batched (9 tiles a Dask task,
     fewer at the end), labels written by the tasks into out_dir (through
-    shared mappings of the reserved file, with pwrite, or into a file per
-    tile joined by the driver) or gathered here; with ``kept`` round 1's
+    shared mappings of the reserved file or with pwrite) or gathered
+    here; with ``kept`` round 1's
     labels stay on the workers, one future per batch, and round 3
-    renumbers them there; ``switches``: guided batches, largest tiles
-    first and the heap kept in the batches (set on the workers too)."""
-    from gridgraph.core import tile_tasks, tiling
+    renumbers them there; ``switches``: the heap kept in the batches
+    (set on the workers too)."""
+    from gridgraph.core import tiling
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES",
                         writes == "mapped")
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES",
-                        writes == "tile-files")
-    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2 if switches else 0)
-    monkeypatch.setattr(components_tiled, "LARGEST_FIRST", switches)
     client.run(set_heap_kept, switches)
     request.addfinalizer(lambda: client.run(set_heap_kept, False))
     monkeypatch.setattr(components_tiled, "KEPT_LABELS_SHARE",
@@ -295,7 +300,7 @@ def test_components_many_tiles_batched(client, tmp_path, monkeypatch,
                                       out_dir=out_dir)
         assert result.count == expected.count > 20
         assert_same(result, expected, ["labels"])
-    assert os.listdir(out) == ["labels.npy"]  # no tile files, no partial
+    assert os.listdir(out) == ["labels.npy"]  # no partial file
     if kept:  # a group per summary batch, the tiles in batch order
         sizes = tiling.batch_sizes(72, 2)
         assert [len(parts) for _, parts in groups[0]] == sizes
@@ -409,7 +414,7 @@ def test_worker_killed_mid_run_changes_nothing(client, tmp_path):
     assert_same(result, expected, ["accumulated", "direction", "allocation"])
     assert sorted(os.listdir(out)) == ["accumulated.npy", "allocation.npy",
                                        "direction.npy"]
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts it
+    wait_for_replacement(client, pids[victim])  # the nanny restarts it
 
 
 @pytest.mark.slow  # kept labels are off by default: the mechanism only
@@ -445,7 +450,7 @@ def test_worker_killed_with_kept_labels_changes_nothing(client, tmp_path,
     assert result.count == expected.count
     assert_same(result, expected, ["labels"])
     assert os.listdir(out) == ["labels.npy"]
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts it
+    wait_for_replacement(client, pids[victim])  # the nanny restarts it
 
 
 def test_no_retries_left_is_a_clean_error(tmp_path):
@@ -602,17 +607,16 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
 
 
 @pytest.mark.parametrize("settings", [
-    {"TILE_FILE_LABEL_WRITES": True, "DASK_BATCH": None},
+    {"LABEL_RUN_TILES": None, "DASK_BATCH": None},
     {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": False},
     {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": True}],
-    ids=["tile_files", "runs", "runs_at_once"])
+    ids=["tiles", "runs", "runs_at_once"])
 def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     """Components cancelled in the label round with tasks outstanding (a
-    task a tile: no batches, or runs of one tile), writing a file per tile
-    or runs through mappings: CancelledError, and once the workers are
-    done nothing is left in out_dir (no tile file, folder or partial: a
-    task still running finds its file's folder or partial file gone and
-    fails)."""
+    task a tile: tile by tile without batches, or runs of one tile, one by
+    one or at once), writing through mappings: CancelledError, and once
+    the workers are done nothing is left in out_dir (no partial file: a
+    task still running finds it gone and fails)."""
     from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     for name, value in settings.items():
@@ -640,24 +644,22 @@ def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     assert os.listdir(out) == []
 
 
-@pytest.mark.parametrize("runs,mapped,guided", [
+@pytest.mark.parametrize("runs,mapped,at_once", [
     (None, True, False), (2, True, False), ("auto", False, False),
     ("row", True, False), ("auto", True, True)])
 def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
-                                       mapped, guided):
+                                       mapped, at_once):
     """The label round in runs of adjacent tiles (LABEL_RUN_TILES: tile by
     tile, 2, about a batch, whole tile rows), written by the workers into
     out_dir through one mapping a run (its pages populated first, the
     default on the workers) or gathered and written with pwrite: the
-    in-process labels, nothing else left.  ``guided``: batches and runs
-    shrinking towards the end of each round (GUIDED_SHARE), each round
-    submitted at once (DASK_SUBMIT_ROUND_AT_ONCE)."""
+    in-process labels, nothing else left; each round submitted at once
+    (DASK_SUBMIT_ROUND_AT_ONCE) or task by task."""
     from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", runs)
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
-    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 1 if guided else 0)
-    monkeypatch.setattr(tile_tasks, "DASK_SUBMIT_ROUND_AT_ONCE", guided)
+    monkeypatch.setattr(tile_tasks, "DASK_SUBMIT_ROUND_AT_ONCE", at_once)
     assert_components_on_dask(client, tmp_path, 13)
 
 
@@ -758,7 +760,7 @@ def test_worker_killed_in_the_label_round(client, tmp_path, monkeypatch,
     assert result.count == expected.count
     assert_same(result, expected, ["labels"])
     assert os.listdir(out) == ["labels.npy"]
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts it
+    wait_for_replacement(client, pids[victim])  # the nanny restarts it
 
 
 @pytest.mark.parametrize("hosts", [1, 2])

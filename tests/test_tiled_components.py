@@ -269,32 +269,16 @@ def test_morton_order_and_grid():
     assert sorted(order) == [(r, c) for r in range(3) for c in range(5)]
 
 
-def test_largest_first_puts_cut_tiles_last():
-    grid = tiling.TileGrid((20, 33), 8)
-    order = grid.largest_first(grid.morton_order())
-    cells = [grid.window(*tile).rows * grid.window(*tile).cols
-             for tile in order]
-    assert cells == sorted(cells, reverse=True) and cells[-1] == 4 * 1
-    assert sorted(order) == sorted(grid.morton_order())
-    # full tiles keep their Morton order
-    assert order[:8] == grid.morton_order()[:8]
-
-
 @pytest.mark.parametrize("total,threads", [(234, 8), (234, 1), (50, 2),
-                                           (7, 8), (1000, 16)])
-def test_batch_sizes_shrink_to_single_tiles(total, threads, monkeypatch):
-    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", 2)
+                                           (7, 8), (1000, 16), (64, 2)])
+def test_batch_sizes_of_one_size(total, threads):
+    """tile_tasks.batch_sizes: BATCHES_PER_THREAD batches a thread of
+    one size (at least one tile), the last smaller, every tile once."""
     sizes = tiling.batch_sizes(total, threads)
+    largest = max(1, total // (tile_tasks.BATCHES_PER_THREAD * threads))
     assert sum(sizes) == total and min(sizes) >= 1
-    assert sizes == sorted(sizes, reverse=True)
-    per_thread = tile_tasks.BATCHES_PER_THREAD
-    assert sizes[0] == max(1, total // (per_thread * threads))
-    assert sizes[-1] == 1
-    left = total
-    for size in sizes:  # never more than a 1 / (2 threads) share of the rest
-        share = tile_tasks.GUIDED_SHARE * threads
-        assert size <= max(1, -(-left // share))
-        left -= size
+    assert sizes[:-1] == [largest] * (len(sizes) - 1)
+    assert 1 <= sizes[-1] <= largest
 
 
 def test_tiled_labels_to_geotiff_by_strips(tmp_path):
@@ -409,57 +393,6 @@ def test_tiles_on_an_executor_label_in_one_strip(monkeypatch):
         np.testing.assert_array_equal(result.labels, expected.labels)
 
 
-def test_labels_written_as_tile_files_and_joined(tmp_path, monkeypatch):
-    """With TILE_FILE_LABEL_WRITES each tile's labels go to a file of its
-    own (windows cut by the raster's edge too), joined into labels.npy at
-    the end: the same file, nothing else left in out_dir."""
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    expected = in_memory(values, connectivity=4, mode="equal")
-    out = tmp_path / "out"
-    out.mkdir()
-    joined = []
-    real_finish = tiling.TileFileSink.finish
-
-    def finish(sink):
-        joined.append(len(sink._windows()))
-        return real_finish(sink)
-
-    monkeypatch.setattr(tiling.TileFileSink, "finish", finish)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        result = connected_components(values, connectivity=4, mode="equal",
-                                      tile_size=16, executor=pool,
-                                      out_dir=out, backend="cpu")
-    assert joined == [5 * 6]  # a file per tile
-    assert isinstance(result.labels, np.memmap)
-    assert result.count == expected.count > 20
-    np.testing.assert_array_equal(result.labels, expected.labels)
-    assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
-
-
-def test_tile_files_on_a_full_disk_leave_nothing(small_disk, monkeypatch):
-    """Tile files filling the disk: the run fails with the message naming
-    the disk and the fix; no tile file, folder or partial labels left."""
-    from gridgraph.core import DiskFullError
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
-    values = (np.random.default_rng(6).random((800, 800)) < 0.5).astype(
-        np.uint8)  # int32 labels: 2.4 MB on a 2 MB disk
-    np.save(small_disk / "labels.npy", np.arange(3))  # an older output
-    with pytest.raises(DiskFullError) as error:
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            connected_components(values, mode="nonzero", tile_size=128,
-                                 executor=pool, out_dir=str(small_disk),
-                                 backend="cpu")
-    message = str(error.value)
-    assert f"the disk holding" in message and "is full" in message
-    assert "labels.npy" in message
-    assert os.listdir(small_disk) == ["labels.npy"]
-    np.testing.assert_array_equal(np.load(small_disk / "labels.npy"),
-                                  np.arange(3))
-
-
 def assert_failed_run_leaves_older_labels(tmp_path, error, match):
     """A tiled components run on a 2-thread pool into an out_dir holding an
     older labels.npy fails with ``error`` matching ``match``; out_dir holds
@@ -475,23 +408,6 @@ def assert_failed_run_leaves_older_labels(tmp_path, error, match):
                                  backend="cpu")
     assert sorted(p.name for p in out.iterdir()) == ["labels.npy"]
     np.testing.assert_array_equal(np.load(out / "labels.npy"), np.arange(3))
-
-
-def test_tile_files_failing_join_leaves_nothing(tmp_path, monkeypatch):
-    """The driver's join failing (a tile file cut short): the run raises
-    it; out_dir holds nothing new, an older labels.npy is left alone."""
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "TILE_FILE_LABEL_WRITES", True)
-    real_write = tiling.TileFileSink.write
-
-    def write(sink, window, block):
-        if (window.row, window.col) == (16, 32):  # a file cut short
-            block = block[:-1]
-        return real_write(sink, window, block)
-
-    monkeypatch.setattr(tiling.TileFileSink, "write", write)
-    assert_failed_run_leaves_older_labels(tmp_path, RuntimeError,
-                                          "holds 240 cells, 256 expected")
 
 
 def test_row_runs_cover_each_tile_row_in_order():
@@ -665,50 +581,6 @@ def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
                                   backend="cpu")
     np.testing.assert_array_equal(result.labels, expected.labels)
     assert tile_io._populate_refused
-
-
-def test_guided_runs_shrink_towards_the_end():
-    """TileGrid.guided_runs: every tile once in the same order, each
-    piece adjacent tiles of one run, a run cut into near equal pieces of
-    at most ceil(work left / (share x threads)) tiles (in full tiles'
-    cells, from the run on; the last tile row here is half high), down to
-    one tile; share 0 or one thread: the runs as given."""
-    grid = tiling.TileGrid((72, 208), 16)  # 5 x 13 tiles, the last row 8
-    runs = grid.row_runs(7)
-    assert grid.guided_runs(runs, 4, 0) == runs == grid.guided_runs(runs, 1,
-                                                                      2)
-    pieces = grid.guided_runs(runs, 4, 1)
-    assert [t for piece in pieces for t in piece] == [t for run in runs
-                                                      for t in run]
-    for piece in pieces:
-        assert any(piece == run[k:k + len(piece)] for run in runs
-                   for k in range(len(run)))
-    left = 4 * 13 + 13 / 2
-    for run in runs:
-        mine = [piece for piece in pieces if piece[0] in run]
-        assert max(map(len, mine)) - min(map(len, mine)) <= 1
-        assert max(map(len, mine)) <= max(1, -(-left // 4))
-        left -= sum(grid.window(*t).rows for t in run) / 16
-    assert [len(p) for p in pieces] == [6, 7] * 3 + [3, 3, 3, 4] + [
-        2, 2, 2, 1, 1, 1, 1, 1, 1, 1]
-
-
-@pytest.mark.parametrize("share", [1, 2])
-def test_label_round_guided_runs_identical(tmp_path, monkeypatch,
-                                           run_lengths, share):
-    """Guided runs (tile_tasks.GUIDED_SHARE) on a thread pool of two: the
-    in-memory labels, runs shrinking to one tile at the end."""
-    from gridgraph.core import tile_tasks
-    monkeypatch.setattr(tile_tasks, "GUIDED_SHARE", share)
-    seen = run_lengths
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    expected = in_memory(values, connectivity=8, mode="equal")
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        result = connected_components(values, connectivity=8, mode="equal",
-                                      tile_size=16, executor=pool,
-                                      out_dir=tmp_path, backend="cpu")
-    np.testing.assert_array_equal(result.labels, expected.labels)
-    assert sum(seen) == 30 and max(seen) == 3 and min(seen) == 1
 
 
 def test_populate_failing_otherwise_is_logged(caplog, monkeypatch):

@@ -68,10 +68,6 @@ KEPT_LABELS_SHARE = 0.0
 # whatever this says (distributed.one_host: whole pages written back by
 # two machines would overwrite each other at the runs' seams).
 MAPPED_LABEL_WRITES = True
-# Or each tile's labels into a file of its own (tile_io.TileFileSink),
-# joined into labels.npy by the driver at the end: the writers share no
-# file, but the driver reads and writes the raster once more, serially.
-TILE_FILE_LABEL_WRITES = False
 # Strips each tile is labelled in (components._cpu.label's ``strips``)
 # when an executor runs the tiles: 1, the task's own thread.  The executor
 # runs tiles side by side (one per worker thread); the kernel's own strip
@@ -106,11 +102,6 @@ RUN_BYTES = 64 << 20
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
 DASK_BATCH = "auto"
-# On a pool or a cluster the tiles may run largest first (those cut short
-# by the raster's edge last): the rounds end on their shortest tasks.  Off
-# (Morton order): with guided batches it gained nothing on the H100 host
-# (tile_tasks.GUIDED_SHARE).
-LARGEST_FIRST = False
 
 
 @dataclass
@@ -190,18 +181,13 @@ def _label_tiled(source, grid, connectivity, mode, nodata, out_dir, executor,
     rows, cols = source.shape
     label_dtype = index_dtype(rows * cols)
     tiles = grid.morton_order()
-    if executor is not None and LARGEST_FIRST:
-        # the tiles cut short by the raster's edge last: each round ends on
-        # its shortest tasks (tiling.TileGrid.largest_first)
-        tiles = grid.largest_first(tiles)
     windows = [grid.window(r, c) for r, c in tiles]
     shape = (rows, cols)
     strips = None if executor is None else EXECUTOR_TILE_STRIPS
     # made before round 1: a full disk fails the run before any tile work
     sink = tiling.make_sink(out_dir, "labels", shape, label_dtype,
                             mapped=MAPPED_LABEL_WRITES and out_dir is not None
-                            and distributed.one_host(executor),
-                            tile_files=TILE_FILE_LABEL_WRITES)
+                            and distributed.one_host(executor))
     with tiling.output_sinks([sink]):
         return _rounds(source, grid, connectivity, mode, nodata, executor,
                        progress, backend, tiles, windows, shape, strips,
@@ -213,13 +199,11 @@ def _rounds(source, grid, connectivity, mode, nodata, executor, progress,
     """The three rounds into ``sink`` (:func:`_label_tiled`)."""
     # a sink on disk is written by the tasks themselves (their own
     # window, idempotent); an in-memory one here
-    in_task = isinstance(sink, (tiling.NpySink, tiling.TileFileSink))
+    in_task = isinstance(sink, tiling.NpySink)
     runs = None
     if in_task and LABEL_RUN_TILES is not None:
         threads = tiling.executor_workers(executor)
-        runs = grid.guided_runs(
-            grid.row_runs(_run_length(grid, threads, label_dtype)),
-            threads, tile_tasks.GUIDED_SHARE)
+        runs = grid.row_runs(_run_length(grid, threads, label_dtype))
     if runs is not None and (backend != "cuda" or executor is not None) \
             and not _keep_labels(executor, shape[0] * shape[1]) and \
             distributed.task_resources(backend, executor) is None:
