@@ -10,8 +10,9 @@ order then gives final labels 1..count in scan order of each component's first
 cell.  Second pass: replace every provisional label by its final label (rows
 labelled run by run keep a run list instead of provisional labels and are
 filled run by run: ``_cpu_runs``).  Rough rows are labelled cell by cell
-(``_cpu_cells``), smooth ones run by run (``_cpu_runs``), 8-connected
-``nonzero`` mode on CPUs where it pays by 2 x 2 blocks (``_cpu_blocks``).
+(``_cpu_cells``), smooth ones run by run (``_cpu_runs``); 8-connected
+``nonzero`` mode by 2 x 2 blocks (``_cpu_blocks``) when ``BLOCKS_8`` is
+set (off: the cell scan is the faster on the CPUs measured).
 
 Large rasters are cut into horizontal strips labelled concurrently (the
 kernels release the GIL; plain Python threads, so no numba threading layer is
@@ -52,23 +53,16 @@ _CELLS_PER_CALL = 2**20
 _MIN_CELLS_FOR_STRIPS = 2**20
 _MIN_ROWS_PER_STRIP = 64
 
-def _blocks_pay_here():
-    """Whether this CPU labels rough 8-connected masks faster by 2 x 2
-    blocks than cell by cell.  Measured 2026-11-24, one thread, 2048²
-    random mask: AMD Zen 3 (the 2-core box) blocks 14 ms against 19 ms a
-    first pass; the Intel Xeon of the GPU machine blocks 58.5 ms against
-    39.3 ms a whole call (OpenCV 59.1).  Other CPUs take the cell scan,
-    the one measured fast on both."""
-    try:
-        from llvmlite import binding
-        return binding.get_host_cpu_name().startswith("znver")
-    except Exception:  # noqa: BLE001 - no CPU name: the safe default
-        return False
-
-
-# 8-connected nonzero mode by blocks (_cpu_blocks) on rough masks; read
-# per call, so tests set it to run both scans on any machine
-BLOCKS_8 = _blocks_pay_here()
+# 8-connected nonzero mode by 2 x 2 blocks (_cpu_blocks) on rough masks
+# instead of the cell scan; read per call, so tests run both scans.  Off:
+# the two-pass cell scan (_cpu_cells._scan_row_split) is faster on both
+# CPUs measured.  Whole call, one thread, 2048² random 0.6 mask: Intel
+# Xeon (Sapphire Rapids) of the GPU machine, cells 23.9 ms against blocks
+# 41.6 ms (OpenCV 51.0); AMD Zen 3 of the 2-core box, cells 12.6-18.4 ms
+# against blocks 16.5-19.0 ms, 4096² 55.3 against 70.6 ms (2026-11-25).
+# Before the two-pass scan, blocks were the faster on Zen 3 (14 against
+# 19 ms a first pass) and picked there.
+BLOCKS_8 = False
 
 # rows labelled cell by cell by their own scans (_split_row_nonzero_4,
 # _split_row_nonzero_8, _scan_row_equal_4, _scan_row_equal_8) rather than
