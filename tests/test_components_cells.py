@@ -557,8 +557,10 @@ def test_a_cancel_waits_only_for_the_calls_running_on_the_pool():
     elapsed = time.perf_counter() - started
     # one job ran on the pool thread (the calling thread's 20 calls take
     # no time), and stopped a call or two after the cancel at 0.15 s
-    assert 1 <= len(pool_calls) <= 10, len(pool_calls)
-    assert elapsed < 0.7, elapsed
+    # (about 4 calls, 0.25 s); the bounds leave room for a loaded box and
+    # still fail a blocking wait (20 calls, 1 s)
+    assert 1 <= len(pool_calls) <= 14, len(pool_calls)
+    assert elapsed < 0.85, elapsed
 
 
 @pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
