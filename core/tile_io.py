@@ -8,6 +8,7 @@ same bytes) and handed back as read-only memmaps once every window is in.
 Nothing here imports GDAL at import time.
 """
 
+import functools
 import os
 import tempfile
 import threading
@@ -258,6 +259,7 @@ class ArraySink:
 
     def __init__(self, shape, dtype, fill=0):
         self.array = np.full(shape, fill, dtype=dtype)
+        self.dtype = self.array.dtype
 
     def write(self, window, block):
         self.array[window.slices] = block
@@ -352,7 +354,9 @@ class NpySink:
     def window_writer(self, window):
         """For the ``with`` block: ``put(part, block)`` writes the blocks
         of windows ``part`` inside ``window`` (a run of adjacent tiles of
-        one tile row), each at once.
+        one tile row), each at once; a block may be a filler,
+        ``block(out)`` writing the part's values into ``out``
+        (:func:`_put_into`).
 
         Mapped, the blocks go through one shared mapping of ``window``'s
         rows: processes writing one file through the page cache do not
@@ -373,16 +377,16 @@ class NpySink:
         is not gathered: each block is written as :meth:`write` does."""
         if not self.mapped and window.rows * window.cols \
                 * self.dtype.itemsize > PWRITE_BAND_BYTES:
-            yield self.write
+            yield functools.partial(_write_each, self)
             return
         if not self.mapped:
             band = np.empty((window.rows, window.cols), dtype=self.dtype)
             cells = []
 
             def gather(part, block):
-                band[part.row - window.row:part.row - window.row
-                     + part.rows, part.col - window.col:part.col
-                     - window.col + part.cols] = block
+                _put_into(band[part.row - window.row:part.row - window.row
+                               + part.rows, part.col - window.col:part.col
+                               - window.col + part.cols], block)
                 cells.append(part.rows * part.cols)
 
             yield gather
@@ -401,8 +405,9 @@ class NpySink:
 
         def put(part, block):
             with self._disk_errors():
-                rows[part.row - window.row:part.row - window.row
-                     + part.rows, part.col:part.col + part.cols] = block
+                _put_into(rows[part.row - window.row:part.row - window.row
+                               + part.rows, part.col:part.col + part.cols],
+                          block)
 
         try:
             yield put
@@ -562,7 +567,29 @@ def window_writer(sink, window):
 
 @contextmanager
 def _each_on_its_own(sink):
-    yield sink.write
+    yield functools.partial(_write_each, sink)
+
+
+def _write_each(sink, part, block):
+    """``sink.write`` of one block of a window writer's (an array, or a
+    filler: :func:`_put_into`)."""
+    if callable(block):
+        filled = np.empty((part.rows, part.cols), dtype=sink.dtype)
+        block(filled)
+        block = filled
+    sink.write(part, block)
+
+
+def _put_into(out, block):
+    """Write a window writer's ``block`` into ``out``, the block's place:
+    an array is copied; a callable (a filler) writes the values into
+    ``out`` itself, sparing the block an array of its own and the copy
+    (components' label round renumbers straight into the mapped labels
+    file)."""
+    if callable(block):
+        block(out)
+    else:
+        out[...] = block
 
 
 def union_window(windows):

@@ -515,14 +515,15 @@ def test_label_run_failing_leaves_nothing(tmp_path, monkeypatch, mapped):
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", 3)
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
-    real_tile_labels = components_tiled.tile_labels
+    real_filler = components_tiled.tile_label_filler
 
-    def tile_labels(source, window, *rest):
+    def tile_label_filler(source, window, *rest):
         if (window.row, window.col) == (32, 32):  # the last of its run
             raise OSError("the tile's read failed")
-        return real_tile_labels(source, window, *rest)
+        return real_filler(source, window, *rest)
 
-    monkeypatch.setattr(components_tiled, "tile_labels", tile_labels)
+    monkeypatch.setattr(components_tiled, "tile_label_filler",
+                        tile_label_filler)
     assert_failed_run_leaves_older_labels(tmp_path, OSError,
                                           "the tile's read failed")
 
@@ -564,6 +565,40 @@ def test_window_writer_with_pwrite_band_bounded(tmp_path, monkeypatch):
     expected[:4, 4:8] = 5
     expected[:4, 8:] = 6
     np.testing.assert_array_equal(sink.finish(), expected)
+
+
+@pytest.mark.parametrize("writer", ["mapped", "band", "each", "array"])
+def test_window_writer_takes_fillers(tmp_path, monkeypatch, writer):
+    """A block may be a filler, ``fill(out)`` writing the part's values
+    into the place it is given (the label round renumbers straight into
+    the labels file): mapped, it fills the part of the mapping itself;
+    the band for pwrite, the sink writing block by block and an
+    in-memory sink get the same values as from arrays."""
+    from gridgraph.core import tile_io
+    if writer == "each":
+        monkeypatch.setattr(tile_io, "PWRITE_BAND_BYTES", 4 * 4 * 4)
+    sink = tiling.make_sink(None if writer == "array" else tmp_path, "l",
+                            (8, 12), np.int32, mapped=writer == "mapped")
+    seen = []
+
+    def filler(value):
+        def fill(out):
+            seen.append((out.shape, out.base is not None))
+            out[...] = value
+        return fill
+
+    band = tiling.Window(4, 0, 4, 12)
+    with tiling.window_writer(sink, band) as put:
+        for k in range(3):
+            put(tiling.Window(4, 4 * k, 4, 4), filler(k + 1) if k != 1
+                else np.full((4, 4), 2, np.int32))
+    expected = np.zeros((8, 12), np.int32)
+    for k in range(3):
+        expected[4:, 4 * k:4 * k + 4] = k + 1
+    np.testing.assert_array_equal(sink.finish(), expected)
+    assert [shape for shape, _ in seen] == [(4, 4), (4, 4)]
+    if writer in ("mapped", "band"):  # a view of the mapping or band
+        assert all(is_view for _, is_view in seen)
 
 
 def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):

@@ -366,9 +366,8 @@ def label_run(sink, source, run, shape, connectivity, mode, nodata,
     window = tiling.union_window([part for part, _ in run])
     with tiling.window_writer(sink, window) as put:
         for part, answer in run:
-            put(part, tile_labels(source, part, shape, connectivity, mode,
-                                  nodata, answer, label_dtype, backend,
-                                  strips))
+            put(part, tile_label_filler(source, part, connectivity, mode,
+                                        nodata, answer, backend, strips))
 
 
 def _keep_labels(executor, cells):
@@ -393,6 +392,15 @@ def warm_up(dtype=np.float64):
         label_tiled(tiling.ArraySource(values), tiling.TileGrid(values.shape,
                                                                8),
                     connectivity, "equal", None)
+    # the label round's renumbering into a part of a mapped labels file
+    # (a strided view: numba compiles it apart from the contiguous one)
+    window = tiling.Window(0, 0, 8, 8)
+    answer = merge(tiling.TileGrid((8, 8), 8), {(0, 0): tile_summary(
+        tiling.ArraySource(values[:8, :8]), window, (8, 8), 4, "equal",
+        None)}, False, True)[0][(0, 0)]
+    tile_label_filler(tiling.ArraySource(values[:8, :8]), window, 4,
+                      "equal", None, answer)(np.empty((16, 16), np.int32)[:8,
+                                                                      :8])
 
 
 def _local_labels(source, window, connectivity, mode, nodata, backend,
@@ -680,10 +688,23 @@ def _rank_in_runs(keys):
 def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
                 label_dtype, backend="cpu", strips=None):
     """Round 3 for one tile: its final labels (an array of ``label_dtype``)."""
+    final = np.empty((window.rows, window.cols), dtype=label_dtype)
+    tile_label_filler(source, window, connectivity, mode, nodata, answer,
+                      backend, strips)(final)
+    return final
+
+
+def tile_label_filler(source, window, connectivity, mode, nodata, answer,
+                      backend="cpu", strips=None):
+    """Round 3 for one tile, up to the final numbers: the tile is labelled
+    now, and the returned ``fill(out)`` writes its final labels into
+    ``out`` (any 2-D array of the window's shape, e.g. the tile's part of
+    a mapped labels file: no block of its own and no copy, which saved
+    a write and a read of every label in the label round)."""
     _, labels, count = _local_labels(source, window, connectivity, mode,
                                      nodata, backend, strips)
-    border_index = tiling.border_label_index(labels, count)
-    return renumber_kept((labels, border_index), window, answer, label_dtype)
+    kept = (labels, tiling.border_label_index(labels, count))
+    return functools.partial(renumber_into, kept, answer)
 
 
 def renumber_kept_group(states, parts, label_dtype, sink=None):
@@ -706,11 +727,17 @@ def renumber_kept_group(states, parts, label_dtype, sink=None):
 def renumber_kept(kept, window, answer, label_dtype):
     """Round 3 for one tile from round 1's ``(labels, border_index)`` (kept
     on the worker): its final labels.  Pure (``kept`` is only read)."""
+    final = np.empty(kept[0].shape, dtype=label_dtype)
+    renumber_into(kept, answer, final)
+    return final
+
+
+def renumber_into(kept, answer, final):
+    """Round 3's final labels of one tile from ``(labels, border_index)``
+    into ``final`` (the tile's shape; ``kept`` is only read)."""
     labels, border_index = kept
-    final = np.empty(labels.shape, dtype=label_dtype)
     _renumber(labels, border_index, answer.number, answer.is_root,
               answer.starts_before, final)
-    return final
 
 
 @njit(cache=True, nogil=True)
