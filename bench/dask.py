@@ -75,6 +75,13 @@ sys.path.remove(HERE)
 NEUSE40 = (17630, 12555)
 
 
+def in_turn(operations, turns):
+    """``operations`` ``turns`` times, every other time reversed."""
+    return [operation for turn in range(turns)
+            for operation in (operations if turn % 2 == 0
+                              else operations[::-1])]
+
+
 def make_inputs(workdir, shape):
     """The DEM and the components mask as .npy files (made once)."""
     os.makedirs(workdir, exist_ok=True)
@@ -271,6 +278,14 @@ COMPONENT_VARIANTS = {
         ("tile_tasks", "DASK_JOIN_ON_WORKER", True)],
     "components-driverjoin": [
         ("tile_tasks", "DASK_JOIN_ON_WORKER", False)],
+    # the ninth session: the label round's first runs (one a worker
+    # thread: DASK_PREPARED_PER_THREAD, the default) labelled ahead of the
+    # merge, against none (the label round submitted after the merge,
+    # whole: the eighth session's) and all of them
+    "components-noahead": [
+        ("tile_tasks", "DASK_PREPARED_PER_THREAD", 0)],
+    "components-allahead": [
+        ("tile_tasks", "DASK_PREPARED_PER_THREAD", 1000)],
 }
 
 
@@ -532,6 +547,11 @@ def main():
                         help="tile kernels (auto picks CUDA where a GPU is: "
                         "every worker process then shares it)")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--turns", type=int, default=1,
+                        help="run the operations this many times on each "
+                        "cluster, in reverse order every other time (ABBA: "
+                        "the first run on a fresh cluster is slower, so "
+                        "a variant always run first would look slower)")
     parser.add_argument("--gpu-workers", action="store_true",
                         help="workers with the GPU resource (resources="
                         "{'GPU': 1}): with --backend cuda the CUDA tile "
@@ -652,7 +672,8 @@ def main():
                 Client(cluster, set_as_default=False) as client:
             pinned = client.run(pin_to_core) if args.pin else None
             for operation, out_root in [
-                    (operation, root) for operation in args.operations
+                    (operation, root) for operation in in_turn(
+                        args.operations, args.turns)
                     for root in (args.out_roots or [args.workdir])]:
                 out_dir = os.path.join(out_root, f"out-{operation}")
                 shutil.rmtree(out_dir, ignore_errors=True)

@@ -38,6 +38,12 @@
 #                                   (default) against the merge as a task on
 #                                   a worker (components-workerjoin), 1 and 8
 #                                   workers interleaved, timelines
+#   bench/dask_device.sh ninth   -- components: the label round's tiles
+#                                   labelled ahead of the merge (default)
+#                                   against after it (components-noahead),
+#                                   1 and 8 workers interleaved, timelines
+#   bench/dask_device.sh ninth2  -- the same, one prepared run a thread
+#                                   (default) against none and all, ABBA
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -198,6 +204,28 @@ eighth)
         > "$OUT/machine.txt" 2>&1
     $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
         --operations components components-workerjoin > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+ninth)
+    # ninth session: the label round's tiles labelled ahead of the merge
+    # (the default) against the label round after the merge, whole
+    # (components-noahead); clusters 1, 8, 8, 1, 8, 8, 1, 8, timelines
+    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
+        > "$OUT/machine.txt" 2>&1
+    $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
+        --operations components components-noahead > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+ninth2)
+    # ninth session, second call: one prepared run a worker thread (the
+    # default) against none and all, in ABBA order on each cluster (the
+    # first call ran the default first on every cluster: a fresh
+    # cluster's first run was the slower at 1 worker in all three)
+    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
+        > "$OUT/machine.txt" 2>&1
+    $B --workers 8 1 8 8 1 8 --turns 2 --timeline --json "$OUT/cc.json" \
+        --operations components components-noahead components-allahead \
+        > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 sixteen)

@@ -435,14 +435,18 @@ class Packed:
 # workers (round 1's results and the answers then stay on the cluster).
 DASK_JOIN_ON_WORKER = False
 # On a Dask cluster, a second round given a ``prepare`` half
-# (:func:`run_joined_rounds`) has that half submitted right behind round
-# 1, at a lower priority: workers run out of round 1 one after the other
-# and wait for the join, then for the second round's first tasks; with
-# this they label the second round's tiles meanwhile, and the second
-# round's tasks only finish what was prepared, where it is.  Measured in
-# docs/benchmarks.md (Dask, ninth session).  False: the second round
-# starts after the join, whole.
-DASK_SECOND_ROUND_AHEAD = True
+# (:func:`run_joined_rounds`) has that half of its first tasks, this many
+# per worker thread, submitted right behind round 1 at a lower priority:
+# workers run out of round 1 one after the other and would wait for the
+# join, then for the second round's first tasks; with this each labels
+# the tiles of a second task meanwhile, and that task after the join only
+# finishes what was prepared, where it is.  Only the first ones: the gap
+# is about one such half long, and a prepared task costs a Dask task
+# more and renumbers labels no longer in the cache (all 36 prepared on
+# neuse40 at 8 workers: 3.12 s of label-round work against 2.95 s whole).
+# Measured in docs/benchmarks.md (Dask, ninth session).  0: the second
+# round starts after the join, whole.
+DASK_PREPARED_PER_THREAD = 1
 
 
 def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
@@ -459,12 +463,12 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
     share of ``shared`` a second task needs (given to it in place of
     ``shared`` when the join runs here: a task's arguments travel with
     it).  ``prepare(*task)``: the part of a second task that needs
-    nothing of the join; on a Dask cluster (with
-    :data:`DASK_SECOND_ROUND_AHEAD`, the join here) it runs as a task of
-    its own, queued
-    behind round 1, and the second task gets its result as ``second(
-    shared, *task, prepared=result)`` (:func:`_second_round_ahead_on_dask`);
-    elsewhere ``second(shared, *task)`` does it all.
+    nothing of the join; on a Dask cluster (the join here) it runs as a
+    task of its own for the first :data:`DASK_PREPARED_PER_THREAD` second
+    tasks a worker thread, queued behind round 1, and such a second task
+    gets its result as ``second(shared, *task, prepared=result)``
+    (:func:`_second_round_ahead_on_dask`); otherwise ``second(shared,
+    *task)`` does it all.
 
     Every round's arguments and results are small (as for
     ``run_tasks(at_once=True)``); ``batch`` as in :func:`run_tasks` for
@@ -488,7 +492,7 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
             executor, first, list(first_tasks), join, tuple(join_arguments),
             second, second_tasks, first_progress, second_progress,
             first_resources, second_resources, batch)
-    if prepare is not None and DASK_SECOND_ROUND_AHEAD and \
+    if prepare is not None and DASK_PREPARED_PER_THREAD > 0 and \
             distributed.is_dask_client(executor):
         return _second_round_ahead_on_dask(
             executor, first, first_tasks, join, tuple(join_arguments),
@@ -514,19 +518,22 @@ def _second_round_ahead_on_dask(client, first, first_tasks, join,
                                 second_tasks, first_progress,
                                 second_progress, first_resources,
                                 second_resources, batch, part):
-    """:func:`run_joined_rounds` on a Dask client with the second round's
-    ``prepare`` halves submitted right after round 1 (one ``client.map``
-    at priority -1: queued behind round 1, each started as a worker
-    thread runs out of round 1's tasks), the join here, then the second
-    round's tasks, each taking its prepared half's future (Dask runs it
-    where that result is; a lost one is prepared again from its
-    arguments).  The same calls as elsewhere, so the same results."""
+    """:func:`run_joined_rounds` on a Dask client with the ``prepare``
+    halves of the second round's first tasks (:data:`DASK_PREPARED_PER_
+    THREAD` a worker thread) submitted right after round 1 (one
+    ``client.map`` at priority -1: queued behind round 1, each started as
+    a worker thread runs out of round 1's tasks), the join here, then the
+    second round's tasks, the prepared ones each taking its half's future
+    (Dask runs it where that result is; a lost one is prepared again from
+    its arguments).  The same calls as elsewhere, so the same results."""
     import uuid
 
     from distributed import as_completed
 
     run = uuid.uuid4().hex[:12]
     prepare_name, second_name = _task_name(prepare), _task_name(second)
+    ahead = min(len(second_tasks), DASK_PREPARED_PER_THREAD
+                * distributed.cluster_threads(client))
     prepared = []
     seconds = []
 
@@ -534,9 +541,8 @@ def _second_round_ahead_on_dask(client, first, first_tasks, join,
         prepared.extend(client.map(
             functools.partial(_starred, functools.partial(_in_kept_heap,
                                                           prepare)),
-            [_Arguments(task) for task in second_tasks],
-            key=[f"{prepare_name}-{run}-{k:07d}"
-                 for k in range(len(second_tasks))],
+            [_Arguments(task) for task in second_tasks[:ahead]],
+            key=[f"{prepare_name}-{run}-{k:07d}" for k in range(ahead)],
             pure=False, priority=-1, resources=second_resources))
 
     try:
@@ -546,13 +552,19 @@ def _second_round_ahead_on_dask(client, first, first_tasks, join,
         if not prepared:  # round 1 had no task
             submit_prepared()
         shared, value = join(*join_arguments, results)
+        arguments = [_Arguments(task) for task in _second_tasks(
+            shared, second_tasks, part)]
+        keys = [f"{second_name}-{run}-{k:07d}"
+                for k in range(len(second_tasks))]
         seconds = client.map(
             functools.partial(_prepared_second, second), prepared,
-            [_Arguments(task) for task in _second_tasks(shared, second_tasks,
-                                                        part)],
-            key=[f"{second_name}-{run}-{k:07d}"
-                 for k in range(len(second_tasks))],
-            pure=False, resources=second_resources)
+            arguments[:ahead], key=keys[:ahead], pure=False,
+            resources=second_resources)
+        seconds += client.map(
+            functools.partial(_starred, functools.partial(_in_kept_heap,
+                                                          second)),
+            arguments[ahead:], key=keys[ahead:], pure=False,
+            resources=second_resources)
         # the second tasks hold their prepared halves now: each is
         # released once its task is done, not at the end of the run
         prepared.clear()

@@ -726,23 +726,24 @@ def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
             > first_progress
 
 
-@pytest.mark.parametrize("ahead", [True, False])
+@pytest.mark.parametrize("per_thread", [1, 1000, 0])
 def test_label_round_prepared_ahead_of_the_merge(client, tmp_path,
-                                                 monkeypatch, ahead):
-    """tile_tasks.DASK_SECOND_ROUND_AHEAD (the default): the label round's
-    tiles are labelled by tasks handed to the scheduler right behind round
-    1 (at a lower priority, before any of its results is in: no worker
-    waits for the merge), and the label tasks after the merge only
-    renumber and write; their scheduler priorities put round 1 first.
-    Off: the label round is submitted after the merge, whole.  The
+                                                 monkeypatch, per_thread):
+    """tile_tasks.DASK_PREPARED_PER_THREAD (1, the default): the first
+    label runs, one a worker thread (all of them with 1000), have their
+    tiles labelled by tasks handed to the scheduler right behind round 1
+    (at a lower priority, before any of its results is in: a worker out
+    of round 1 does not wait for the merge), and their label tasks after
+    the merge only renumber and write; the other runs are labelled whole
+    after the merge.  0: every run after the merge, whole.  The
     in-process labels either way, only labels.npy left, no task left on
     the scheduler."""
     from distributed import get_task_stream
 
     from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
-    assert tile_tasks.DASK_SECOND_ROUND_AHEAD  # the default
-    monkeypatch.setattr(tile_tasks, "DASK_SECOND_ROUND_AHEAD", ahead)
+    assert tile_tasks.DASK_PREPARED_PER_THREAD == 1  # the default
+    monkeypatch.setattr(tile_tasks, "DASK_PREPARED_PER_THREAD", per_thread)
     events = []
     real_merge, real_map = components_tiled.merge, client.map
     priorities = {}
@@ -752,9 +753,10 @@ def test_label_round_prepared_ahead_of_the_merge(client, tmp_path,
         return real_merge(*arguments)
 
     def spy_map(function, *iterables, **keywords):
-        name = str(keywords["key"][0]).split("-")[0]
-        events.append("map " + name)
-        priorities[name] = keywords.get("priority", 0)
+        if keywords["key"]:
+            name = str(keywords["key"][0]).split("-")[0]
+            events.append("map " + name)
+            priorities[name] = keywords.get("priority", 0)
         return real_map(function, *iterables, **keywords)
 
     monkeypatch.setattr(components_tiled, "merge", merge_here)
@@ -776,13 +778,16 @@ def test_label_round_prepared_ahead_of_the_merge(client, tmp_path,
     assert_same(result, expected, ["labels"])
     assert os.listdir(out) == ["labels.npy"]
     assert no_new_tasks(client, before)
-    ran = {str(record["key"]).split("-")[0] for record in stream.data}
+    ran = [str(record["key"]).split("-")[0] for record in stream.data]
+    runs = ran.count("label_run_answered")
+    assert runs > 2 * len(client.nthreads())
     first_progress = events.index("progress")
-    if ahead:
+    if per_thread:
         assert events[:first_progress] == ["map tile_summary",
                                            "map label_run_labelled"]
         assert priorities["label_run_labelled"] < priorities["tile_summary"]
-        assert "label_run_labelled" in ran
+        assert ran.count("label_run_labelled") == min(
+            runs, per_thread * len(client.nthreads()))
     else:
         assert "map label_run_labelled" not in events
         assert "label_run_labelled" not in ran

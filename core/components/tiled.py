@@ -323,7 +323,7 @@ def label_run_answered(answers, sink, source, grid, run, shape, connectivity,
 def label_run_labelled(sink, source, grid, run, shape, connectivity, mode,
                        nodata, label_dtype, backend="cpu", strips=None):
     """The half of :func:`label_run_answered` that needs no answers, done
-    ahead of them (tile_tasks.DASK_SECOND_ROUND_AHEAD): each tile of the
+    ahead of them (tile_tasks.DASK_PREPARED_PER_THREAD): each tile of the
     run labelled, as :func:`tile_label_filler` labels it."""
     return [_tile_kept(source, grid.window(*tile), connectivity, mode,
                        nodata, backend, strips) for tile in run]
