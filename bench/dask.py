@@ -278,14 +278,10 @@ COMPONENT_VARIANTS = {
         ("tile_tasks", "DASK_JOIN_ON_WORKER", True)],
     "components-driverjoin": [
         ("tile_tasks", "DASK_JOIN_ON_WORKER", False)],
-    # the ninth session: the label round's first runs (one a worker
-    # thread: DASK_PREPARED_PER_THREAD, the default) labelled ahead of the
-    # merge, against none (the label round submitted after the merge,
-    # whole: the eighth session's) and all of them
-    "components-noahead": [
-        ("tile_tasks", "DASK_PREPARED_PER_THREAD", 0)],
-    "components-allahead": [
-        ("tile_tasks", "DASK_PREPARED_PER_THREAD", 1000)],
+    # (the ninth session's label round ahead of the merge,
+    # DASK_PREPARED_PER_THREAD, and its variants components-noahead and
+    # components-allahead were removed with the switch: no faster at 8
+    # workers, slower at 1)
 }
 
 

@@ -39,11 +39,11 @@
 #                                   a worker (components-workerjoin), 1 and 8
 #                                   workers interleaved, timelines
 #   bench/dask_device.sh ninth   -- components: the label round's tiles
-#                                   labelled ahead of the merge (default)
-#                                   against after it (components-noahead),
-#                                   1 and 8 workers interleaved, timelines
+#                                   labelled ahead of the merge against
+#                                   after it, 1 and 8 workers interleaved
 #   bench/dask_device.sh ninth2  -- the same, one prepared run a thread
-#                                   (default) against none and all, ABBA
+#                                   against none and all, ABBA (--turns 2)
+#                                   (their variants were removed)
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -208,8 +208,9 @@ eighth)
     ;;
 ninth)
     # ninth session: the label round's tiles labelled ahead of the merge
-    # (the default) against the label round after the merge, whole
-    # (components-noahead); clusters 1, 8, 8, 1, 8, 8, 1, 8, timelines
+    # (then the default) against the label round after the merge, whole
+    # (components-noahead; both variants removed since, with their
+    # switch); clusters 1, 8, 8, 1, 8, 8, 1, 8, timelines
     { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
         > "$OUT/machine.txt" 2>&1
     $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
@@ -217,8 +218,9 @@ ninth)
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 ninth2)
-    # ninth session, second call: one prepared run a worker thread (the
-    # default) against none and all, in ABBA order on each cluster (the
+    # ninth session, second call: one prepared run a worker thread (then
+    # the default) against none and all (variants removed since), in ABBA
+    # order on each cluster (the
     # first call ran the default first on every cluster: a fresh
     # cluster's first run was the slower at 1 worker in all three)
     { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \

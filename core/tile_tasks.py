@@ -152,7 +152,7 @@ def release_free_memory():
 
 def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
               count=None, keep=False, resources=None, batch=None,
-              at_once=False, on_submitted=None):
+              at_once=False):
     """Run ``function(*task)`` for every task.
 
     ``tasks`` may be a generator (then give ``count``): tasks are drawn
@@ -194,10 +194,6 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     them may exist at once): on a Dask cluster, without ``keep``, the
     round goes to the scheduler in one message
     (:data:`DASK_SUBMIT_ROUND_AT_ONCE`).
-
-    ``on_submitted()``: on a Dask cluster, called once the round's first
-    tasks are with the scheduler (all of them, at once), before its
-    results are waited for: work submitted there queues behind them.
     """
     progress = progress if progress is not None else Progress()
     total = len(tasks) if count is None else count
@@ -222,12 +218,10 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
             sizes = batch_sizes(total, distributed.cluster_threads(executor))
         if sizes is not None and len(sizes) < total:
             _run_batches_on_dask(executor, function, tasks, sizes, consume,
-                                 progress, resources, keep, at_once,
-                                 on_submitted)
+                                 progress, resources, keep, at_once)
         else:
             _run_on_dask(executor, function, tasks, total, consume, progress,
-                         keep, resources, at_once=at_once,
-                         on_submitted=on_submitted)
+                         keep, resources, at_once=at_once)
         return results
     in_flight = {}
     limit = 2 * executor_workers(executor)
@@ -261,7 +255,7 @@ def write_in_task(sink, function, source, window, *arguments):
 
 
 def _run_on_dask(client, function, tasks, total, consume, progress, keep,
-                 resources=None, name=None, at_once=False, on_submitted=None):
+                 resources=None, name=None, at_once=False):
     """:func:`run_tasks` on a Dask client (see there)."""
     import operator
     import uuid
@@ -275,8 +269,7 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
     run = uuid.uuid4().hex[:12]
     if at_once and DASK_SUBMIT_ROUND_AT_ONCE and not keep:
         return _run_round_on_dask(client, function, tasks, total, consume,
-                                  progress, resources, name, run,
-                                  on_submitted)
+                                  progress, resources, name, run)
     limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     in_flight = {}  # the future the driver waits on -> (index, state)
     # not distributed.wait: it needs a default client; results are fetched
@@ -308,9 +301,6 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
                     in_flight[future] = (next_task, None)
                     completed.add(future)
                 next_task += 1
-            if on_submitted is not None:
-                on_submitted()
-                on_submitted = None
             finished = [next(completed)]
             finished += completed.next_batch(block=False)
             for future, value in finished:
@@ -329,7 +319,7 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
 
 
 def _run_round_on_dask(client, function, tasks, total, consume, progress,
-                       resources, name, run, on_submitted=None):
+                       resources, name, run):
     """:func:`_run_on_dask` with every task submitted at once, in one
     message (:data:`DASK_SUBMIT_ROUND_AT_ONCE`), started in task order
     (``client.map`` gives them priorities in that order)."""
@@ -342,8 +332,6 @@ def _run_round_on_dask(client, function, tasks, total, consume, progress,
     index_of = {future.key: index for index, future in enumerate(futures)}
     done = 0
     try:
-        if on_submitted is not None:
-            on_submitted()
         for future, value in as_completed(futures, loop=client.loop,
                                           with_results=True,
                                           raise_errors=False):
@@ -434,26 +422,12 @@ class Packed:
 # eighth session).  Kept for clusters whose driver is far from the
 # workers (round 1's results and the answers then stay on the cluster).
 DASK_JOIN_ON_WORKER = False
-# On a Dask cluster, a second round given a ``prepare`` half
-# (:func:`run_joined_rounds`) has that half of its first tasks, this many
-# per worker thread, submitted right behind round 1 at a lower priority:
-# workers run out of round 1 one after the other and would wait for the
-# join, then for the second round's first tasks; with this each labels
-# the tiles of a second task meanwhile, and that task after the join only
-# finishes what was prepared, where it is.  Only the first ones: the gap
-# is about one such half long, and a prepared task costs a Dask task
-# more and renumbers labels no longer in the cache (all 36 prepared on
-# neuse40 at 8 workers: 3.12 s of label-round work against 2.95 s whole).
-# Measured in docs/benchmarks.md (Dask, ninth session).  0: the second
-# round starts after the join, whole.
-DASK_PREPARED_PER_THREAD = 1
 
 
 def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
                       second, second_tasks, first_progress=None,
                       second_progress=None, first_resources=None,
-                      second_resources=None, batch=None, part=None,
-                      prepare=None):
+                      second_resources=None, batch=None, part=None):
     """Two rounds of independent tasks joined by one call between them:
     ``first(*task)`` for each of ``first_tasks``, then ``join(*
     join_arguments, results)`` (round 1's results, a list in task order)
@@ -462,13 +436,7 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
     output themselves).  Returns ``value``.  ``part(shared, task)``: the
     share of ``shared`` a second task needs (given to it in place of
     ``shared`` when the join runs here: a task's arguments travel with
-    it).  ``prepare(*task)``: the part of a second task that needs
-    nothing of the join; on a Dask cluster (the join here) it runs as a
-    task of its own for the first :data:`DASK_PREPARED_PER_THREAD` second
-    tasks a worker thread, queued behind round 1, and such a second task
-    gets its result as ``second(shared, *task, prepared=result)``
-    (:func:`_second_round_ahead_on_dask`); otherwise ``second(shared,
-    *task)`` does it all.
+    it).
 
     Every round's arguments and results are small (as for
     ``run_tasks(at_once=True)``); ``batch`` as in :func:`run_tasks` for
@@ -492,103 +460,17 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
             executor, first, list(first_tasks), join, tuple(join_arguments),
             second, second_tasks, first_progress, second_progress,
             first_resources, second_resources, batch)
-    if prepare is not None and DASK_PREPARED_PER_THREAD > 0 and \
-            distributed.is_dask_client(executor):
-        return _second_round_ahead_on_dask(
-            executor, first, first_tasks, join, tuple(join_arguments),
-            prepare, second, second_tasks, first_progress, second_progress,
-            first_resources, second_resources, batch, part)
     results = run_tasks(first, first_tasks, executor, first_progress,
                         resources=first_resources, batch=batch, at_once=True)
     shared, value = join(*join_arguments, results)
-    run_tasks(second, _second_tasks(shared, second_tasks, part), executor,
-              second_progress, on_result=lambda index, result: None,
+    if part is None:
+        second, tasks = functools.partial(second, shared), second_tasks
+    else:
+        tasks = [(part(shared, task),) + tuple(task) for task in second_tasks]
+    run_tasks(second, tasks, executor, second_progress,
+              on_result=lambda index, result: None,
               resources=second_resources, at_once=True)
     return value
-
-
-def _second_tasks(shared, second_tasks, part):
-    """The second round's tasks with the join's share each needs first."""
-    return [(shared if part is None else part(shared, task),) + tuple(task)
-            for task in second_tasks]
-
-
-def _second_round_ahead_on_dask(client, first, first_tasks, join,
-                                join_arguments, prepare, second,
-                                second_tasks, first_progress,
-                                second_progress, first_resources,
-                                second_resources, batch, part):
-    """:func:`run_joined_rounds` on a Dask client with the ``prepare``
-    halves of the second round's first tasks (:data:`DASK_PREPARED_PER_
-    THREAD` a worker thread) submitted right after round 1 (one
-    ``client.map`` at priority -1: queued behind round 1, each started as
-    a worker thread runs out of round 1's tasks), the join here, then the
-    second round's tasks, the prepared ones each taking its half's future
-    (Dask runs it where that result is; a lost one is prepared again from
-    its arguments).  The same calls as elsewhere, so the same results."""
-    import uuid
-
-    from distributed import as_completed
-
-    run = uuid.uuid4().hex[:12]
-    prepare_name, second_name = _task_name(prepare), _task_name(second)
-    ahead = min(len(second_tasks), DASK_PREPARED_PER_THREAD
-                * distributed.cluster_threads(client))
-    prepared = []
-    seconds = []
-
-    def submit_prepared():
-        prepared.extend(client.map(
-            functools.partial(_starred, functools.partial(_in_kept_heap,
-                                                          prepare)),
-            [_Arguments(task) for task in second_tasks[:ahead]],
-            key=[f"{prepare_name}-{run}-{k:07d}" for k in range(ahead)],
-            pure=False, priority=-1, resources=second_resources))
-
-    try:
-        results = run_tasks(first, first_tasks, client, first_progress,
-                            resources=first_resources, batch=batch,
-                            at_once=True, on_submitted=submit_prepared)
-        if not prepared:  # round 1 had no task
-            submit_prepared()
-        shared, value = join(*join_arguments, results)
-        arguments = [_Arguments(task) for task in _second_tasks(
-            shared, second_tasks, part)]
-        keys = [f"{second_name}-{run}-{k:07d}"
-                for k in range(len(second_tasks))]
-        seconds = client.map(
-            functools.partial(_prepared_second, second), prepared,
-            arguments[:ahead], key=keys[:ahead], pure=False,
-            resources=second_resources)
-        seconds += client.map(
-            functools.partial(_starred, functools.partial(_in_kept_heap,
-                                                          second)),
-            arguments[ahead:], key=keys[ahead:], pure=False,
-            resources=second_resources)
-        # the second tasks hold their prepared halves now: each is
-        # released once its task is done, not at the end of the run
-        prepared.clear()
-        done = 0
-        for future, result in as_completed(seconds, loop=client.loop,
-                                           with_results=True,
-                                           raise_errors=False):
-            _dask_result(future, result, second_name)
-            done += 1
-            second_progress(done / max(len(seconds), 1))
-    except BaseException:
-        # finished ones too: their results would stay on the workers for
-        # as long as this frame lives (a traceback holds it)
-        if prepared or seconds:
-            client.cancel(prepared + list(seconds), force=True)
-        prepared.clear()
-        raise
-    return value
-
-
-def _prepared_second(second, prepared, arguments):
-    """A second-round task of :func:`_second_round_ahead_on_dask`."""
-    return _in_kept_heap(functools.partial(second, prepared=prepared),
-                         *arguments.values)
 
 
 def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
@@ -792,8 +674,7 @@ def kept_groups(states):
 
 
 def _run_batches_on_dask(client, function, tasks, sizes, consume,
-                         progress, resources=None, keep=False, at_once=False,
-                         on_submitted=None):
+                         progress, resources=None, keep=False, at_once=False):
     """:func:`run_tasks` on a Dask client, ``sizes[k]`` tasks in the k-th
     Dask task (with ``keep``, states as :class:`KeptPart`)."""
     import itertools
@@ -819,7 +700,7 @@ def _run_batches_on_dask(client, function, tasks, sizes, consume,
                  len(starts), consume_batch, progress, keep, resources,
                  name=getattr(function, "__name__", None) or getattr(
                      getattr(function, "func", None), "__name__", "tile"),
-                 at_once=at_once, on_submitted=on_submitted)
+                 at_once=at_once)
 
 
 def _dask_result(future, value, name):

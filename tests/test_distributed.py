@@ -726,80 +726,11 @@ def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
             > first_progress
 
 
-@pytest.mark.parametrize("per_thread", [1, 1000, 0])
-def test_label_round_prepared_ahead_of_the_merge(client, tmp_path,
-                                                 monkeypatch, per_thread):
-    """tile_tasks.DASK_PREPARED_PER_THREAD (1, the default): the first
-    label runs, one a worker thread (all of them with 1000), have their
-    tiles labelled by tasks handed to the scheduler right behind round 1
-    (at a lower priority, before any of its results is in: a worker out
-    of round 1 does not wait for the merge), and their label tasks after
-    the merge only renumber and write; the other runs are labelled whole
-    after the merge.  0: every run after the merge, whole.  The
-    in-process labels either way, only labels.npy left, no task left on
-    the scheduler."""
-    from distributed import get_task_stream
-
-    from gridgraph.core import tile_tasks
-    from gridgraph.core.components import tiled as components_tiled
-    assert tile_tasks.DASK_PREPARED_PER_THREAD == 1  # the default
-    monkeypatch.setattr(tile_tasks, "DASK_PREPARED_PER_THREAD", per_thread)
-    events = []
-    real_merge, real_map = components_tiled.merge, client.map
-    priorities = {}
-
-    def merge_here(*arguments):
-        events.append("merge")
-        return real_merge(*arguments)
-
-    def spy_map(function, *iterables, **keywords):
-        if keywords["key"]:
-            name = str(keywords["key"][0]).split("-")[0]
-            events.append("map " + name)
-            priorities[name] = keywords.get("priority", 0)
-        return real_map(function, *iterables, **keywords)
-
-    monkeypatch.setattr(components_tiled, "merge", merge_here)
-    monkeypatch.setattr(client, "map", spy_map)
-    values = (np.random.default_rng(17).random((64, 72)) < 0.45).astype(
-        np.uint8)
-    expected = connected_components(values, connectivity=8, mode="nonzero")
-    events.clear()
-    memmap = save_npy(tmp_path, "values", values)
-    out = tmp_path / "out"
-    out.mkdir()
-    before = scheduler_tasks(client)
-    with get_task_stream(client=client) as stream:
-        result = connected_components(
-            memmap, connectivity=8, mode="nonzero", tile_size=TILE,
-            executor=client, out_dir=out,
-            progress=lambda fraction: events.append("progress"))
-    assert result.count == expected.count > 20
-    assert_same(result, expected, ["labels"])
-    assert os.listdir(out) == ["labels.npy"]
-    assert no_new_tasks(client, before)
-    ran = [str(record["key"]).split("-")[0] for record in stream.data]
-    runs = ran.count("label_run_answered")
-    assert runs > 2 * len(client.nthreads())
-    first_progress = events.index("progress")
-    if per_thread:
-        assert events[:first_progress] == ["map tile_summary",
-                                           "map label_run_labelled"]
-        assert priorities["label_run_labelled"] < priorities["tile_summary"]
-        assert ran.count("label_run_labelled") == min(
-            runs, per_thread * len(client.nthreads()))
-    else:
-        assert "map label_run_labelled" not in events
-        assert "label_run_labelled" not in ran
-    assert events.index("map label_run_answered") > events.index("merge") \
-        > first_progress
-
-
-def test_label_round_prepared_ahead_round_1_failing(client, tmp_path,
-                                                    monkeypatch):
-    """Round 1 failing with the label round's prepared tasks queued behind
-    it: round 1's error is raised, the prepared tasks are cancelled (no
-    task left on the scheduler) and out_dir holds nothing."""
+def test_round_1_failing_leaves_no_task(client, tmp_path, monkeypatch):
+    """Components' round 1 failing on its last tile (submitted at once):
+    round 1's error is raised, and its finished tasks are released too
+    (no task left on the scheduler while the error's traceback lives)
+    and out_dir holds nothing."""
     from gridgraph.core.components import tiled as components_tiled
     real_summary = components_tiled.tile_summary
 

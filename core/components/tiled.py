@@ -288,7 +288,7 @@ def _joined_rounds(source, grid, connectivity, mode, nodata, executor,
         [(sink, source, grid, run, shape, connectivity, mode, nodata,
           label_dtype, backend, strips) for run in runs],
         progress.span(*SUMMARY_SPAN), progress.span(*LABEL_SPAN),
-        batch=DASK_BATCH, part=_run_answers, prepare=label_run_labelled)
+        batch=DASK_BATCH, part=_run_answers)
 
 
 def merge_summaries(grid, tiles, eight, compare_values, summaries):
@@ -309,24 +309,12 @@ def _run_answers(answers, task):
 
 
 def label_run_answered(answers, sink, source, grid, run, shape, connectivity,
-                       mode, nodata, label_dtype, backend="cpu", strips=None,
-                       prepared=None):
+                       mode, nodata, label_dtype, backend="cpu", strips=None):
     """:func:`label_run` for the tiles ``run`` of ``grid``, their answers
-    taken from round 2's ``answers`` (all tiles' or the run's, by tile);
-    ``prepared``: the run's tiles labelled already
-    (:func:`label_run_labelled`)."""
+    taken from round 2's ``answers`` (all tiles' or the run's, by tile)."""
     label_run(sink, source, [(grid.window(*tile), answers[tile])
                              for tile in run], shape, connectivity, mode,
-              nodata, label_dtype, backend, strips, prepared)
-
-
-def label_run_labelled(sink, source, grid, run, shape, connectivity, mode,
-                       nodata, label_dtype, backend="cpu", strips=None):
-    """The half of :func:`label_run_answered` that needs no answers, done
-    ahead of them (tile_tasks.DASK_PREPARED_PER_THREAD): each tile of the
-    run labelled, as :func:`tile_label_filler` labels it."""
-    return [_tile_kept(source, grid.window(*tile), connectivity, mode,
-                       nodata, backend, strips) for tile in run]
+              nodata, label_dtype, backend, strips)
 
 
 def _summary_round(source, connectivity, mode, nodata, executor, progress,
@@ -369,20 +357,17 @@ def _run_length(grid, threads, label_dtype):
 
 
 def label_run(sink, source, run, shape, connectivity, mode, nodata,
-              label_dtype, backend="cpu", strips=None, prepared=None):
+              label_dtype, backend="cpu", strips=None):
     """Round 3 for a run of adjacent tiles of one tile row (``run``: their
     ``(window, answer)``): each tile labelled as :func:`tile_labels` does
-    (or taken from ``prepared``, :func:`label_run_labelled`'s) and
-    written into ``sink`` through one window, the run's
+    and written into ``sink`` through one window, the run's
     (:func:`tiling.window_writer`).  Returns None; idempotent (a retried
     run writes the same bytes)."""
     window = tiling.union_window([part for part, _ in run])
     with tiling.window_writer(sink, window) as put:
-        for k, (part, answer) in enumerate(run):
-            put(part, tile_label_filler(
-                source, part, connectivity, mode, nodata, answer, backend,
-                strips) if prepared is None else functools.partial(
-                    renumber_into, prepared[k], answer))
+        for part, answer in run:
+            put(part, tile_label_filler(source, part, connectivity, mode,
+                                        nodata, answer, backend, strips))
 
 
 def _keep_labels(executor, cells):
@@ -716,16 +701,10 @@ def tile_label_filler(source, window, connectivity, mode, nodata, answer,
     ``out`` (any 2-D array of the window's shape, e.g. the tile's part of
     a mapped labels file: no block of its own and no copy, which saved
     a write and a read of every label in the label round)."""
-    return functools.partial(renumber_into, _tile_kept(
-        source, window, connectivity, mode, nodata, backend, strips), answer)
-
-
-def _tile_kept(source, window, connectivity, mode, nodata, backend, strips):
-    """A tile's local labels and their border index (what round 3
-    renumbers: :func:`renumber_into`)."""
     _, labels, count = _local_labels(source, window, connectivity, mode,
                                      nodata, backend, strips)
-    return labels, tiling.border_label_index(labels, count)
+    kept = (labels, tiling.border_label_index(labels, count))
+    return functools.partial(renumber_into, kept, answer)
 
 
 def renumber_kept_group(states, parts, label_dtype, sink=None):
