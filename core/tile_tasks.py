@@ -543,7 +543,9 @@ def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
             elif future.key == value.key:
                 result = future.result()
     except BaseException:
-        client.cancel([f for f in everything if not f.done()], force=True)
+        # finished ones too (round 1's results, the join's): they would
+        # stay on the workers for as long as this frame lives
+        client.cancel(everything, force=True)
         raise
     return result
 

@@ -726,12 +726,17 @@ def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
             > first_progress
 
 
-def test_round_1_failing_leaves_no_task(client, tmp_path, monkeypatch):
-    """Components' round 1 failing on its last tile (submitted at once):
-    round 1's error is raised, and its finished tasks are released too
-    (no task left on the scheduler while the error's traceback lives)
-    and out_dir holds nothing."""
+@pytest.mark.parametrize("on_worker", [False, True])
+def test_round_1_failing_leaves_no_task(client, tmp_path, monkeypatch,
+                                        on_worker):
+    """Components' round 1 failing on its last tile (submitted at once;
+    the merge here or as a task on a worker): round 1's error is raised,
+    and its finished tasks are released too (no task left on the
+    scheduler while the error's traceback lives) and out_dir holds
+    nothing."""
+    from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
     real_summary = components_tiled.tile_summary
 
     def tile_summary(source, window, *rest):
