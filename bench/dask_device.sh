@@ -58,6 +58,15 @@ W=/tmp/gg-dask
 mkdir -p "$OUT"
 B="python3 bench/dask.py --neuse40 --tile-size 1024 --workdir $W --keep"
 python3 bench/dask.py --neuse40 --inputs-only --workdir $W
+machine() {
+    machine
+}
+# components with task-stream timelines into cc.json/run.log: $B's options
+components_timelines() {
+    machine
+    $B "$@" --timeline --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+}
 case "$1" in
 table)
     $B --workers 1 --operations costdistance --json "$OUT/w1-cd.json" \
@@ -144,8 +153,7 @@ sixth2)
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 seventh)
-    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
-        > "$OUT/machine.txt" 2>&1
+    machine
     python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
         --procs 1 8 --dirs $W/probe --repeats 2 --plain \
         --modes labels labels-mapped labels-mapped-populate labels-runs \
@@ -170,8 +178,7 @@ s7timeline)
     # the landed defaults against each round submitted at once, guided
     # batches and runs, both (share 1 and 2); clusters 1, 8, 8, 1, 8;
     # then the probe: runs' writes into a file whose pages are cached
-    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
-        > "$OUT/machine.txt" 2>&1
+    machine
     $B --workers 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
         --operations components components-atonce > "$OUT/run.log" 2>&1
     # (the call also ran components-fast, -guided and -fast2: guided
@@ -189,46 +196,33 @@ s7final)
     # faulting the label pages in) against the session's start
     # (components-before) and against the page faulting off; clusters 1,
     # 8, 8, 1, 8, 8, 1, 8, timelines
-    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
-        > "$OUT/machine.txt" 2>&1
-    $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
-        --operations components components-before > "$OUT/run.log" 2>&1
     # (and components-noprefault: the page faulting, removed since)
-    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    components_timelines --workers 1 8 8 1 8 8 1 8 \
+        --operations components components-before
     ;;
 eighth)
     # eighth session: components' merge in the driver (the default) against
     # the merge as a task on a worker with the label round submitted behind
     # it (components-workerjoin); clusters 1, 8, 8, 1, 8, 8, 1, 8, timelines
-    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
-        > "$OUT/machine.txt" 2>&1
-    $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
-        --operations components components-workerjoin > "$OUT/run.log" 2>&1
-    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    components_timelines --workers 1 8 8 1 8 8 1 8 \
+        --operations components components-workerjoin
     ;;
 ninth)
     # ninth session: the label round's tiles labelled ahead of the merge
     # (then the default) against the label round after the merge, whole
     # (components-noahead; both variants removed since, with their
     # switch); clusters 1, 8, 8, 1, 8, 8, 1, 8, timelines
-    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
-        > "$OUT/machine.txt" 2>&1
-    $B --workers 1 8 8 1 8 8 1 8 --timeline --json "$OUT/cc.json" \
-        --operations components components-noahead > "$OUT/run.log" 2>&1
-    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    components_timelines --workers 1 8 8 1 8 8 1 8 \
+        --operations components components-noahead
     ;;
 ninth2)
     # ninth session, second call: one prepared run a worker thread (then
     # the default) against none and all (variants removed since), in ABBA
-    # order on each cluster (the
-    # first call ran the default first on every cluster: a fresh
-    # cluster's first run was the slower at 1 worker in all three)
-    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W; } \
-        > "$OUT/machine.txt" 2>&1
-    $B --workers 8 1 8 8 1 8 --turns 2 --timeline --json "$OUT/cc.json" \
-        --operations components components-noahead components-allahead \
-        > "$OUT/run.log" 2>&1
-    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    # order on each cluster (the first call ran the default first on every
+    # cluster: a fresh cluster's first run was the slower at 1 worker in
+    # all three)
+    components_timelines --workers 8 1 8 8 1 8 --turns 2 \
+        --operations components components-noahead components-allahead
     ;;
 sixteen)
     $B --workers 16 --operations costdistance \
