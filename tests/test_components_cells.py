@@ -194,10 +194,10 @@ def test_smooth_fractal_masks(mode, connectivity, seed):
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.bool_])
 def test_smooth_one_byte_rasters_with_and_without_valid(mode, connectivity,
                                                         dtype):
-    """One-byte rasters' run bounds are found 8 cells at a time (words
+    """One-byte rasters' run bounds are found 64 cells at a time (blocks
     with no bound skipped): runs that start or stop on a word's first or
-    last cell, rows whose width is no multiple of 8 (the tail cell by
-    cell), narrower than a word, and ``valid`` masks smooth (whole words
+    last cell, rows whose width is no multiple of 64 (the tail cell by
+    cell), narrower than a block, and ``valid`` masks smooth (whole words
     invalid) and rough."""
     surface = fractal_surface((96, 173), seed=4)
     rng = np.random.default_rng(9)
@@ -615,9 +615,9 @@ def test_a_cancel_waits_only_for_the_calls_running_on_the_pool():
 def test_narrow_rows_with_and_without_valid(mode, connectivity, cols):
     """The two-pass row scans (``_scan_row_split``) peel the first and
     last columns (no cell left, no cell above-right: one cell is both),
-    and the run bounds list 8-cell words (a row of fewer than 8 has
-    none, a row of 9 or 17 a tail): rough rows at these widths, one-byte
-    and float values, with and without a valid mask."""
+    and the run bounds of rows under a 64-cell block go cell by cell:
+    rough rows at these widths, one-byte and float values, with and
+    without a valid mask."""
     rng = np.random.default_rng(cols)
     for dtype in (np.uint8, np.float32):
         values = rng.integers(0, 3, (40, cols)).astype(dtype)
