@@ -194,10 +194,10 @@ def test_smooth_fractal_masks(mode, connectivity, seed):
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.bool_])
 def test_smooth_one_byte_rasters_with_and_without_valid(mode, connectivity,
                                                         dtype):
-    """One-byte rasters' run bounds are found 8 cells at a time (words
+    """One-byte rasters' run bounds are found 64 cells at a time (blocks
     with no bound skipped): runs that start or stop on a word's first or
-    last cell, rows whose width is no multiple of 8 (the tail cell by
-    cell), narrower than a word, and ``valid`` masks smooth (whole words
+    last cell, rows whose width is no multiple of 64 (the tail cell by
+    cell), narrower than a block, and ``valid`` masks smooth (whole words
     invalid) and rough."""
     surface = fractal_surface((96, 173), seed=4)
     rng = np.random.default_rng(9)
@@ -220,6 +220,53 @@ def test_smooth_one_byte_rasters_with_and_without_valid(mode, connectivity,
         check(stripes, connectivity, mode, strips=(1, 3))
         check(stripes, connectivity, mode, np.tile(cols % 24 < 16, (12, 1)),
               strips=(1, 3))
+
+
+def test_run_bounds_of_64_cell_blocks():
+    """One-byte rows' run bounds come from 64-cell blocks, 8 bounds a
+    block written with no branch and the rest in a loop
+    (``_cpu_runs._run_bounds_nonzero``): against the bounds numpy finds,
+    with blocks of 0 to 64 bounds, runs ending on a block's last cell,
+    widths around a block (the tail cell by cell), non-0/1 bytes and
+    valid masks."""
+    from gridgraph.core.components._cpu_runs import _run_bounds_nonzero
+    rng = np.random.default_rng(17)
+    for trial in range(600):
+        cols = int(rng.choice([1, 7, 63, 64, 65, 127, 128, 130, 200, 256]))
+        # runs of random lengths: up to 64 bounds in a block
+        longest = int(rng.choice([1, 2, 5, 40]))
+        row = np.repeat(rng.random(cols) < 0.5,
+                        rng.integers(1, longest + 1, cols))[:cols]
+        values = (row * rng.integers(1, 256, cols)).astype(np.uint8)
+        check_valid = trial % 3 == 0
+        inside = rng.random(cols) < 0.8 if check_valid else \
+            np.ones(1, dtype=np.bool_)
+        vertices = (values != 0) & (inside if check_valid else True)
+        edges = np.diff(np.concatenate(([0], vertices.astype(np.int8),
+                                        [0])))
+        runs = np.full((cols + 1, 3), -1, dtype=np.int64)
+        count = _run_bounds_nonzero(values, inside, check_valid, runs,
+                                    np.empty(cols // 8 + 1, dtype=np.uint8))
+        np.testing.assert_array_equal(runs[:count, 0],
+                                      np.flatnonzero(edges == 1))
+        np.testing.assert_array_equal(runs[:count, 1],
+                                      np.flatnonzero(edges == -1))
+
+
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+def test_blocks_of_many_bounds_below_smooth_rows(mode, connectivity):
+    """A row labelled by runs (the row above smooth) whose 64-cell blocks
+    hold more than the 8 bounds written with no branch: labels against
+    scipy's."""
+    rng = np.random.default_rng(23)
+    values = np.ones((24, 256), dtype=np.uint8)
+    for row in range(1, 24, 2):
+        start = int(rng.integers(0, 200))
+        gaps = int(rng.integers(5, 30))  # 10 to 60 bounds in a block
+        values[row, start:start + 2 * gaps:2] = 0
+    values[::6, 100:140] = 0
+    check(values, connectivity, mode)
+    check(values, connectivity, mode, valid=rng.random(values.shape) < 0.97)
 
 
 @pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
@@ -568,9 +615,9 @@ def test_a_cancel_waits_only_for_the_calls_running_on_the_pool():
 def test_narrow_rows_with_and_without_valid(mode, connectivity, cols):
     """The two-pass row scans (``_scan_row_split``) peel the first and
     last columns (no cell left, no cell above-right: one cell is both),
-    and the run bounds list 8-cell words (a row of fewer than 8 has
-    none, a row of 9 or 17 a tail): rough rows at these widths, one-byte
-    and float values, with and without a valid mask."""
+    and the run bounds of rows under a 64-cell block go cell by cell:
+    rough rows at these widths, one-byte and float values, with and
+    without a valid mask."""
     rng = np.random.default_rng(cols)
     for dtype in (np.uint8, np.float32):
         values = rng.integers(0, 3, (40, cols)).astype(dtype)

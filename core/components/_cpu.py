@@ -247,10 +247,12 @@ def _resolve_then_second_passes(pool, workers, strip_starts, strip_stops,
 def _row_scratch(cols, dtype):
     """The scratch rows of one strip's first pass (:func:`_label_rows`):
     merges, the run lists of two rows, a row of labels 0 (above a strip's
-    first row) and a row of labels unpacked from a run list."""
+    first row), a row of labels unpacked from a run list and a byte an
+    8-cell word (:func:`._cpu_runs._run_bounds_nonzero`)."""
     return (np.empty((cols + 1, 2), dtype=np.int64),
             np.empty((2, cols + 1, 3), dtype=np.int64),
-            np.zeros(cols, dtype=dtype), np.empty(cols, dtype=dtype))
+            np.zeros(cols, dtype=dtype), np.empty(cols, dtype=dtype),
+            np.empty(cols // 8 + 1, dtype=np.uint8))
 
 
 # union-find arrays kept between calls (at most one, and none larger than
@@ -404,6 +406,7 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
     strip that would get no row gives equal rows instead."""
     rows, cols = values.shape
     bounds_buffer = np.empty((cols + 1, 3), dtype=np.int64)
+    vertex_bytes = np.empty(cols // 8 + 1, dtype=np.uint8)
     costs = np.empty(samples + 1, dtype=np.float64)
     costs[0] = 0.0
     for index in range(samples):
@@ -418,7 +421,7 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
                 if nonzero:
                     runs = _run_bounds_nonzero(values[row, :stop],
                                                inside[:stop], check_valid,
-                                               bounds_buffer)
+                                               bounds_buffer, vertex_bytes)
                 else:
                     runs = _run_bounds_equal(values[row, :stop],
                                              inside[:stop], check_valid,
@@ -533,7 +536,7 @@ def _vertex(values, valid, check_valid, nonzero, row, col):
 @njit(cache=True, nogil=True, inline="always")
 def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
                 row_start, row_stop, next_label, merges, run_list, zero_row,
-                above_row, nonzero, eight, tight=False):
+                above_row, vertex_bytes, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
     row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
     cell scans of :func:`label_row_tight`) are compile-time
@@ -557,7 +560,8 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
     # by row parity (start, stop, label), when the run scan labelled
     # them; zero_row: the labels "above" a strip's first row (all 0);
     # above_row: the provisional labels of a row above that kept its run
-    # list (scratch of the strip: _row_scratch)
+    # list; vertex_bytes: the run bounds' scratch (all scratch of the
+    # strip: _row_scratch)
     # runs (of cells of one component in the making) in the row before
     runs = 0
     # how many runs the row before has in run_list, -1 when it was
@@ -575,7 +579,7 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
                 values, valid, check_valid, labels, parent, row, has_above,
                 next_label, run_list[row & 1],
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
-                listed, nonzero, eight)
+                listed, vertex_bytes, nonzero, eight)
             run_rows[row] = keep_runs(labels[row], run_list[row & 1], runs)
             listed = runs
             continue
@@ -600,7 +604,8 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
                         run_rows, top, row_start, row_stop, next_label,
-                        merges, run_list, zero_row, above_row):
+                        merges, run_list, zero_row, above_row,
+                        vertex_bytes):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
     first row is ``top`` (its rows above ``row_start`` already labelled),
     or run lists for rows labelled by runs (``run_rows`` set); returns the
@@ -609,58 +614,65 @@ def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row, True, True)
+                           merges, run_list, zero_row, above_row, vertex_bytes,
+                           True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, True, False)
+                       run_list, zero_row, above_row, vertex_bytes, True,
+                       False)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
                               parent, run_rows, top, row_start, row_stop,
                               next_label, merges, run_list, zero_row,
-                              above_row):
+                              above_row, vertex_bytes):
     """:func:`_first_pass_nonzero` by the cell scans of
     :func:`label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row, True, True,
-                           True)
+                           merges, run_list, zero_row, above_row, vertex_bytes,
+                           True, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, True, False, True)
+                       run_list, zero_row, above_row, vertex_bytes, True,
+                       False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
                             parent, run_rows, top, row_start, row_stop,
                             next_label, merges, run_list, zero_row,
-                            above_row):
+                            above_row, vertex_bytes):
     """:func:`_first_pass_equal` by the cell scans of
     :func:`_scan_row_equal_4` and :func:`_scan_row_equal_8`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row, False, True,
-                           True)
+                           merges, run_list, zero_row, above_row, vertex_bytes,
+                           False, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, False, False, True)
+                       run_list, zero_row, above_row, vertex_bytes, False,
+                       False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal(values, valid, check_valid, eight, labels, parent,
                       run_rows, top, row_start, row_stop, next_label,
-                      merges, run_list, zero_row, above_row):
+                      merges, run_list, zero_row, above_row,
+                      vertex_bytes):
     """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row, False, True)
+                           merges, run_list, zero_row, above_row, vertex_bytes,
+                           False, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, False, False)
+                       run_list, zero_row, above_row, vertex_bytes, False,
+                       False)
 
 
 @njit(cache=True, nogil=True)
