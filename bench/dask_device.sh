@@ -58,8 +58,13 @@ W=/tmp/gg-dask
 mkdir -p "$OUT"
 B="python3 bench/dask.py --neuse40 --tile-size 1024 --workdir $W --keep"
 python3 bench/dask.py --neuse40 --inputs-only --workdir $W
+# the machine line: kernel, CPUs, the file system of the outputs, the
+# transparent huge page settings
 machine() {
-    machine
+    { uname -r; nproc; grep -m1 "model name" /proc/cpuinfo; df -T $W;
+      cat /sys/kernel/mm/transparent_hugepage/enabled \
+          /sys/kernel/mm/transparent_hugepage/defrag; } \
+        > "$OUT/machine.txt" 2>&1
 }
 # components with task-stream timelines into cc.json/run.log: $B's options
 components_timelines() {
@@ -224,6 +229,21 @@ ninth2)
     components_timelines --workers 8 1 8 8 1 8 --turns 2 \
         --operations components components-noahead components-allahead
     ;;
+tenth)
+    # tenth session: where 8 workers' extra CPU per tile goes, without
+    # Dask: fresh pages per tile against the heap kept, the label writes
+    # through mappings plain, with large folios asked for (MADV_HUGEPAGE)
+    # and into cached pages; vmstat counters per run
+    machine
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 8 --dirs $W/probe --repeats 2 \
+        --modes summary labels labels-runs-populate \
+        labels-runs-populate-huge labels-runs-populate-cached \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    components_timelines --workers 8 1 8 8 1 8 --turns 2 \
+        --operations components
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
@@ -253,7 +273,7 @@ for r in data["rows"]:
     print(r["mode"], r["dir"] or "-", r["procs"], r["pin"] or "-",
           "heap" if r["heap"] else "-", r["span"], r["cpu_per_tile_ms"],
           r["user"], r["sys"], r["minflt"], r.get("faults_per_page", ""),
-          r["steal_share"])
+          r["steal_share"], r.get("vmstat", ""))
 PY
 python3 - "$OUT" <<'PY'
 import glob, json, sys

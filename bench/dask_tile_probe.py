@@ -104,6 +104,8 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
     source, windows, items, shape, answers, sink, tile_dir = state
     from gridgraph.core import tile_io
     mode = mode.replace("-cached", "")
+    tile_io.HUGEPAGE_MAPPED_WRITES = mode.endswith("-huge")
+    mode = mode.replace("-huge", "")
     tile_io.POPULATE_MAPPED_WRITES = mode.endswith("-populate")
     mode = mode.replace("-populate", "")
     scratch = np.ones(8 << 20) if mode == "stream" else None
@@ -247,7 +249,7 @@ def main():
                             context, mode, folder, procs, pin, heap, cores,
                             source, windows, items.get(
                                 mode.replace("-cached", "").replace(
-                                    "-populate", ""),
+                                    "-huge", "").replace("-populate", ""),
                                 [[k] for k in range(len(windows))]), shape,
                             answers, repeat))
                         print(json.dumps(rows[-1]), flush=True)
@@ -269,9 +271,26 @@ def variants(mode, procs, info):
     if info["threads_per_core"] > 1 and mode in ("compute", "stream",
                                                   "labels"):
         chosen.append(("smt", False))
-    if mode in ("summary", "labels"):
+    if mode in ("summary", "labels") or mode.startswith("labels-runs"):
         chosen.append((None, True))
     return chosen
+
+
+VMSTAT_KEYS = ("pgfault", "thp_fault_alloc", "thp_fault_fallback",
+               "compact_stall", "thp_file_alloc", "pgalloc_normal")
+
+
+def vmstat():
+    """A few of /proc/vmstat's counters (huge pages, compaction, faults)."""
+    counters = {}
+    try:
+        for line in open("/proc/vmstat"):
+            key, value = line.split()
+            if key in VMSTAT_KEYS:
+                counters[key] = int(value)
+    except OSError:
+        pass
+    return counters
 
 
 def cache_pages(path):
@@ -314,6 +333,7 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
     results = context.Queue()
     state = (source, windows, items, shape, answers, sink, tile_dir)
     steal_before = steal()
+    vm_before = vmstat()
     wall = time.perf_counter()
     children = [context.Process(target=_child, args=(
         rank, state, mode, sets[rank], heap, barrier, counter, results))
@@ -332,6 +352,7 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
         shutil.rmtree(tile_dir)
     wall = time.perf_counter() - wall
     steal_after = steal()
+    vm_after = vmstat()
     span = max(r["stop"] for r in reports) - min(r["start"] for r in reports)
     total = lambda key: sum(r[key] for r in reports)  # noqa: E731
     return dict(
@@ -345,7 +366,9 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
         faults_per_page=round(total("minflt") / -(-4 * shape[0] * shape[1]
                                                   // 4096), 3),
         steal_share=round((steal_after[0] - steal_before[0])
-                          / max(1, steal_after[1] - steal_before[1]), 4))
+                          / max(1, steal_after[1] - steal_before[1]), 4),
+        vmstat={key: vm_after[key] - vm_before.get(key, 0)
+                for key in vm_after})
 
 
 if __name__ == "__main__":
