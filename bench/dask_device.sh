@@ -244,6 +244,13 @@ tenth)
     components_timelines --workers 8 1 8 8 1 8 --turns 2 \
         --operations components
     ;;
+tenth2)
+    # tenth session, second call: the label mappings advised MADV_HUGEPAGE,
+    # the heap kept in tile tasks, both, against the defaults; ABBA
+    components_timelines --workers 8 1 8 8 1 8 --turns 2 \
+        --operations components components-huge components-heap \
+        components-hugeheap
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
