@@ -278,13 +278,12 @@ COMPONENT_VARIANTS = {
         ("tile_tasks", "DASK_JOIN_ON_WORKER", True)],
     "components-driverjoin": [
         ("tile_tasks", "DASK_JOIN_ON_WORKER", False)],
-    # the tenth session: the label round's mappings advised MADV_HUGEPAGE
-    # (large page-cache folios: fewer faults into the labels file), the
-    # heap kept inside tile tasks (no fresh pages per tile), both
-    "components-huge": [("tile_io", "HUGEPAGE_MAPPED_WRITES", True)],
-    "components-heap": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", True)],
-    "components-hugeheap": [("tile_io", "HUGEPAGE_MAPPED_WRITES", True),
-                            ("tile_tasks", "HEAP_KEPT_IN_BATCHES", True)],
+    # the tenth session: the heap kept inside tile tasks (no fresh pages
+    # per tile; the default since) measured as "components-heap" against
+    # "components" with it off (components-fresh now); its label mappings
+    # advised MADV_HUGEPAGE (-huge, -hugeheap) were no faster and were
+    # removed with their switch
+    "components-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
     # (the ninth session's label round ahead of the merge,
     # DASK_PREPARED_PER_THREAD, and its variants components-noahead and
     # components-allahead were removed with the switch: no faster at 8

@@ -232,24 +232,26 @@ ninth2)
 tenth)
     # tenth session: where 8 workers' extra CPU per tile goes, without
     # Dask: fresh pages per tile against the heap kept, the label writes
-    # through mappings plain, with large folios asked for (MADV_HUGEPAGE)
-    # and into cached pages; vmstat counters per run
+    # through mappings plain and into cached pages; vmstat counters per
+    # run (the call also ran labels-runs-populate-huge: the mappings
+    # advised MADV_HUGEPAGE, removed with its switch)
     machine
     python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
         --procs 1 8 --dirs $W/probe --repeats 2 \
         --modes summary labels labels-runs-populate \
-        labels-runs-populate-huge labels-runs-populate-cached \
+        labels-runs-populate-cached \
         --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
     echo "probe done at $SECONDS s" >> "$OUT/probe.log"
     components_timelines --workers 8 1 8 8 1 8 --turns 2 \
         --operations components
     ;;
 tenth2)
-    # tenth session, second call: the label mappings advised MADV_HUGEPAGE,
-    # the heap kept in tile tasks, both, against the defaults; ABBA
+    # tenth session, second call: the heap kept in tile tasks
+    # (components-heap, the default since) against fresh pages (then the
+    # default), ABBA; the call also ran the label mappings advised
+    # MADV_HUGEPAGE, alone and with the heap kept (removed since)
     components_timelines --workers 8 1 8 8 1 8 --turns 2 \
-        --operations components components-huge components-heap \
-        components-hugeheap
+        --operations components-fresh components
     ;;
 sixteen)
     $B --workers 16 --operations costdistance \

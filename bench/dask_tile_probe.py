@@ -104,8 +104,6 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
     source, windows, items, shape, answers, sink, tile_dir = state
     from gridgraph.core import tile_io
     mode = mode.replace("-cached", "")
-    tile_io.HUGEPAGE_MAPPED_WRITES = mode.endswith("-huge")
-    mode = mode.replace("-huge", "")
     tile_io.POPULATE_MAPPED_WRITES = mode.endswith("-populate")
     mode = mode.replace("-populate", "")
     scratch = np.ones(8 << 20) if mode == "stream" else None
@@ -249,7 +247,7 @@ def main():
                             context, mode, folder, procs, pin, heap, cores,
                             source, windows, items.get(
                                 mode.replace("-cached", "").replace(
-                                    "-huge", "").replace("-populate", ""),
+                                    "-populate", ""),
                                 [[k] for k in range(len(windows))]), shape,
                             answers, repeat))
                         print(json.dumps(rows[-1]), flush=True)

@@ -483,10 +483,6 @@ PWRITE_BAND_BYTES = 64 << 20
 # benchmarks.md, Dask, sixth session, second round).
 POPULATE_MAPPED_WRITES = True
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
-# Probe only (bench/dask_tile_probe.py, modes ``-huge``): a mapped window
-# writer's mapping advised MADV_HUGEPAGE (large page-cache folios where the
-# file system has them) before its pages are populated.  Off.
-HUGEPAGE_MAPPED_WRITES = False
 _populate_refused = False
 # errno values of a failed MADV_POPULATE_WRITE already logged here
 _populate_logged = set()
@@ -513,11 +509,6 @@ def _mapped_rows(path, offset, dtype, first, count, cols, populate=None):
                            offset=base)
     finally:
         os.close(fd)
-    if HUGEPAGE_MAPPED_WRITES and hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            handle.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:
-            pass
     if populate is not None:
         _populate(handle, start - base, populate, first, cols, itemsize)
     # the array holds the mapping: released with it

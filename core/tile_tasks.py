@@ -95,16 +95,19 @@ DEFAULT_THRESHOLD = 128 * 1024
 # malloc_trim).  Dask's nanny starts workers with
 # MALLOC_TRIM_THRESHOLD_=65536, which makes glibc map and unmap every
 # array over 128 KiB: each tile's temporaries are fresh pages, faulted in
-# and zeroed by the kernel.  Whether that costs depends on the machine:
-# on the 2-core box keeping the heap cut the CPU per 1024 x 1024
-# components tile by a third (summary 8.6 -> 6.1 ms, labels 14.8 -> 10.9
-# ms; page faults 1030 -> 65 and 2500 -> 990), on the H100 host it made a
-# summary tile 20 % slower at 1 worker (0.40-0.46 s against 0.33-0.37 s a
-# batch of 58 tiles) and changed nothing at 8 (2026-11-24, docs/
-# benchmarks.md, fifth session).  Off by default.
+# and zeroed by the kernel, and at 8 workers the page allocator is shared
+# by all of them.  On since the tenth session: components on neuse40
+# (H200 host's 16 CPUs, 2026-11-28, ABBA, docs/benchmarks.md, Dask, tenth
+# session) took 3.49 s at 1 worker against 4.06 s (medians of 4) and
+# 0.638 s at 8 against 0.785 s (medians of 8), the workers' faults 35k
+# against 440k a run.  (The fifth session had measured a summary tile 20 %
+# slower with it at 1 worker on an H100 host, before the kernels and the
+# label writes changed; the 2-core box gains a third per tile.)  Only Dask
+# tile tasks use it: the settings are a process's, and a QGIS process's
+# own are left alone.
 BATCH_MMAP_THRESHOLD = 32 * 1024 * 1024
 BATCH_TRIM_THRESHOLD = 1 << 30
-HEAP_KEPT_IN_BATCHES = False
+HEAP_KEPT_IN_BATCHES = True
 
 
 @contextmanager

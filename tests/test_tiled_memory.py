@@ -76,7 +76,8 @@ def churn():  # a tile's temporaries: 4 MiB arrays made and freed
 if tile_tasks._MALLOPT is None:
     print("no glibc")
     sys.exit()
-with tile_tasks.heap_kept_for_tiles():  # off by default: no change
+tile_tasks.HEAP_KEPT_IN_BATCHES = False
+with tile_tasks.heap_kept_for_tiles():  # switched off: no change
     off = churn()
 tile_tasks.HEAP_KEPT_IN_BATCHES = True
 outside = churn()
@@ -91,7 +92,7 @@ print(off, outside, inside, churn())
 def test_batches_reuse_freed_tile_arrays():
     """Under Dask's worker setting (MALLOC_TRIM_THRESHOLD_=65536) every
     4 MiB array is fresh pages (~500 faults each here: 10280 for 20);
-    with tile_tasks.HEAP_KEPT_IN_BATCHES (off by default) freed arrays are
+    with tile_tasks.HEAP_KEPT_IN_BATCHES (on by default) freed arrays are
     reused inside a batch (tile_tasks.heap_kept_for_tiles; 482 faults: the
     first one's), and the setting is back afterwards."""
     env = dict(os.environ, MALLOC_TRIM_THRESHOLD_="65536")
