@@ -284,9 +284,6 @@ COMPONENT_VARIANTS = {
     # advised MADV_HUGEPAGE (-huge, -hugeheap) were no faster and were
     # removed with their switch
     "components-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
-    # ...and round 1's tasks faulting their tiles' label pages in
-    "components-prefault1": [("components.tiled",
-                              "PREFAULT_LABELS_IN_ROUND_1", True)],
     # (the ninth session's label round ahead of the merge,
     # DASK_PREPARED_PER_THREAD, and its variants components-noahead and
     # components-allahead were removed with the switch: no faster at 8

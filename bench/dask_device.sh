@@ -253,12 +253,6 @@ tenth2)
     components_timelines --workers 8 1 8 8 1 8 --turns 2 \
         --operations components-fresh components
     ;;
-tenth3)
-    # tenth session, third call: round 1's tasks faulting their tiles'
-    # label pages in (components-prefault1) against the defaults, ABBA
-    components_timelines --workers 8 1 8 8 1 8 --turns 2 \
-        --operations components components-prefault1
-    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1

@@ -415,19 +415,6 @@ class NpySink:
             # unmapped here (the dirty pages stay in the page cache)
             del rows, put
 
-    def prefault(self, window):
-        """Fault ``window``'s pages of the file in writable now (in the
-        page cache, dirty), so a later :meth:`window_writer` over them only
-        maps them.  Nothing for a sink that is not mapped or where the
-        kernel refuses ``MADV_POPULATE_WRITE``."""
-        if not self.mapped:
-            return
-        with self._disk_errors():
-            rows = _mapped_rows(self.partial, self.offset, self.dtype,
-                                window.row, window.rows, self.shape[1],
-                                window)
-        del rows
-
     def _write(self, fd, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
         itemsize = self.dtype.itemsize

@@ -102,14 +102,6 @@ RUN_BYTES = 64 << 20
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
 DASK_BATCH = "auto"
-# Round 1's tasks fault each tile's pages of a mapped labels file in
-# (tile_summary_prefaulting) after labelling it, so the label round's
-# writes find them in the page cache.  The same page-cache work, moved to
-# where the workers interleave it with labelling instead of all writing
-# at once (8 processes inserting pages into one file's cache at once
-# spent ~3 ms more a tile than one: bench/dask_tile_probe.py, tenth
-# session).
-PREFAULT_LABELS_IN_ROUND_1 = False
 
 
 @dataclass
@@ -287,12 +279,8 @@ def _joined_rounds(source, grid, connectivity, mode, nodata, executor,
     label runs through :func:`tiling.run_joined_rounds` (on a Dask
     cluster the merge is a task on a worker and the label round is
     submitted together with round 1, behind it).  Returns the count."""
-    if PREFAULT_LABELS_IN_ROUND_1 and getattr(sink, "mapped", False):
-        first = functools.partial(tile_summary_prefaulting, sink)
-    else:
-        first = tile_summary
     return tiling.run_joined_rounds(
-        executor, first,
+        executor, tile_summary,
         [(source, window, shape, connectivity, mode, nodata, backend, strips)
          for window in windows],
         merge_summaries, (grid, tiles, connectivity == 8, mode == "equal"),
@@ -435,14 +423,6 @@ def tile_summary(source, window, shape, connectivity, mode, nodata,
     kernel's (None: one per CPU; any value gives the same labels)."""
     return tile_summary_kept(source, window, shape, connectivity, mode,
                              nodata, backend, strips)[0]
-
-
-def tile_summary_prefaulting(sink, source, window, *arguments):
-    """:func:`tile_summary`, then the tile's pages of ``sink`` (a mapped
-    labels file) faulted in (:data:`PREFAULT_LABELS_IN_ROUND_1`)."""
-    summary = tile_summary(source, window, *arguments)
-    sink.prefault(window)
-    return summary
 
 
 def tile_summary_kept(source, window, shape, connectivity, mode, nodata,
