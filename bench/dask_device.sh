@@ -253,6 +253,13 @@ tenth2)
     components_timelines --workers 8 1 8 8 1 8 --turns 2 \
         --operations components-fresh components
     ;;
+tenth4)
+    # tenth session, fourth call: the kept heap set back 1 s after a
+    # worker's last tile task (the default) against at each task's end
+    # (components-heapeach), ABBA; clusters 8 1 8 8 1 8 8 1 8
+    components_timelines --workers 8 1 8 8 1 8 8 1 8 --turns 2 \
+        --operations components components-heapeach
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
