@@ -260,6 +260,18 @@ tenth4)
     components_timelines --workers 8 1 8 8 1 8 8 1 8 --turns 2 \
         --operations components components-heapeach
     ;;
+tenth5)
+    # tenth session, fifth call: tiles of 512 against 1024 (a tile's
+    # labels then 1 MiB instead of 4: 8 workers' tiles within the caches),
+    # each cluster running components twice; clusters 8 1 8, each size
+    machine
+    for size in 512 1024; do
+        python3 bench/dask.py --neuse40 --tile-size $size --workdir $W \
+            --keep --workers 8 1 8 --turns 2 --operations components \
+            --timeline --json "$OUT/cc-$size.json" >> "$OUT/run.log" 2>&1
+    done
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
