@@ -284,9 +284,9 @@ COMPONENT_VARIANTS = {
     # advised MADV_HUGEPAGE (-huge, -hugeheap) were no faster and were
     # removed with their switch
     "components-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
-    # ...and set back at each task's end (HEAP_RELEASE_DELAY_S 0, the
-    # second call's "components-heap") instead of after the worker idled
-    "components-heapeach": [("tile_tasks", "HEAP_RELEASE_DELAY_S", 0)],
+    # (the fourth call's kept heap set back 1 s after a worker's last tile
+    # task, HEAP_RELEASE_DELAY_S, against at each task's end,
+    # components-heapeach: no faster, removed)
     # (the ninth session's label round ahead of the merge,
     # DASK_PREPARED_PER_THREAD, and its variants components-noahead and
     # components-allahead were removed with the switch: no faster at 8

@@ -255,10 +255,11 @@ tenth2)
     ;;
 tenth4)
     # tenth session, fourth call: the kept heap set back 1 s after a
-    # worker's last tile task (the default) against at each task's end
-    # (components-heapeach), ABBA; clusters 8 1 8 8 1 8 8 1 8
+    # worker's last tile task (then the default, HEAP_RELEASE_DELAY_S)
+    # against at each task's end (components-heapeach, the default again:
+    # no faster), ABBA; clusters 8 1 8 8 1 8 8 1 8
     components_timelines --workers 8 1 8 8 1 8 8 1 8 --turns 2 \
-        --operations components components-heapeach
+        --operations components
     ;;
 tenth5)
     # tenth session, fifth call: tiles of 512 against 1024 (a tile's

@@ -10,7 +10,6 @@ where it was computed (a future on a Dask worker).
 import functools
 import itertools
 import os
-import threading
 from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager
 import dataclasses
@@ -111,95 +110,36 @@ BATCH_TRIM_THRESHOLD = 1 << 30
 HEAP_KEPT_IN_BATCHES = True
 
 
-# The kept heap lasts from one tile task to the next on a worker: it is
-# set back HEAP_RELEASE_DELAY_S after the worker's last tile task ends
-# (a timer), not at the end of each task.  Set back after every task, the
-# next task's first tile found its temporaries unmapped again: at 8
-# workers the 70 tasks of a components run on neuse40 faulted ~100k pages
-# more than the 23 tasks at 1 (tenth session).  0: at each task's end.
-HEAP_RELEASE_DELAY_S = 1.0
-
-
-class _HeapState:
-    """This process's kept heap: tile tasks inside it, whether the heap
-    settings are the kept ones, and the pending set-back (generation
-    numbers tell a timer that was overtaken by a new task)."""
-
-    lock = threading.Lock()
-    active = 0
-    kept = False
-    generation = 0
-    timer = None
-
-
 @contextmanager
 def heap_kept_for_tiles():
     """For the ``with`` block: glibc keeps freed memory in its heap for
-    reuse (:data:`BATCH_MMAP_THRESHOLD`, :data:`BATCH_TRIM_THRESHOLD`),
-    and keeps doing so while more blocks follow one another; once none
-    has run for :data:`HEAP_RELEASE_DELAY_S` the process's own settings
-    (``MALLOC_*_THRESHOLD_``, as Dask's nanny sets them, else glibc's
-    initial 128 KiB, then no longer self-raising) are set back and the
-    free memory handed back.  The settings are the process's: blocks on
-    several threads share them (counted, the last one out arms the
-    set-back)."""
+    reuse (:data:`BATCH_MMAP_THRESHOLD`, :data:`BATCH_TRIM_THRESHOLD`);
+    afterwards the process's own settings (``MALLOC_*_THRESHOLD_``, as
+    Dask's nanny sets them, else glibc's initial 128 KiB, then no longer
+    self-raising) are set back and the free memory handed back.  The
+    settings are the process's: in a worker with several threads one
+    batch's end sets them back for the others too (slower, never wrong)."""
     if _MALLOPT is None or not HEAP_KEPT_IN_BATCHES:
         try:
             yield
         finally:
             release_free_memory()
         return
-    state = _HeapState
-    with state.lock:
-        state.active += 1
-        state.generation += 1
-        if state.timer is not None:
-            state.timer.cancel()
-            state.timer = None
-        if not state.kept:
-            _MALLOPT(M_MMAP_THRESHOLD, BATCH_MMAP_THRESHOLD)
-            _MALLOPT(M_TRIM_THRESHOLD, BATCH_TRIM_THRESHOLD)
-            state.kept = True
+    _MALLOPT(M_MMAP_THRESHOLD, BATCH_MMAP_THRESHOLD)
+    _MALLOPT(M_TRIM_THRESHOLD, BATCH_TRIM_THRESHOLD)
     try:
         yield
     finally:
-        with state.lock:
-            state.active -= 1
-            if state.active == 0:
-                if HEAP_RELEASE_DELAY_S <= 0:
-                    _set_heap_back()
-                else:
-                    timer = threading.Timer(HEAP_RELEASE_DELAY_S,
-                                            _set_heap_back_if_idle,
-                                            (state.generation,))
-                    timer.daemon = True
-                    state.timer = timer
-                    timer.start()
-
-
-def _set_heap_back_if_idle(generation):
-    """The timer of :func:`heap_kept_for_tiles`: the set-back, unless a
-    tile task started since it was armed."""
-    state = _HeapState
-    with state.lock:
-        if state.active or state.generation != generation:
-            return
-        state.timer = None
-        _set_heap_back()
-
-
-def _set_heap_back():
-    """The process's own heap settings again, the free memory handed
-    back (with :attr:`_HeapState.lock` held)."""
-    for parameter, variable in ((M_MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_"),
-                                (M_TRIM_THRESHOLD, "MALLOC_TRIM_THRESHOLD_")):
-        try:
-            value = int(os.environ.get(variable, DEFAULT_THRESHOLD))
-        except ValueError:
-            value = DEFAULT_THRESHOLD
-        _MALLOPT(parameter, value)
-    _HeapState.kept = False
-    release_free_memory()
+        for parameter, variable in ((M_MMAP_THRESHOLD,
+                                     "MALLOC_MMAP_THRESHOLD_"),
+                                    (M_TRIM_THRESHOLD,
+                                     "MALLOC_TRIM_THRESHOLD_")):
+            try:
+                value = int(os.environ.get(variable, DEFAULT_THRESHOLD))
+            except ValueError:
+                value = DEFAULT_THRESHOLD
+            _MALLOPT(parameter, value)
+        release_free_memory()
 
 
 def release_free_memory():

@@ -59,7 +59,7 @@ def test_peak_rss_under_the_limit(tmp_path):
 
 
 HEAP_PROBE = """
-import resource, sys, time
+import resource, sys
 import numpy as np
 from gridgraph.core import tile_tasks
 
@@ -80,20 +80,10 @@ tile_tasks.HEAP_KEPT_IN_BATCHES = False
 with tile_tasks.heap_kept_for_tiles():  # switched off: no change
     off = churn()
 tile_tasks.HEAP_KEPT_IN_BATCHES = True
-tile_tasks.HEAP_RELEASE_DELAY_S = 0.3
 outside = churn()
 with tile_tasks.heap_kept_for_tiles():
     inside = churn()
-between = churn()  # right after a task: still kept for the next one
-with tile_tasks.heap_kept_for_tiles():
-    next_task = churn()
-time.sleep(1.0)  # no task for longer than the delay: set back
-after = churn()
-tile_tasks.HEAP_RELEASE_DELAY_S = 0
-with tile_tasks.heap_kept_for_tiles():
-    churn()
-at_once = churn()
-print(off, outside, inside, between, next_task, after, at_once)
+print(off, outside, inside, churn())
 """
 
 
@@ -104,21 +94,15 @@ def test_batches_reuse_freed_tile_arrays():
     4 MiB array is fresh pages (~500 faults each here: 10280 for 20);
     with tile_tasks.HEAP_KEPT_IN_BATCHES (on by default) freed arrays are
     reused inside a batch (tile_tasks.heap_kept_for_tiles; 482 faults: the
-    first one's) and from one task to the next; the process's own setting
-    is back once no task has run for HEAP_RELEASE_DELAY_S (or at once
-    with 0)."""
+    first one's), and the setting is back afterwards."""
     env = dict(os.environ, MALLOC_TRIM_THRESHOLD_="65536")
     answer = subprocess.run([sys.executable, "-c", HEAP_PROBE], env=env,
                             capture_output=True, text=True, check=True,
                             cwd=HERE).stdout.split()
     if answer == ["no", "glibc"]:
         pytest.skip("not glibc")
-    off, outside, inside, between, next_task, after, at_once = map(int,
-                                                                   answer)
+    off, outside, inside, after = map(int, answer)
     assert off > 8 * 1024  # HEAP_KEPT_IN_BATCHES off: glibc left alone
     assert outside > 8 * 1024  # 20 arrays, each faulted in anew
     assert inside < 2 * 1024  # the first array's pages, then reused
-    assert between < 2 * 1024  # kept between tasks...
-    assert next_task < 2 * 1024  # ...and the next task reuses them
     assert after > 8 * 1024  # the worker's own setting again
-    assert at_once > 8 * 1024  # with no delay: back at the task's end
