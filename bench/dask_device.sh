@@ -273,6 +273,17 @@ tenth5)
     done
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
+tenth6)
+    # tenth session, sixth call: MST and cost distance with the heap kept
+    # in tile tasks (the default since the second call), 8 workers then 1
+    machine
+    $B --workers 8 1 --operations mst --json "$OUT/mst.json" \
+        > "$OUT/run.log" 2>&1
+    echo "mst done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 1 --operations costdistance --json "$OUT/cd.json" \
+        >> "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
