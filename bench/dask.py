@@ -117,6 +117,7 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
                                       progress=progress)
         return {"labels": result.labels}, f"{result.count} components"
     values = np.load(dem, mmap_mode="r")
+    operation = operation.split("-")[0]  # a variant runs its operation
     if operation in ("mst", "mst_edges"):
         with_edges = operation == "mst_edges"
         result = minimum_spanning_tree(values, connectivity=8, weight="max",
@@ -284,6 +285,8 @@ COMPONENT_VARIANTS = {
     # advised MADV_HUGEPAGE (-huge, -hugeheap) were no faster and were
     # removed with their switch
     "components-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
+    "mst-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
+    "costdistance-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile
     # task, HEAP_RELEASE_DELAY_S, against at each task's end,
     # components-heapeach: no faster, removed)
