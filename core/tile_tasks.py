@@ -99,8 +99,9 @@ DEFAULT_THRESHOLD = 128 * 1024
 # by all of them.  On since the tenth session: components on neuse40
 # (H200 host's 16 CPUs, 2026-11-28, ABBA, docs/benchmarks.md, Dask, tenth
 # session) took 3.49 s at 1 worker against 4.06 s (medians of 4) and
-# 0.638 s at 8 against 0.785 s (medians of 8), the workers' faults 35k
-# against 440k a run.  (The fifth session had measured a summary tile 20 %
+# 0.638 s at 8 against 0.785 s (medians of 8), the workers' page faults
+# a run 35k against 406k at 1 worker, 116k against 463k at 8.  (The
+# fifth session had measured a summary tile 20 %
 # slower with it at 1 worker on an H100 host, before the kernels and the
 # label writes changed; the 2-core box gains a third per tile.)  Only Dask
 # tile tasks use it: the settings are a process's, and a QGIS process's
