@@ -20,6 +20,7 @@ from numba import njit
 from numba.extending import intrinsic
 
 from .._unionfind import merge_sets
+from ._cpu_cells import select
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -50,6 +51,11 @@ def label_row_runs(values, valid, check_valid, labels, parent, row,
     else:
         runs = _run_bounds_equal(here, inside, check_valid, runs_here,
                                  vertex_bytes)
+    if not nonzero and has_above and above_count >= 0:
+        next_label = _link_runs_equal(here, values[row - 1], parent,
+                                      runs_here, runs, runs_above,
+                                      above_count, next_label, eight)
+        return next_label, runs
     above_next = 0
     for run in range(runs):
         start = runs_here[run, 0]
@@ -92,6 +98,83 @@ def label_row_runs(values, valid, check_valid, labels, parent, row,
             next_label += 1
         runs_here[run, 2] = label
     return next_label, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _link_runs_equal(here, up_values, parent, runs_here, runs, runs_above,
+                     above_count, next_label, eight):
+    """:func:`label_row_runs` in ``equal`` mode below a row labelled by
+    runs: the ``runs`` runs of ``runs_here`` (start, stop) get their
+    labels from the ``above_count`` runs of ``runs_above`` (start, stop,
+    label) in one sweep over both lists, a step a pair of runs that may
+    touch, with no branch on the data but the (rare) merge: a step links
+    the two runs when they touch (8-connected: diagonally too) and their
+    values are equal, and moves on from the run that ends first (both
+    when they end together, 4-connected).  A run takes the label of its
+    first linked run above and merges the others with it, as the walk
+    run by run did (which mispredicted its loops' exits and the value
+    tests, a few times a run); runs with none get new labels after the
+    sweep, in order.  Returns the next label.
+
+    8-connected, a run and the one after it may both touch the run above
+    that ends where they meet (touching runs), and the sweep, moving on
+    from the run above there, checks the first run of each step against
+    the run above before its own: the pair it skipped."""
+    for run in range(runs):
+        runs_here[run, 2] = 0
+    run = np.int64(0)
+    above = np.int64(0)
+    current = np.int64(0)  # the label of the run so far, 0: none yet
+    entered = np.int64(0)  # the run's first step
+    while run < runs and above < above_count:
+        start = runs_here[run, 0]
+        stop = runs_here[run, 1]
+        value = here[start]
+        if eight:
+            before = max(above - 1, 0)
+            linked_before = entered & np.int64(above > 0) & np.int64(
+                start <= runs_above[before, 1]) & np.int64(
+                up_values[runs_above[before, 0]] == value)
+            current = select(linked_before, runs_above[before, 2], current)
+        above_start = runs_above[above, 0]
+        above_stop = runs_above[above, 1]
+        above_label = runs_above[above, 2]
+        if eight:
+            touch = np.int64(start <= above_stop) & np.int64(
+                above_start <= stop)
+        else:
+            touch = np.int64(start < above_stop) & np.int64(
+                above_start < stop)
+        linked = touch & np.int64(up_values[above_start] == value)
+        if linked & np.int64(current != 0) & np.int64(
+                current != above_label):
+            merge_sets(parent, current, above_label)
+        current = select(linked & np.int64(current == 0), above_label,
+                         current)
+        runs_here[run, 2] = current
+        if eight:
+            next_run = np.int64(above_stop > stop)
+        else:
+            next_run = np.int64(stop <= above_stop)
+        run += next_run
+        above += np.int64(above_stop <= stop)
+        current &= next_run - 1
+        entered = next_run
+    if eight and above_count > 0:
+        # the first run not stepped through, against the last run above
+        run += 1 - entered
+        if run < runs:
+            start = runs_here[run, 0]
+            before = above_count - 1
+            if start <= runs_above[before, 1] and \
+                    up_values[runs_above[before, 0]] == here[start]:
+                runs_here[run, 2] = runs_above[before, 2]
+    for run in range(runs):
+        if runs_here[run, 2] == 0:
+            runs_here[run, 2] = next_label
+            parent[next_label] = next_label
+            next_label += 1
+    return next_label
 
 
 # bytes of a 64-bit word: the low 7 bits of each, the high bit of each,
