@@ -578,8 +578,8 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
         has_above = row > top
         if runs * _RUN_SCAN_MIN_CELLS_PER_RUN <= cols:
             next_label, runs = label_row_runs(
-                values, valid, check_valid, labels, parent, row, has_above,
-                next_label, run_list[row & 1],
+                values, valid, check_valid, labels, parent, merges, row,
+                has_above, next_label, run_list[row & 1],
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
                 listed, vertex_bytes, nonzero, eight)
             run_rows[row] = keep_runs(labels[row], run_list[row & 1], runs)

@@ -24,7 +24,7 @@ from ._cpu_cells import select
 
 
 @njit(cache=True, nogil=True, inline="always")
-def label_row_runs(values, valid, check_valid, labels, parent, row,
+def label_row_runs(values, valid, check_valid, labels, parent, merges, row,
                    has_above, next_label, runs_here, runs_above,
                    above_count, vertex_bytes, nonzero, eight):
     """Provisional labels of one row, a run at a time: a run (valid cells,
@@ -53,7 +53,7 @@ def label_row_runs(values, valid, check_valid, labels, parent, row,
                                  vertex_bytes)
     if not nonzero and has_above and above_count >= 0:
         next_label = _link_runs_equal(here, values[row - 1], parent,
-                                      runs_here, runs, runs_above,
+                                      merges, runs_here, runs, runs_above,
                                       above_count, next_label, eight)
         return next_label, runs
     above_next = 0
@@ -101,8 +101,8 @@ def label_row_runs(values, valid, check_valid, labels, parent, row,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _link_runs_equal(here, up_values, parent, runs_here, runs, runs_above,
-                     above_count, next_label, eight):
+def _link_runs_equal(here, up_values, parent, merges, runs_here, runs,
+                     runs_above, above_count, next_label, eight):
     """:func:`label_row_runs` in ``equal`` mode below a row labelled by
     runs: the ``runs`` runs of ``runs_here`` (start, stop) get their
     labels from the ``above_count`` runs of ``runs_above`` (start, stop,
@@ -111,31 +111,46 @@ def _link_runs_equal(here, up_values, parent, runs_here, runs, runs_above,
     the two runs when they touch (8-connected: diagonally too) and their
     values are equal, and moves on from the run that ends first (both
     when they end together, 4-connected).  A run takes the label of its
-    first linked run above and merges the others with it, as the walk
-    run by run did (which mispredicted its loops' exits and the value
-    tests, a few times a run); runs with none get new labels after the
-    sweep, in order.  Returns the next label.
+    first linked run above, as the walk run by run did (which
+    mispredicted its loops' exits and the value tests, a few times a
+    run), and the pairs of labels to merge (its label and the others')
+    are listed in ``merges`` (at most one a run above) and merged after
+    the sweep (a branch on them, which LLVM split into three, cost more
+    than the sweep: 2-core box, 2048² fractal mask, 4-connected); runs
+    with none get new labels after the sweep, in order.  The order of
+    the merges and which linked label a run takes change no final label:
+    a set's root is its least label, its first run's new one.  Returns
+    the next label.
 
     8-connected, a run and the one after it may both touch the run above
     that ends where they meet (touching runs), and the sweep, moving on
     from the run above there, checks the first run of each step against
     the run above before its own: the pair it skipped."""
-    for run in range(runs):
+    # unsigned indices: no negative-index fix-up on the chain from one
+    # step to the next
+    run_count = np.uint64(runs)
+    above_total = np.uint64(above_count)
+    for run in range(run_count):
         runs_here[run, 2] = 0
-    run = np.int64(0)
-    above = np.int64(0)
+    run = np.uint64(0)
+    above = np.uint64(0)
     current = np.int64(0)  # the label of the run so far, 0: none yet
     entered = np.int64(0)  # the run's first step
-    while run < runs and above < above_count:
+    merge_count = np.uint64(0)
+    while run < run_count and above < above_total:
         start = runs_here[run, 0]
         stop = runs_here[run, 1]
-        value = here[start]
+        value = here[np.uint64(start)]
         if eight:
-            before = max(above - 1, 0)
-            linked_before = entered & np.int64(above > 0) & np.int64(
+            # the run above before (none before the first: read the
+            # first, not linked)
+            has_before = np.uint64(above > 0)
+            before = above - has_before
+            linked_before = entered & np.int64(has_before) & np.int64(
                 start <= runs_above[before, 1]) & np.int64(
-                up_values[runs_above[before, 0]] == value)
-            current = select(linked_before, runs_above[before, 2], current)
+                up_values[np.uint64(runs_above[before, 0])] == value)
+            current = select(linked_before,
+                             runs_above[before, 2], current)
         above_start = runs_above[above, 0]
         above_stop = runs_above[above, 1]
         above_label = runs_above[above, 2]
@@ -145,10 +160,11 @@ def _link_runs_equal(here, up_values, parent, runs_here, runs, runs_above,
         else:
             touch = np.int64(start < above_stop) & np.int64(
                 above_start < stop)
-        linked = touch & np.int64(up_values[above_start] == value)
-        if linked & np.int64(current != 0) & np.int64(
-                current != above_label):
-            merge_sets(parent, current, above_label)
+        linked = touch & np.int64(up_values[np.uint64(above_start)] == value)
+        merges[merge_count, 0] = current
+        merges[merge_count, 1] = above_label
+        merge_count += np.uint64(linked & np.int64(current != 0) & np.int64(
+            current != above_label))
         current = select(linked & np.int64(current == 0), above_label,
                          current)
         runs_here[run, 2] = current
@@ -156,19 +172,22 @@ def _link_runs_equal(here, up_values, parent, runs_here, runs, runs_above,
             next_run = np.int64(above_stop > stop)
         else:
             next_run = np.int64(stop <= above_stop)
-        run += next_run
-        above += np.int64(above_stop <= stop)
+        run += np.uint64(next_run)
+        above += np.uint64(above_stop <= stop)
         current &= next_run - 1
         entered = next_run
-    if eight and above_count > 0:
+    if eight and above_total > 0:
         # the first run not stepped through, against the last run above
-        run += 1 - entered
-        if run < runs:
+        run += np.uint64(1 - entered)
+        if run < run_count:
             start = runs_here[run, 0]
-            before = above_count - 1
+            before = above_total - _ONE
             if start <= runs_above[before, 1] and \
-                    up_values[runs_above[before, 0]] == here[start]:
+                    up_values[np.uint64(runs_above[before, 0])] == \
+                    here[np.uint64(start)]:
                 runs_here[run, 2] = runs_above[before, 2]
+    for merge in range(merge_count):
+        merge_sets(parent, merges[merge, 0], merges[merge, 1])
     for run in range(runs):
         if runs_here[run, 2] == 0:
             runs_here[run, 2] = next_label
