@@ -341,6 +341,63 @@ def test_equal_run_bounds_of_64_cell_blocks():
               np.nan_to_num(values).astype(np.int16), inside, check_valid)
 
 
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_equal_runs_swept_below_rows_of_runs(connectivity):
+    """``equal`` mode's rows of runs below rows of runs (at most a run per
+    16 cells), labelled in one sweep over both run lists
+    (``_cpu_runs._link_runs_equal``): runs that touch where the runs above
+    touch too (8-connected, the two diagonal links there), runs above
+    that start or end a cell before or after a run, runs linked to many
+    runs above (merges), the first and last runs of a row, gaps of
+    invalid cells, three or more values, and floats (NaN cells invalid
+    without a mask; -0.0 equals 0.0): labels against the oracle's and
+    the previous kernel's."""
+    rng = np.random.default_rng(31)
+    cols = 640
+    # staggered stripes: every run's bound a cell or two off, or on, the
+    # bound above it
+    for shift in (-2, -1, 0, 1, 2):
+        values = np.zeros((16, cols), dtype=np.uint8)
+        for row in range(16):
+            values[row] = ((np.arange(cols) + shift * row) // 24) % 3
+        check(values, connectivity, "equal", strips=(1, 3))
+        check(values, connectivity, "equal",
+              valid=rng.random(values.shape) < 0.995, strips=(1, 3))
+    # checkerboards of wide squares: corners meet at every run bound
+    for width in (20, 33):
+        board = ((np.arange(48)[:, None] // width + np.arange(cols)[None]
+                  // width) % 2).astype(np.uint8)
+        check(board, connectivity, "equal", strips=(1, 3))
+        check(board.astype(np.float64) - 0.5, connectivity, "equal",
+              strips=(1, 3))
+    # combs: one wide run below (or above) many narrow ones
+    comb = np.zeros((12, cols), dtype=np.uint8)
+    comb[::2, ::20] = 1
+    comb[::2, 1::20] = 1
+    check(comb, connectivity, "equal", strips=(1, 3))
+    check(comb[::-1].copy(), connectivity, "equal", strips=(1, 3))
+    for trial in range(16):
+        rows = int(rng.integers(2, 20))
+        wide = int(rng.choice([64, 130, 400]))
+        values = np.empty((rows, wide), dtype=np.uint8)
+        for row in range(rows):
+            widths = rng.integers(16, 48, wide // 16 + 1)
+            values[row] = np.repeat(rng.integers(0, int(rng.choice(
+                [2, 3, 5])), widths.size), widths)[:wide]
+        # runs above bounded where the ones below are, give or take a cell
+        values[1::2] = np.roll(values[0::2][:rows // 2],
+                               int(rng.integers(-1, 2)), axis=1)
+        valid = rng.random(values.shape) < 0.99 if trial % 2 else None
+        check(values, connectivity, "equal", valid=valid, strips=(1, 3))
+        floats = np.choose(values % 4, [0.0, -0.0, 1.5, np.nan]).astype(
+            np.float32)
+        check(floats, connectivity, "equal", strips=(1, 3))
+        # (the oracle labels no valid NaN cell: a valid mask leaves NaN out)
+        check(floats, connectivity, "equal",
+              valid=~np.isnan(floats) & (rng.random(values.shape) < 0.99),
+              strips=(1, 3))
+
+
 @pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
 def test_blocks_of_many_bounds_below_smooth_rows(mode, connectivity):
     """A row labelled by runs (the row above smooth) whose 64-cell blocks
