@@ -55,14 +55,20 @@ def main():
     parser.add_argument("--connectivity", type=int, nargs="+",
                         default=[4, 8])
     parser.add_argument("--strips", type=int, default=None)
+    parser.add_argument("--thread-time", action="store_true",
+                        help="the calling thread's CPU time rather than "
+                        "wall time (with --strips 1: less sensitive to "
+                        "other load on the box)")
     args = parser.parse_args()
+    clock = time.thread_time if args.thread_time else time.perf_counter
     import gridgraph_old.core.components._cpu as old
     versions = (("new", new), ("old", old))
     for tag, module in versions:
         for name in PHASE_NAMES:
             _timed_phase(module, tag, name)
-    print("affinity", sorted(os.sched_getaffinity(0)), "load",
-          os.getloadavg(), flush=True)
+    print("affinity", sorted(os.sched_getaffinity(0)), "strips",
+          args.strips, "clock", clock.__name__, "load", os.getloadavg(),
+          flush=True)
     rows = []
     for size in args.sizes:
         surface = fractal_surface((size, size), seed=2)
@@ -88,9 +94,9 @@ def main():
                         list(calls)[::-1]
                     for key in order:
                         PHASES.clear()
-                        start = time.perf_counter()
+                        start = clock()
                         calls[key]()
-                        times[key].append(time.perf_counter() - start)
+                        times[key].append(clock() - start)
                         for (_, phase), seconds in PHASES.items():
                             phases[key].setdefault(phase, []).append(seconds)
                 med = {key: statistics.median(v) * 1e3
@@ -108,6 +114,7 @@ def main():
                              med[("old", "equal")], med[("new", "equal")],
                              med[("old", "nonzero")],
                              med[("new", "nonzero")]))
+    print("load", os.getloadavg())
     print("\n| size | mask | conn | equal old | equal new | nonzero old |"
           " nonzero new | nz/eq old | nz/eq new |")
     print("|---|---|---|---|---|---|---|---|---|")
