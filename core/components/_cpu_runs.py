@@ -40,8 +40,11 @@ def label_row_runs(values, valid, check_valid, labels, parent, merges, row,
     The runs' bounds are found first, by a loop with no branch on the
     data (:func:`_run_bounds_nonzero`, :func:`_run_bounds_equal`); a
     loop that walks each run to its end mispredicts its exit once a run
-    and tests every cell twice.  Nothing is written to ``labels``: the
-    caller keeps the run list (:func:`keep_runs`)."""
+    and tests every cell twice.  In ``equal`` mode below a row labelled
+    by runs, the runs are linked by one sweep over both run lists
+    (:func:`_link_runs_equal`; ``merges`` is its scratch).  Nothing is
+    written to ``labels``: the caller keeps the run list
+    (:func:`keep_runs`)."""
     cols = values.shape[1]
     here = values[row]
     inside = valid[row if check_valid else 0]
