@@ -253,6 +253,151 @@ def test_run_bounds_of_64_cell_blocks():
                                       np.flatnonzero(edges == -1))
 
 
+def _equal_bounds_cell_by_cell(values, inside, check_valid):
+    """``equal`` mode's run bounds as the cell-by-cell loop found them
+    (before the 64-cell blocks): a valid cell starts a run unless its
+    left neighbour is valid and of an equal value (``==``: NaN equals
+    nothing, -0.0 equals 0.0), and a run stops before a cell that is not
+    valid or of another value; without a valid mask the valid cells are
+    those equal to themselves (not NaN)."""
+    vertices = inside.astype(bool) if check_valid else values == values
+    same = np.concatenate(([False], values[1:] == values[:-1]))
+    left = np.concatenate(([False], vertices[:-1]))
+    starts = np.flatnonzero(vertices & ~(left & same))
+    stops = np.flatnonzero(left & ~(vertices & same))
+    return starts, np.concatenate((stops, [values.size]))[:starts.size]
+
+
+def test_equal_run_bounds_of_64_cell_blocks():
+    """``equal`` mode's run bounds (``_cpu_runs._run_bounds_equal``: 64-cell
+    blocks of one-byte rows, starts and stops written 8 a block with no
+    branch, the rest in a loop; stops copied from the next starts without
+    a valid mask) against the cell-by-cell bounds: a value change at every
+    position of a block (and two, at every pair of positions), blocks of 0
+    to 64 bounds, widths around a block and not a multiple of 8 or 64
+    (the tail cell by cell), int8 / bool / non-0/1 bytes, valid masks,
+    and wider types (float: NaN, -0.0 and 0.0) cell by cell."""
+    from gridgraph.core.components._cpu_runs import _run_bounds_equal
+
+    def check(values, inside, check_valid):
+        cols = values.size
+        runs = np.full((cols + 9, 3), -1, dtype=np.int64)
+        scratch = np.full(cols // 4 + 2, 0xAB, dtype=np.uint8)
+        count = _run_bounds_equal(values, inside, check_valid, runs,
+                                  scratch)
+        starts, stops = _equal_bounds_cell_by_cell(values, inside,
+                                                   check_valid)
+        assert count == starts.size
+        np.testing.assert_array_equal(runs[:count, 0], starts)
+        np.testing.assert_array_equal(runs[:count, 1], stops)
+
+    no_mask = np.ones(1, dtype=np.bool_)
+    # one value change (and two) at every position of a 64-cell block,
+    # in the first, a middle and the last whole block, and the tail
+    for cols in (64, 128, 200):
+        for first in range(cols):
+            values = np.zeros(cols, dtype=np.uint8)
+            values[first:] = 1
+            check(values, no_mask, False)
+            inside = np.ones(cols, dtype=np.bool_)
+            inside[first] = False
+            check(values, inside, True)
+            check(1 - values, inside, True)
+        for first in range(0, 64, 3):
+            for second in range(first + 1, 130, 5):
+                values = np.full(cols, 7, dtype=np.uint8)
+                values[first] = 9
+                values[second % cols:] = 200
+                check(values, no_mask, False)
+                inside = np.ones(cols, dtype=np.bool_)
+                inside[second % cols] = False
+                check(values, inside, True)
+    rng = np.random.default_rng(29)
+    widths = [1, 7, 8, 9, 63, 64, 65, 71, 127, 128, 130, 192, 200, 256,
+              1000]
+    for trial in range(900):
+        cols = int(rng.choice(widths))
+        longest = int(rng.choice([1, 2, 5, 40]))
+        kinds = int(rng.choice([2, 3, 256]))
+        row = np.repeat(rng.integers(0, kinds, cols),
+                        rng.integers(1, longest + 1, cols))[:cols]
+        dtype = (np.uint8, np.int8, np.bool_)[trial % 3]
+        values = (row % 2 if dtype == np.bool_ else row).astype(dtype)
+        check_valid = trial % 2 == 0
+        inside = rng.random(cols) < float(rng.choice([0.5, 0.9, 1.0])) \
+            if check_valid else no_mask
+        check(values, inside, check_valid)
+    # wider types, cell by cell: NaN (valid only with a mask), -0.0
+    for trial in range(200):
+        cols = int(rng.choice(widths))
+        row = rng.choice(np.array([0.0, -0.0, 1.0, np.nan, 2.5]), cols)
+        values = np.repeat(row, rng.integers(1, 4, cols))[:cols].astype(
+            (np.float32, np.float64)[trial % 2])
+        check_valid = trial % 3 == 0
+        inside = rng.random(cols) < 0.8 if check_valid else no_mask
+        check(values, inside, check_valid)
+        check(np.round(values * 3).astype(np.int16)
+              if not np.isnan(values).any() else
+              np.nan_to_num(values).astype(np.int16), inside, check_valid)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_equal_runs_swept_below_rows_of_runs(connectivity):
+    """``equal`` mode's rows of runs below rows of runs (at most a run per
+    16 cells), labelled in one sweep over both run lists
+    (``_cpu_runs._link_runs_equal``): runs that touch where the runs above
+    touch too (8-connected, the two diagonal links there), runs above
+    that start or end a cell before or after a run, runs linked to many
+    runs above (merges), the first and last runs of a row, gaps of
+    invalid cells, three or more values, and floats (NaN cells invalid
+    without a mask; -0.0 equals 0.0): labels against the oracle's and
+    the previous kernel's."""
+    rng = np.random.default_rng(31)
+    cols = 640
+    # staggered stripes: every run's bound a cell or two off, or on, the
+    # bound above it
+    for shift in (-2, -1, 0, 1, 2):
+        values = np.zeros((16, cols), dtype=np.uint8)
+        for row in range(16):
+            values[row] = ((np.arange(cols) + shift * row) // 24) % 3
+        check(values, connectivity, "equal", strips=(1, 3))
+        check(values, connectivity, "equal",
+              valid=rng.random(values.shape) < 0.995, strips=(1, 3))
+    # checkerboards of wide squares: corners meet at every run bound
+    for width in (20, 33):
+        board = ((np.arange(48)[:, None] // width + np.arange(cols)[None]
+                  // width) % 2).astype(np.uint8)
+        check(board, connectivity, "equal", strips=(1, 3))
+        check(board.astype(np.float64) - 0.5, connectivity, "equal",
+              strips=(1, 3))
+    # combs: one wide run below (or above) many narrow ones
+    comb = np.zeros((12, cols), dtype=np.uint8)
+    comb[::2, ::20] = 1
+    comb[::2, 1::20] = 1
+    check(comb, connectivity, "equal", strips=(1, 3))
+    check(comb[::-1].copy(), connectivity, "equal", strips=(1, 3))
+    for trial in range(16):
+        rows = int(rng.integers(2, 20))
+        wide = int(rng.choice([64, 130, 400]))
+        values = np.empty((rows, wide), dtype=np.uint8)
+        for row in range(rows):
+            widths = rng.integers(16, 48, wide // 16 + 1)
+            values[row] = np.repeat(rng.integers(0, int(rng.choice(
+                [2, 3, 5])), widths.size), widths)[:wide]
+        # runs above bounded where the ones below are, give or take a cell
+        values[1::2] = np.roll(values[0::2][:rows // 2],
+                               int(rng.integers(-1, 2)), axis=1)
+        valid = rng.random(values.shape) < 0.99 if trial % 2 else None
+        check(values, connectivity, "equal", valid=valid, strips=(1, 3))
+        floats = np.choose(values % 4, [0.0, -0.0, 1.5, np.nan]).astype(
+            np.float32)
+        check(floats, connectivity, "equal", strips=(1, 3))
+        # (the oracle labels no valid NaN cell: a valid mask leaves NaN out)
+        check(floats, connectivity, "equal",
+              valid=~np.isnan(floats) & (rng.random(values.shape) < 0.99),
+              strips=(1, 3))
+
+
 @pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
 def test_blocks_of_many_bounds_below_smooth_rows(mode, connectivity):
     """A row labelled by runs (the row above smooth) whose 64-cell blocks

@@ -247,12 +247,14 @@ def _resolve_then_second_passes(pool, workers, strip_starts, strip_stops,
 def _row_scratch(cols, dtype):
     """The scratch rows of one strip's first pass (:func:`_label_rows`):
     merges, the run lists of two rows, a row of labels 0 (above a strip's
-    first row), a row of labels unpacked from a run list and a byte an
-    8-cell word (:func:`._cpu_runs._run_bounds_nonzero`)."""
+    first row), a row of labels unpacked from a run list and two bytes an
+    8-cell word (:func:`._cpu_runs._run_bounds_nonzero`,
+    :func:`._cpu_runs._run_bounds_equal`; whose run lists need ``cols +
+    9`` rows)."""
     return (np.empty((cols + 1, 2), dtype=np.int64),
-            np.empty((2, cols + 1, 3), dtype=np.int64),
+            np.empty((2, cols + 9, 3), dtype=np.int64),
             np.zeros(cols, dtype=dtype), np.empty(cols, dtype=dtype),
-            np.empty(cols // 8 + 1, dtype=np.uint8))
+            np.empty(cols // 4 + 2, dtype=np.uint8))
 
 
 # union-find arrays kept between calls (at most one, and none larger than
@@ -405,8 +407,8 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
     more in the top half); on a random one all rows cost the same.  A
     strip that would get no row gives equal rows instead."""
     rows, cols = values.shape
-    bounds_buffer = np.empty((cols + 1, 3), dtype=np.int64)
-    vertex_bytes = np.empty(cols // 8 + 1, dtype=np.uint8)
+    bounds_buffer = np.empty((cols + 9, 3), dtype=np.int64)
+    vertex_bytes = np.empty(cols // 4 + 2, dtype=np.uint8)
     costs = np.empty(samples + 1, dtype=np.float64)
     costs[0] = 0.0
     for index in range(samples):
@@ -425,7 +427,7 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
                 else:
                     runs = _run_bounds_equal(values[row, :stop],
                                              inside[:stop], check_valid,
-                                             bounds_buffer)
+                                             bounds_buffer, vertex_bytes)
                 smooth = runs * (_RUN_SCAN_MIN_CELLS_PER_RUN if stop == cols
                                  else _BALANCE_PREFIX_CELLS_PER_RUN) <= stop
         cost = cols / 16 + 8.0 * runs if smooth else float(cols)
@@ -576,8 +578,8 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
         has_above = row > top
         if runs * _RUN_SCAN_MIN_CELLS_PER_RUN <= cols:
             next_label, runs = label_row_runs(
-                values, valid, check_valid, labels, parent, row, has_above,
-                next_label, run_list[row & 1],
+                values, valid, check_valid, labels, parent, merges, row,
+                has_above, next_label, run_list[row & 1],
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
                 listed, vertex_bytes, nonzero, eight)
             run_rows[row] = keep_runs(labels[row], run_list[row & 1], runs)

@@ -20,10 +20,11 @@ from numba import njit
 from numba.extending import intrinsic
 
 from .._unionfind import merge_sets
+from ._cpu_cells import select
 
 
 @njit(cache=True, nogil=True, inline="always")
-def label_row_runs(values, valid, check_valid, labels, parent, row,
+def label_row_runs(values, valid, check_valid, labels, parent, merges, row,
                    has_above, next_label, runs_here, runs_above,
                    above_count, vertex_bytes, nonzero, eight):
     """Provisional labels of one row, a run at a time: a run (valid cells,
@@ -39,8 +40,11 @@ def label_row_runs(values, valid, check_valid, labels, parent, row,
     The runs' bounds are found first, by a loop with no branch on the
     data (:func:`_run_bounds_nonzero`, :func:`_run_bounds_equal`); a
     loop that walks each run to its end mispredicts its exit once a run
-    and tests every cell twice.  Nothing is written to ``labels``: the
-    caller keeps the run list (:func:`keep_runs`)."""
+    and tests every cell twice.  In ``equal`` mode below a row labelled
+    by runs, the runs are linked by one sweep over both run lists
+    (:func:`_link_runs_equal`; ``merges`` is its scratch).  Nothing is
+    written to ``labels``: the caller keeps the run list
+    (:func:`keep_runs`)."""
     cols = values.shape[1]
     here = values[row]
     inside = valid[row if check_valid else 0]
@@ -48,7 +52,13 @@ def label_row_runs(values, valid, check_valid, labels, parent, row,
         runs = _run_bounds_nonzero(here, inside, check_valid, runs_here,
                                    vertex_bytes)
     else:
-        runs = _run_bounds_equal(here, inside, check_valid, runs_here)
+        runs = _run_bounds_equal(here, inside, check_valid, runs_here,
+                                 vertex_bytes)
+    if not nonzero and has_above and above_count >= 0:
+        next_label = _link_runs_equal(here, values[row - 1], parent,
+                                      merges, runs_here, runs, runs_above,
+                                      above_count, next_label, eight)
+        return next_label, runs
     above_next = 0
     for run in range(runs):
         start = runs_here[run, 0]
@@ -91,6 +101,102 @@ def label_row_runs(values, valid, check_valid, labels, parent, row,
             next_label += 1
         runs_here[run, 2] = label
     return next_label, runs
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _link_runs_equal(here, up_values, parent, merges, runs_here, runs,
+                     runs_above, above_count, next_label, eight):
+    """:func:`label_row_runs` in ``equal`` mode below a row labelled by
+    runs: the ``runs`` runs of ``runs_here`` (start, stop) get their
+    labels from the ``above_count`` runs of ``runs_above`` (start, stop,
+    label) in one sweep over both lists, a step a pair of runs that may
+    touch, with no branch on the data but the (rare) merge: a step links
+    the two runs when they touch (8-connected: diagonally too) and their
+    values are equal, and moves on from the run that ends first (both
+    when they end together, 4-connected).  A run takes the label of its
+    first linked run above, as the walk run by run did (which
+    mispredicted its loops' exits and the value tests, a few times a
+    run), and the pairs of labels to merge (its label and the others')
+    are listed in ``merges`` (at most one a run above) and merged after
+    the sweep (a branch on them, which LLVM split into three, cost more
+    than the sweep: 2-core box, 2048² fractal mask, 4-connected); runs
+    with none get new labels after the sweep, in order.  The order of
+    the merges and which linked label a run takes change no final label:
+    a set's root is its least label, its first run's new one.  Returns
+    the next label.
+
+    8-connected, a run and the one after it may both touch the run above
+    that ends where they meet (touching runs), and the sweep, moving on
+    from the run above there, checks the first run of each step against
+    the run above before its own: the pair it skipped."""
+    # unsigned indices: no negative-index fix-up on the chain from one
+    # step to the next
+    run_count = np.uint64(runs)
+    above_total = np.uint64(above_count)
+    for run in range(run_count):
+        runs_here[run, 2] = 0
+    run = np.uint64(0)
+    above = np.uint64(0)
+    current = np.int64(0)  # the label of the run so far, 0: none yet
+    entered = np.int64(0)  # the run's first step
+    merge_count = np.uint64(0)
+    while run < run_count and above < above_total:
+        start = runs_here[run, 0]
+        stop = runs_here[run, 1]
+        value = here[np.uint64(start)]
+        if eight:
+            # the run above before (none before the first: read the
+            # first, not linked)
+            has_before = np.uint64(above > 0)
+            before = above - has_before
+            linked_before = entered & np.int64(has_before) & np.int64(
+                start <= runs_above[before, 1]) & np.int64(
+                up_values[np.uint64(runs_above[before, 0])] == value)
+            current = select(linked_before,
+                             runs_above[before, 2], current)
+        above_start = runs_above[above, 0]
+        above_stop = runs_above[above, 1]
+        above_label = runs_above[above, 2]
+        if eight:
+            touch = np.int64(start <= above_stop) & np.int64(
+                above_start <= stop)
+        else:
+            touch = np.int64(start < above_stop) & np.int64(
+                above_start < stop)
+        linked = touch & np.int64(up_values[np.uint64(above_start)] == value)
+        merges[merge_count, 0] = current
+        merges[merge_count, 1] = above_label
+        merge_count += np.uint64(linked & np.int64(current != 0) & np.int64(
+            current != above_label))
+        current = select(linked & np.int64(current == 0), above_label,
+                         current)
+        runs_here[run, 2] = current
+        if eight:
+            next_run = np.int64(above_stop > stop)
+        else:
+            next_run = np.int64(stop <= above_stop)
+        run += np.uint64(next_run)
+        above += np.uint64(above_stop <= stop)
+        current &= next_run - 1
+        entered = next_run
+    if eight and above_total > 0:
+        # the first run not stepped through, against the last run above
+        run += np.uint64(1 - entered)
+        if run < run_count:
+            start = runs_here[run, 0]
+            before = above_total - _ONE
+            if start <= runs_above[before, 1] and \
+                    up_values[np.uint64(runs_above[before, 0])] == \
+                    here[np.uint64(start)]:
+                runs_here[run, 2] = runs_above[before, 2]
+    for merge in range(merge_count):
+        merge_sets(parent, merges[merge, 0], merges[merge, 1])
+    for run in range(runs):
+        if runs_here[run, 2] == 0:
+            runs_here[run, 2] = next_label
+            parent[next_label] = next_label
+            next_label += 1
+    return next_label
 
 
 # bytes of a 64-bit word: the low 7 bits of each, the high bit of each,
@@ -223,61 +329,139 @@ def _bound_step_nonzero(here, inside, check_valid, runs, col, starts, stops,
 
 
 @njit(cache=True, nogil=True)
-def _run_bounds_equal(here, inside, check_valid, runs):
+def _run_bounds_equal(here, inside, check_valid, runs, vertex_bytes):
     """:func:`_run_bounds_nonzero` for ``equal`` mode: runs of valid cells
     of one value (runs may touch, so starts and stops are counted apart;
-    NaN equals nothing, as in the cell scans).  A word of 8 one-byte
-    cells is skipped when each equals the cell before it and all are
-    valid like it (or all are invalid like it); the words not skipped
-    are listed first, as in :func:`_run_bounds_nonzero`."""
+    NaN equals nothing, as in the cell scans).  ``runs`` needs
+    ``here.size + 9`` rows (the branch-free writes run up to 8 past the
+    last bound), ``vertex_bytes`` ``2 * (here.size // 8)`` bytes.
+
+    One-byte rasters are read 64 cells at a time, as in
+    :func:`_run_bounds_nonzero`: each 8-cell word gives a byte of start
+    bits (a valid cell whose left neighbour is invalid or of another
+    value) and, with a valid mask, a byte of stop bits (the same with the
+    two cells swapped), from the word and the word before it (a loop
+    LLVM vectorizes); the 64-cell blocks that hold a start or a stop are
+    listed, and each listed block writes its starts' columns 8 at a time
+    with no branch (then its stops').  Without a valid mask every cell of
+    a one-byte raster is valid, so a run ends where the next one starts:
+    only the starts are written, and each stop copied from the next
+    start.  The cells after the last whole block, and every cell of other
+    rasters, go one at a time with no branch on the data."""
     cols = np.uint64(here.size)
     starts = np.uint64(0)
     stops = np.uint64(0)
     left_vertex = np.uint64(0)
     left_value = here[0]
     col = np.uint64(0)
-    if here.itemsize == 1:
-        words = cols >> np.uint64(3)
+    if here.itemsize == 1 and cols >= _BLOCK:
+        blocks = cols // _BLOCK
+        words = blocks * np.uint64(8)
         value_words = here[:words * np.uint64(8)].view(np.uint64)
         inside_words = inside[:words * np.uint64(8)].view(np.uint64) \
             if check_valid else value_words
-        # the words that hold a bound, listed first with no branch on the
-        # data (as _run_bounds_nonzero)
-        listed = runs[:, 2]
+        start_bytes = vertex_bytes[:words]
+        stop_bytes = vertex_bytes[words:words * np.uint64(2)]
+        # the first word: no cell before it
+        _equal_word_bounds(value_words, inside_words, check_valid,
+                           start_bytes, stop_bytes, np.uint64(0),
+                           np.uint64(0), np.uint64(0), _ONE)
+        for word in range(np.uint64(1), words):
+            _equal_word_bounds(value_words, inside_words, check_valid,
+                               start_bytes, stop_bytes, word,
+                               value_words[word - np.uint64(1)],
+                               inside_words[word - np.uint64(1)],
+                               np.uint64(0))
+        start_blocks = start_bytes.view(np.uint64)
+        listed = runs[:, 2]  # block, its starts (and its stops)
         count = np.uint64(0)
-        before = np.uint64(0)  # the cell before the word, in its top byte
-        # the cell before the word is valid (none before the first)
-        before_valid = np.uint64(0)
-        for word in range(words):
-            bits = value_words[word]
-            same = np.uint64((bits ^ ((bits << np.uint64(8)) |
-                                      (before >> np.uint64(56)))) == 0)
-            before = bits
-            if check_valid:
-                valid_bits = inside_words[word]
-                skip = np.uint64(valid_bits == _BYTE_ONES * before_valid) & (
-                    same | (np.uint64(1) - before_valid))
-                before_valid = valid_bits >> np.uint64(56)
-            else:
-                skip = same & before_valid
-                before_valid = np.uint64(1)
-            listed[count] = word
-            count += np.uint64(1) - skip
-        for index in range(count):
-            first = np.uint64(listed[index]) * np.uint64(8)
-            for col in range(first, first + np.uint64(8)):
-                starts, stops, left_vertex, left_value = _bound_step_equal(
-                    here, inside, check_valid, runs, col, starts, stops,
-                    left_vertex, left_value)
+        if check_valid:
+            stop_blocks = stop_bytes.view(np.uint64)
+            for block in range(blocks):
+                block_starts = start_blocks[block]
+                block_stops = stop_blocks[block]
+                listed[count] = block
+                listed[count + _ONE] = np.int64(block_starts)
+                listed[count + np.uint64(2)] = np.int64(block_stops)
+                count += np.uint64(3) * np.uint64(
+                    (block_starts | block_stops) != 0)
+            for index in range(0, count, 3):
+                first = np.uint64(listed[index]) * _BLOCK
+                starts = _write_bounds(runs, 0, starts, first,
+                                       np.uint64(listed[index + 1]))
+                stops = _write_bounds(runs, 1, stops, first,
+                                      np.uint64(listed[index + 2]))
+            left_vertex = inside_words[words - _ONE] >> np.uint64(56)
+        else:
+            for block in range(blocks):
+                block_starts = start_blocks[block]
+                listed[count] = block
+                listed[count + _ONE] = np.int64(block_starts)
+                count += np.uint64(2) * np.uint64(block_starts != 0)
+            for index in range(0, count, 2):
+                starts = _write_bounds(runs, 0, starts,
+                                       np.uint64(listed[index]) * _BLOCK,
+                                       np.uint64(listed[index + 1]))
+            # cell 0 starts a run (its bit is set), every run but the
+            # last (open) stops where the next starts
+            stops = starts - _ONE
+            for run in range(stops):
+                runs[run, 1] = runs[run + _ONE, 0]
+            left_vertex = _ONE
         col = words * np.uint64(8)
-        if words > 0:
-            left_value = here[col - np.uint64(1)]
+        left_value = here[col - _ONE]
     for col in range(col, cols):
         starts, stops, left_vertex, left_value = _bound_step_equal(
             here, inside, check_valid, runs, col, starts, stops, left_vertex,
             left_value)
     runs[stops, 1] = cols
     return np.int64(starts)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _equal_word_bounds(value_words, inside_words, check_valid, start_bytes,
+                       stop_bytes, word, before, before_inside,
+                       first_start):
+    """The start bits (and, with a valid mask, stop bits) of the 8 cells
+    of ``word`` (:func:`_run_bounds_equal`) as bytes of ``start_bytes``
+    and ``stop_bytes``, from the word and the word ``before`` it (0 for
+    the first word: no cell before it, and ``before_inside`` 0: none is
+    valid; without a valid mask ``first_start`` 1 sets the first cell's
+    start bit)."""
+    bits = value_words[word]
+    other = bits ^ ((bits << np.uint64(8)) | (before >> np.uint64(56)))
+    # bytes of 1 where the cell's value differs from the cell before
+    differs = ((((other & _LOW_7) + _LOW_7) | other) & _HIGH_BITS) \
+        >> np.uint64(7)
+    if check_valid:  # valid bytes are 0 or 1
+        here_inside = inside_words[word]
+        left_inside = (here_inside << np.uint64(8)) | (
+            before_inside >> np.uint64(56))
+        word_starts = here_inside & ((left_inside ^ _BYTE_ONES) | differs)
+        word_stops = left_inside & ((here_inside ^ _BYTE_ONES) | differs)
+        start_bytes[word] = np.uint8((word_starts * _GATHER)
+                                     >> np.uint64(56))
+        stop_bytes[word] = np.uint8((word_stops * _GATHER) >> np.uint64(56))
+    else:
+        differs |= first_start
+        start_bytes[word] = np.uint8((differs * _GATHER) >> np.uint64(56))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _write_bounds(runs, column, written, first, bounds):
+    """Write the columns of the set bits of ``bounds`` (a block from
+    column ``first``) to ``runs[written:, column]``, the first 8 with no
+    branch (and the rest in a loop); returns ``written`` plus the bits."""
+    total = written + _bit_count(bounds)
+    for _ in range(8):
+        runs[written, column] = first + _trailing_zeros(bounds)
+        bounds &= bounds - _ONE
+        written += _ONE
+    while bounds != 0:
+        runs[written, column] = first + _trailing_zeros(bounds)
+        bounds &= bounds - _ONE
+        written += _ONE
+    return total
 
 
 @njit(cache=True, nogil=True, inline="always")
