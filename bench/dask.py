@@ -207,6 +207,7 @@ def settings():
                  "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
+    chosen["DRIVER_POPULATE_THREADS"] = tile_io.DRIVER_POPULATE_THREADS
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
     from gridgraph.core import distributed
@@ -285,6 +286,11 @@ COMPONENT_VARIANTS = {
     # advised MADV_HUGEPAGE (-huge, -hugeheap) were no faster and were
     # removed with their switch
     "components-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
+    # the eleventh session: the labels file's pages faulted in writable by
+    # threads of the driver while round 1 runs (tile_io.
+    # DRIVER_POPULATE_THREADS)
+    "components-ahead2": [("tile_io", "DRIVER_POPULATE_THREADS", 2)],
+    "components-ahead4": [("tile_io", "DRIVER_POPULATE_THREADS", 4)],
     "mst-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
     "costdistance-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile
@@ -376,6 +382,13 @@ class Timeline:
         self._wrap(tile_tasks, "run_joined_rounds", "rounds joined")
         tiling.run_joined_rounds = tile_tasks.run_joined_rounds
         self._wrap(tiled, "merge", "merge")
+        # the MST's rounds as its driver calls them
+        from gridgraph.core.mst.tiled import driver as mst_driver
+        for attribute in ("leaf_round", "separator_edges", "merge_hierarchy",
+                          "split_removed", "pieces_round", "orient_pieces",
+                          "finish_round", "edge_list_round"):
+            if hasattr(mst_driver, attribute):
+                self._wrap(mst_driver, attribute, "mst " + attribute)
         from distributed import Client
         self._wrap(Client, "map", "map")  # a round submitted at once
         timeline = self
@@ -694,7 +707,7 @@ def main():
                 shutil.rmtree(out_dir)
                 os.makedirs(out_dir)
                 stream = None
-                if operation.startswith("components") and args.task_stream:
+                if args.task_stream:
                     from distributed import get_task_stream
                     stream = get_task_stream(client=client)
                     stream.__enter__()

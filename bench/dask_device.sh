@@ -44,6 +44,11 @@
 #   bench/dask_device.sh ninth2  -- the same, one prepared run a thread
 #                                   against none and all, ABBA (--turns 2)
 #                                   (their variants were removed)
+#   bench/dask_device.sh eleventh -- components: the labels file's pages
+#                                   faulted in by 4 threads of the driver
+#                                   during round 1, against not, ABBA
+#   bench/dask_device.sh eleventh_mst -- the MST at 8 and 1 workers with
+#                                   timelines (its rounds and task stream)
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -283,6 +288,16 @@ tenth6)
     $B --workers 8 1 --operations costdistance --json "$OUT/cd.json" \
         >> "$OUT/run.log" 2>&1
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+eleventh)
+    components_timelines --workers 8 1 8 8 1 8 --turns 2 \
+        --operations components components-ahead4
+    ;;
+eleventh_mst)
+    machine
+    $B --workers 8 1 --operations mst --timeline --json "$OUT/mst.json" \
+        > "$OUT/run.log" 2>&1
+    echo "mst done at $SECONDS s" >> "$OUT/run.log"
     ;;
 sixteen)
     $B --workers 16 --operations costdistance \
