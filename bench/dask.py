@@ -207,7 +207,6 @@ def settings():
                  "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
-    chosen["DRIVER_POPULATE_THREADS"] = tile_io.DRIVER_POPULATE_THREADS
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
     from gridgraph.core import distributed
@@ -286,11 +285,9 @@ COMPONENT_VARIANTS = {
     # advised MADV_HUGEPAGE (-huge, -hugeheap) were no faster and were
     # removed with their switch
     "components-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
-    # the eleventh session: the labels file's pages faulted in writable by
-    # threads of the driver while round 1 runs (tile_io.
-    # DRIVER_POPULATE_THREADS)
-    "components-ahead2": [("tile_io", "DRIVER_POPULATE_THREADS", 2)],
-    "components-ahead4": [("tile_io", "DRIVER_POPULATE_THREADS", 4)],
+    # (the eleventh session's labels file faulted in writable by 4 threads
+    # of the driver while round 1 ran, DRIVER_POPULATE_THREADS,
+    # components-ahead4: no faster, removed with its switch)
     "mst-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
     "costdistance-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile

@@ -47,6 +47,7 @@
 #   bench/dask_device.sh eleventh -- components: the labels file's pages
 #                                   faulted in by 4 threads of the driver
 #                                   during round 1, against not, ABBA
+#                                   (the variant was removed after it)
 #   bench/dask_device.sh eleventh_mst -- the MST at 8 and 1 workers with
 #                                   timelines (its rounds and task stream)
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
@@ -290,8 +291,9 @@ tenth6)
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     ;;
 eleventh)
+    # (ran with components-ahead4 beside components; removed since)
     components_timelines --workers 8 1 8 8 1 8 --turns 2 \
-        --operations components components-ahead4
+        --operations components
     ;;
 eleventh_mst)
     machine

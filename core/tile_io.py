@@ -291,13 +291,8 @@ class NpySink:
         self.partial, self.offset = _partial_npy(self.path, self.shape,
                                                  self.dtype)
         self._fd = os.open(self.partial, os.O_WRONLY)
-        self._populator = None
         if mapped and self.shape[0] * self.shape[1]:
             self.mapped = self._reserve()
-            if self.mapped and DRIVER_POPULATE_THREADS:
-                self._populator = _Populator(
-                    self.partial, self.offset, self.dtype.itemsize
-                    * self.shape[0] * self.shape[1], DRIVER_POPULATE_THREADS)
 
     def _reserve(self):
         """Allocate the file's blocks now (``posix_fallocate``), so writes
@@ -332,7 +327,6 @@ class NpySink:
         # retried task may write it again
         state = dict(self.__dict__)
         state["_fd"] = None
-        state["_populator"] = None
         return state
 
     def _disk_errors(self):
@@ -435,13 +429,7 @@ class NpySink:
             _pwrite_exact(fd, flat[r * row_bytes:(r + 1) * row_bytes],
                           start + r * row_stride)
 
-    def _stop_populating(self):
-        if self._populator is not None:
-            self._populator.close()
-            self._populator = None
-
     def finish(self):
-        self._stop_populating()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -451,7 +439,6 @@ class NpySink:
         return np.load(self.path, mmap_mode="r")
 
     def abort(self):
-        self._stop_populating()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -499,73 +486,6 @@ MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
 _populate_refused = False
 # errno values of a failed MADV_POPULATE_WRITE already logged here
 _populate_logged = set()
-
-
-# A mapped sink's whole file faulted in writable by this many threads of the
-# process that made it, in the background (0: not at all), while the tasks
-# before its writers run: the writers then find its pages in the page
-# cache.  Inserting pages into one file's page cache is what the writers
-# of components' label round contend on at 8 processes (docs/
-# benchmarks.md, Dask, tenth session); in large sequential ranges it is
-# cheap, and the threads use cores the one-thread workers leave idle.
-# Faulting a page in writable never changes its bytes, so a writer may
-# write beside the threads.
-DRIVER_POPULATE_THREADS = 0
-DRIVER_POPULATE_CHUNK = 8 << 20
-
-
-class _Populator:
-    """``madvise(MADV_POPULATE_WRITE)`` over ``length`` bytes of the file
-    at ``path`` from ``offset``, in chunks taken by ``threads`` daemon
-    threads (through ctypes, which releases the GIL); :meth:`close` stops
-    them after their current chunk and unmaps.  An error ends a thread
-    quietly: the writers then fault their pages in themselves, as
-    without it (a full disk cannot occur here: the blocks are reserved)."""
-
-    def __init__(self, path, offset, length, threads):
-        import ctypes
-        import mmap
-        import threading
-        self._stop = threading.Event()
-        begin = offset - offset % mmap.ALLOCATIONGRANULARITY
-        fd = os.open(path, os.O_RDWR)
-        try:
-            self._handle = mmap.mmap(fd, offset - begin + length,
-                                     flags=mmap.MAP_SHARED,
-                                     prot=mmap.PROT_READ | mmap.PROT_WRITE,
-                                     offset=begin)
-        finally:
-            os.close(fd)
-        view = (ctypes.c_char * len(self._handle)).from_buffer(self._handle)
-        self._base = ctypes.addressof(view)
-        del view  # (the address stays valid while the mapping does)
-        libc = ctypes.CDLL(None, use_errno=True)
-        self._madvise = libc.madvise
-        self._madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
-                                  ctypes.c_int]
-        self._size = len(self._handle)
-        self._threads = [threading.Thread(target=self._run, args=(k, threads),
-                                          daemon=True,
-                                          name=f"gridgraph-populate-{k}")
-                         for k in range(threads)]
-        for thread in self._threads:
-            thread.start()
-
-    def _run(self, k, threads):
-        chunk = DRIVER_POPULATE_CHUNK
-        for begin in range(k * chunk, self._size, chunk * threads):
-            if self._stop.is_set():
-                return
-            if self._madvise(self._base + begin, min(chunk, self._size
-                                                     - begin),
-                             MADV_POPULATE_WRITE) != 0:
-                return
-
-    def close(self):
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
-        self._handle.close()
 
 
 def _mapped_rows(path, offset, dtype, first, count, cols, populate=None):

@@ -350,6 +350,24 @@ def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
 
 
 @contextmanager
+def as_tile_tasks():
+    """For a worker's warm-up (a Dask preflight): ``(executor, out_dir)``,
+    a one-thread pool and a scratch folder, so that a tiny run takes the
+    path of tile tasks that write their own windows (mapped label runs,
+    packed answers, the MST's sample sort) and compiles the kernels for
+    the array layouts they meet there: numba compiles a strided view or a
+    sliced answer apart from a contiguous array, and a kernel left cold
+    compiles inside a timed tile task on every worker (the MST's
+    hierarchy: 1.6-2.4 s a worker, docs/benchmarks.md, eleventh session).
+    """
+    import concurrent.futures
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="gridgraph-warm-") as folder, \
+            concurrent.futures.ThreadPoolExecutor(1) as pool:
+        yield pool, folder
+
+
+@contextmanager
 def scratch_folder(parent=None):
     """A temporary folder for per-tile scratch, removed on success, failure
     and cancel.  It is made in $GRIDGRAPH_SCRATCH_DIR when set, else in

@@ -386,12 +386,18 @@ def _keep_labels(executor, cells):
 
 def warm_up(dtype=np.float64):
     """Compile this module's tile kernels (a Dask worker's preflight): the
-    tiled path on a tiny raster of ``dtype``, in this process."""
+    tiled path on a tiny raster of ``dtype``, in this process, in both
+    modes, in memory and as tile tasks writing their label runs into a
+    labels file (:func:`tiling.as_tile_tasks`)."""
     values = (np.arange(16 * 16) % 3).reshape(16, 16).astype(dtype)
-    for connectivity in (4, 8):
-        label_tiled(tiling.ArraySource(values), tiling.TileGrid(values.shape,
-                                                               8),
-                    connectivity, "equal", None)
+    source = tiling.ArraySource(values)
+    grid = tiling.TileGrid(values.shape, 8)
+    for mode in ("equal", "nonzero"):
+        for connectivity in (4, 8):
+            label_tiled(source, grid, connectivity, mode, None)
+            with tiling.as_tile_tasks() as (pool, out_dir):
+                label_tiled(source, grid, connectivity, mode, None, out_dir,
+                            pool)
     # the label round's renumbering into a part of a mapped labels file
     # (a strided view: numba compiles it apart from the contiguous one)
     window = tiling.Window(0, 0, 8, 8)

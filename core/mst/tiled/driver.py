@@ -42,12 +42,33 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
 
 def warm_up(dtype=np.float32, connectivity=4):
     """Compile this module's tile kernels (a Dask worker's preflight): the
-    tiled path on a tiny raster of ``dtype``, in this process."""
+    tiled path on a tiny raster of ``dtype``, in this process, in memory
+    and as tile tasks (:func:`tiling.as_tile_tasks`: the sample sort of
+    the edge list).  4 x 4 tiles, so that the hierarchy has a level below
+    its top (whose blocks are compressed, :func:`.forest._compress`).
+    ``tests/test_tile_warm_up.py`` checks that a larger run compiles
+    nothing more."""
     from .. import minimum_spanning_tree
-    values = ((np.arange(16 * 16) * 7) % 11).reshape(16, 16).astype(dtype)
-    for keep_edges in (True, False):
-        minimum_spanning_tree(values, connectivity=connectivity,
-                              tile_size=8, backend="cpu", edges=keep_edges)
+    # few distinct weights (ties, paths contracted from both ends); for
+    # float types also a raster with two cells far apart in magnitude,
+    # whose weight keys do not fit beside the edge ids (the sort's
+    # two-pass path)
+    values = np.random.default_rng(0).integers(1, 5, (32, 32)).astype(dtype)
+    rasters = [values]
+    if values.dtype.kind == "f":
+        rasters.append(values.copy())
+        rasters[1][0, 0] = np.finfo(dtype).max / 4
+        rasters[1][31, 31] = np.finfo(dtype).tiny
+    for values in rasters:
+        for keep_edges in (True, False):
+            minimum_spanning_tree(values, connectivity=connectivity,
+                                  tile_size=8, backend="cpu",
+                                  edges=keep_edges)
+            with tiling.as_tile_tasks() as (pool, out_dir):
+                minimum_spanning_tree(values, connectivity=connectivity,
+                                      tile_size=8, backend="cpu",
+                                      edges=keep_edges, executor=pool,
+                                      out_dir=out_dir)
 
 
 @dataclass
