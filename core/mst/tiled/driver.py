@@ -204,9 +204,12 @@ def split_removed(run, separators, removed):
     else:
         low = high = e = np.empty(0, np.int64)
         w = np.empty(0, run.weight_dtype)
-    is_separator = np.isin(removed, e)
+    # a removed edge is a separator when its ends lie in two tiles (not
+    # looked up among the separators: np.isin of ~1.3M keys in ~1.3M took
+    # most of this serial step's 1.1-1.4 s at neuse40's size)
+    is_separator = _crosses_tiles(removed, run.grid, cols)
     removed_by_tile = _group_by_tile(removed[~is_separator], run.grid, cols)
-    keep = ~np.isin(e, removed[is_separator])
+    keep = ~_in_sorted(e, removed[is_separator])
     return KeptSeparators(low[keep], high[keep], w[keep], e[keep],
                           removed_by_tile)
 
@@ -264,11 +267,13 @@ def finish_round(run, store, kept, roots, direction_sink, folder, out_dir,
     owned = {}
     if kept.e.size:
         order = np.lexsort((kept.e, kept.w))
-        low = kept.low[order]
-        owner_index = (low // cols // grid.tile_size) * grid.tile_cols \
-            + (low % cols) // grid.tile_size
-        for t in np.unique(owner_index):
-            pick = order[owner_index == t]
+        owner = _tile_index(kept.low[order], grid, cols)
+        # grouped by owner tile, each group still in (w, e) order
+        by_owner = np.argsort(owner, kind="stable")
+        order, owner = order[by_owner], owner[by_owner]
+        bounds = np.flatnonzero(np.diff(owner)) + 1
+        for pick, t in zip(np.split(order, bounds),
+                           owner[np.concatenate([[0], bounds])]):
             owned[divmod(int(t), grid.tile_cols)] = (kept.w[pick],
                                                      kept.e[pick])
     empty_sep = (np.empty(0, run.weight_dtype), np.empty(0, np.int64))
@@ -358,13 +363,41 @@ def _finish_and_write(sink, source, window, *arguments):
     return (None, *rest)
 
 
+def _tile_index(cells, grid, cols):
+    return (cells // cols // grid.tile_size) * grid.tile_cols \
+        + (cells % cols) // grid.tile_size
+
+
+def _crosses_tiles(edge_ids, grid, cols):
+    """Whether each edge (key ``low * 4 + rank``) joins two tiles."""
+    low = edge_ids >> 2
+    step = np.array([1, cols - 1, cols, cols + 1], np.int64)
+    return _tile_index(low, grid, cols) \
+        != _tile_index(low + step[edge_ids & 3], grid, cols)
+
+
+def _in_sorted(values, sorted_values):
+    """``np.isin(values, sorted_values)`` for unique ``values`` and sorted
+    ``sorted_values``: the values sorted once and the sorted keys looked
+    up in them in order (a binary search per value, in random order, was
+    slower than the sort)."""
+    found = np.zeros(values.shape, dtype=bool)
+    if sorted_values.size == 0 or values.size == 0:
+        return found
+    # stable: timsort merges the separators' runs (each seam's keys ascend)
+    order = np.argsort(values, kind="stable")
+    at = np.minimum(np.searchsorted(values[order], sorted_values),
+                    values.size - 1)
+    at = at[values[order[at]] == sorted_values]
+    found[order[at]] = True
+    return found
+
+
 def _group_by_tile(edge_ids, grid, cols):
     """Edge ids grouped by the tile of their low end."""
     if edge_ids.size == 0:
         return {}
-    low = edge_ids >> 2
-    index = (low // cols // grid.tile_size) * grid.tile_cols \
-        + (low % cols) // grid.tile_size
+    index = _tile_index(edge_ids >> 2, grid, cols)
     order = np.argsort(index, kind="stable")
     index, edge_ids = index[order], edge_ids[order]
     bounds = np.flatnonzero(np.diff(index)) + 1
