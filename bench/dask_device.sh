@@ -53,6 +53,9 @@
 #   bench/dask_device.sh eleventh_mst2 -- the same at 8, 1, 8 workers with
 #                                   every kernel warmed up by the preflight,
 #                                   numba's cache empty at the start
+#   bench/dask_device.sh eleventh_mst3 -- the MST at 8, 1, 8, 1, 8 workers
+#                                   after the serial split of the removed
+#                                   separators was cut
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -310,6 +313,14 @@ eleventh_mst2)
     machine
     $B --workers 8 1 8 --operations mst --timeline --json "$OUT/mst.json" \
         > "$OUT/run.log" 2>&1
+    echo "mst done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+eleventh_mst3)
+    # the MST's removed separators split without np.isin (and the
+    # warm-ups): 8, 1, 8, 1, 8 workers
+    machine
+    $B --workers 8 1 8 1 8 --operations mst --timeline \
+        --json "$OUT/mst.json" > "$OUT/run.log" 2>&1
     echo "mst done at $SECONDS s" >> "$OUT/run.log"
     ;;
 sixteen)
