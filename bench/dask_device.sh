@@ -56,6 +56,8 @@
 #   bench/dask_device.sh eleventh_mst3 -- the MST at 8, 1, 8, 1, 8 workers
 #                                   after the serial split of the removed
 #                                   separators was cut
+#   bench/dask_device.sh eleventh_cd -- cost distance at 8 and 1 workers
+#                                   with timelines
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -322,6 +324,13 @@ eleventh_mst3)
     $B --workers 8 1 8 1 8 --operations mst --timeline \
         --json "$OUT/mst.json" > "$OUT/run.log" 2>&1
     echo "mst done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+eleventh_cd)
+    # cost distance at 8 and 1 workers with timelines (its rounds)
+    machine
+    $B --workers 8 1 --operations costdistance --timeline \
+        --json "$OUT/cd.json" > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     ;;
 sixteen)
     $B --workers 16 --operations costdistance \
