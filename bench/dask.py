@@ -386,6 +386,12 @@ class Timeline:
                           "finish_round", "edge_list_round"):
             if hasattr(mst_driver, attribute):
                 self._wrap(mst_driver, attribute, "mst " + attribute)
+        # cost distance's rounds, as _run calls them
+        from gridgraph.core.costdistance import rounds as cd_rounds
+        for attribute in ("survey_round", "_sources", "distance_rounds",
+                          "hops_rounds", "label_round", "output_round"):
+            if hasattr(cd_rounds, attribute):
+                self._wrap(cd_rounds, attribute, "cd " + attribute)
         from distributed import Client
         self._wrap(Client, "map", "map")  # a round submitted at once
         timeline = self
