@@ -359,12 +359,27 @@ def as_tile_tasks():
     sliced answer apart from a contiguous array, and a kernel left cold
     compiles inside a timed tile task on every worker (the MST's
     hierarchy: 1.6-2.4 s a worker, docs/benchmarks.md, eleventh session).
-    """
+
+    The folder is made in the system's temporary folder.  Where that
+    cannot be written (no access, a full disk), ``out_dir`` is None or the
+    block's file error is dropped: the warm-up only saves time, and a
+    worker's own temporary folder is none of the run's business (its
+    outputs go to the run's ``out_dir``, checked by the preflight)."""
     import concurrent.futures
     import tempfile
-    with tempfile.TemporaryDirectory(prefix="gridgraph-warm-") as folder, \
-            concurrent.futures.ThreadPoolExecutor(1) as pool:
-        yield pool, folder
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            folder = tempfile.mkdtemp(prefix="gridgraph-warm-")
+        except OSError:
+            folder = None
+        try:
+            yield pool, folder
+        except OSError:
+            if folder is None:
+                raise
+        finally:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

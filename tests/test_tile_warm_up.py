@@ -33,3 +33,47 @@ def test_tile_tasks_compile_nothing_after_the_warm_up(operation, dtype,
     assert compiled == {}, (
         f"{operation}'s warm_up({dtype}, {connectivity}) leaves these "
         f"kernels to the tile tasks: {compiled}")
+
+
+def test_warm_up_without_a_writable_temporary_folder(monkeypatch):
+    """The warm-up's scratch folder is an optimisation: a worker whose
+    temporary folder cannot be made, or fills up, still passes it."""
+    import tempfile
+
+    import numpy as np
+
+    from gridgraph.core import tile_io
+    from gridgraph.core.components import tiled as components_tiled
+    from gridgraph.core.errors import DiskFullError
+    from gridgraph.core.mst import tiled as mst_tiled
+
+    def refused(*arguments, **keywords):
+        raise PermissionError(13, "Permission denied", "/tmp")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(tempfile, "mkdtemp", refused)
+        components_tiled.warm_up(np.float32)
+        mst_tiled.warm_up(np.float32, 8)
+
+    def full(self, *arguments, **keywords):
+        raise DiskFullError("the folder /tmp is full")
+
+    made = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp(*arguments, **keywords):
+        made.append(real_mkdtemp(*arguments, **keywords))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(tile_io.NpySink, "__init__", full)
+    components_tiled.warm_up(np.float32)
+    assert made and not any(os.path.exists(folder) for folder in made)
+
+
+def test_a_warm_up_error_other_than_the_folders_is_raised(monkeypatch):
+    from gridgraph.core import tiling
+
+    with pytest.raises(ValueError):
+        with tiling.as_tile_tasks():
+            raise ValueError("a bug, not the temporary folder")
