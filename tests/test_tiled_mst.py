@@ -439,3 +439,31 @@ def test_cuda_tiles_in_threads_one_gpu_solve_at_a_time(monkeypatch):
     assert fake.calls == 2 * 6 * 5
     assert fake.most_inside == 1
     assert running["most"] > 1
+
+
+def test_removed_separators_split_without_isin():
+    """split_removed's helpers: membership in a sorted array as np.isin
+    (duplicates included), and an edge key crossing tiles exactly when its
+    two ends (low + [1, cols - 1, cols, cols + 1][rank]) lie in two."""
+    from gridgraph.core import tiling
+    from gridgraph.core.mst.tiled.driver import _crosses_tiles, _in_sorted
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        values = rng.integers(0, 50, rng.integers(0, 40))
+        sorted_values = np.sort(rng.integers(0, 50, rng.integers(0, 40)))
+        assert np.array_equal(_in_sorted(values, sorted_values),
+                              np.isin(values, sorted_values))
+    rows, cols, tile = 23, 17, 5
+    grid = tiling.TileGrid((rows, cols), tile)
+    keys, crosses = [], []
+    for r in range(rows):
+        for c in range(cols):
+            for rank, (dr, dc) in enumerate([(0, 1), (1, -1), (1, 0),
+                                             (1, 1)]):
+                r2, c2 = r + dr, c + dc
+                if 0 <= r2 < rows and 0 <= c2 < cols:
+                    keys.append((r * cols + c) * 4 + rank)
+                    crosses.append((r // tile, c // tile)
+                                   != (r2 // tile, c2 // tile))
+    assert np.array_equal(_crosses_tiles(np.array(keys), grid, cols),
+                          np.array(crosses))

@@ -377,19 +377,18 @@ def _crosses_tiles(edge_ids, grid, cols):
 
 
 def _in_sorted(values, sorted_values):
-    """``np.isin(values, sorted_values)`` for unique ``values`` and sorted
-    ``sorted_values``: the values sorted once and the sorted keys looked
-    up in them in order (a binary search per value, in random order, was
-    slower than the sort)."""
-    found = np.zeros(values.shape, dtype=bool)
+    """``np.isin(values, sorted_values)`` for sorted ``sorted_values``:
+    the values sorted once and looked up in order (a binary search per
+    value in random order was slower than the sort)."""
     if sorted_values.size == 0 or values.size == 0:
-        return found
+        return np.zeros(values.shape, dtype=bool)
     # stable: timsort merges the separators' runs (each seam's keys ascend)
     order = np.argsort(values, kind="stable")
-    at = np.minimum(np.searchsorted(values[order], sorted_values),
-                    values.size - 1)
-    at = at[values[order[at]] == sorted_values]
-    found[order[at]] = True
+    ordered = values[order]
+    at = np.minimum(np.searchsorted(sorted_values, ordered),
+                    sorted_values.size - 1)
+    found = np.empty(values.shape, dtype=bool)
+    found[order] = sorted_values[at] == ordered
     return found
 
 
