@@ -22,3 +22,9 @@ __all__ = [
     "GridGraphError", "InvalidInputError", "BackendUnavailableError",
     "CancelledError", "DiskFullError", "RasterReadError",
 ]
+
+# numba's cache checks a kernel against its own file only: after the
+# engine's sources change, its cached kernels are emptied once
+from . import numba_cache as _numba_cache  # noqa: E402
+
+_numba_cache.refresh()

@@ -1,0 +1,96 @@
+"""Numba's on-disk cache kept in step with the engine's sources.
+
+numba checks a cached kernel against its own source file only (that file's
+modification time and size).  A kernel that calls or inlines a kernel of
+another module is compiled together with it, so after that other module
+changes the cached caller still runs the old callee (numba issue 6845).
+Updating the engine in place (a ``git pull`` of a linked checkout, files
+copied over an install) could then run a mix of old and new kernels.
+
+:func:`refresh` runs at import: it compares a digest of all the engine's
+sources (:func:`gridgraph.core.warmup._sources_digest`) with the one recorded
+beside the cache and, when they differ, empties the cache index of every
+engine kernel (they compile again on first use, or at the next
+``make setup`` warm-up) and records the new digest.  With the digest
+recorded it costs a walk over the sources' file stamps (~1 ms).
+
+Not covered: a process that imported the old code and is still running
+while the sources change may write kernels compiled from the old code into
+the cache after the refresh (close QGIS before updating the plugin).
+"""
+
+import importlib
+import logging
+import os
+
+_CORE = os.path.dirname(os.path.abspath(__file__))
+_PREFIX = "gridgraph-sources-"
+
+
+def _marker_folder():
+    """Where the digest is recorded: beside the warm-up's marker."""
+    return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(_CORE,
+                                                             "__pycache__")
+
+
+def _engine_modules():
+    """The dotted names of every module of the engine."""
+    package = __name__.rsplit(".", 1)[0]
+    names = []
+    for folder, subfolders, files in os.walk(_CORE):
+        subfolders[:] = sorted(d for d in subfolders
+                               if not d.startswith((".", "__")))
+        relative = os.path.relpath(folder, _CORE)
+        prefix = package if relative == "." else \
+            package + "." + relative.replace(os.sep, ".")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                names.append(prefix if name == "__init__.py"
+                             else prefix + "." + name[:-3])
+    return names
+
+
+def _cached_kernels():
+    """Every numba dispatcher of the engine's modules that has an on-disk
+    cache (imports every module: kernels of one not imported yet count)."""
+    from numba.core.caching import Cache  # (not NullCache: no cache=True)
+    kernels = {}  # by id: a module may name one kernel twice
+    for name in _engine_modules():
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 (an optional backend's module)
+            continue
+        for value in list(vars(module).values()):
+            cache = getattr(value, "_cache", None)
+            if isinstance(cache, Cache) and \
+                    getattr(value, "py_func", None) is not None and \
+                    value.py_func.__module__ == module.__name__:
+                kernels[id(value)] = value
+    return list(kernels.values())
+
+
+def refresh():
+    """Empty the engine's cached kernels if its sources changed since the
+    digest was recorded; returns the number of kernels emptied (0 when the
+    digest matched).  Never raises: a cache it cannot write is left as it
+    is (numba then compiles in memory)."""
+    from .warmup import _sources_digest
+    try:
+        folder = _marker_folder()
+        marker = os.path.join(folder, _PREFIX + _sources_digest())
+        if os.path.exists(marker):
+            return 0
+        kernels = _cached_kernels()
+        for kernel in kernels:
+            kernel._cache.flush()
+        os.makedirs(folder, exist_ok=True)
+        for name in os.listdir(folder):
+            if name.startswith(_PREFIX):
+                os.remove(os.path.join(folder, name))
+        with open(marker, "w"):
+            pass
+        return len(kernels)
+    except OSError as error:
+        logging.getLogger(__name__).info(
+            "numba's cache of the engine was not refreshed: %s", error)
+        return 0
