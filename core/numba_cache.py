@@ -84,9 +84,15 @@ def refresh():
         for kernel in kernels:
             kernel._cache.flush()
         os.makedirs(folder, exist_ok=True)
+        # (processes starting together, a cluster's workers, may all do
+        # this at once: numba writes each index by an atomic rename, and
+        # an older marker another one removed first is no error)
         for name in os.listdir(folder):
-            if name.startswith(_PREFIX):
-                os.remove(os.path.join(folder, name))
+            if name.startswith(_PREFIX) and name != os.path.basename(marker):
+                try:
+                    os.remove(os.path.join(folder, name))
+                except FileNotFoundError:
+                    pass
         with open(marker, "w"):
             pass
         return len(kernels)

@@ -57,3 +57,21 @@ def test_the_real_digest_is_recorded_after_import():
     assert os.path.exists(os.path.join(
         numba_cache._marker_folder(),
         "gridgraph-sources-" + warmup._sources_digest()))
+
+
+def test_processes_starting_together_refresh_one_cache(tmp_path):
+    """A cluster's workers import the engine at once after an update: each
+    may empty the cache; none fails, and one marker is left."""
+    import subprocess
+    import sys
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    (tmp_path / "gridgraph-sources-older").write_text("")
+    processes = [subprocess.Popen(
+        [sys.executable, "-c", "import gridgraph.core"], env=environment,
+        stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for process in processes:
+        _, errors = process.communicate(timeout=300)
+        assert process.returncode == 0, errors[-2000:]
+    markers = [name for name in os.listdir(tmp_path)
+               if name.startswith("gridgraph-sources-")]
+    assert markers == ["gridgraph-sources-" + warmup._sources_digest()]
