@@ -624,7 +624,7 @@ def _on_task_threads(function, *arguments):
     """``function(*arguments)`` under :func:`task_numba_threads`: a Dask
     task of a :class:`TaskPool`."""
     with task_numba_threads():
-        return function(*arguments)
+        return function(*unkept(arguments))
 
 
 def _in_kept_heap(function, *arguments):
@@ -632,7 +632,7 @@ def _in_kept_heap(function, *arguments):
     (:func:`heap_kept_for_tiles`), on the task's threads
     (:func:`task_numba_threads`): a Dask tile task."""
     with task_numba_threads(), heap_kept_for_tiles():
-        return function(*arguments)
+        return function(*unkept(arguments))
 
 
 def _run_batch(function, tasks):
@@ -797,7 +797,6 @@ class TaskPool:
             self.outstanding[self.executor.submit(function, *arguments)] = \
                 (tag, None)
             return
-        import operator
         key = f"{self.name}-{self._run}-{self._serial}"
         self._serial += 1
         client = self.executor
@@ -815,15 +814,19 @@ class TaskPool:
                                        allow_other_workers=True)
             if target is not None:
                 self._busy[target] += 1
-            function = functools.partial(_located, function)
+        if self.keep:
+            function = functools.partial(
+                _kept_step, function, self._threads is not None)
         future = client.submit(function, *arguments, key=key, pure=False,
                                resources=self.resources, **restriction)
         state = None
         if self.keep:
-            state = client.submit(operator.getitem, future, 1,
-                                  key=key + "-state",
-                                  resources=self.resources)
-            future = client.submit(operator.getitem, future, 0,
+            # the task's own result is the state later tasks take (a
+            # KeptStep: they unwrap it); only the message is split off,
+            # where the result is (one small task, not two: each Dask
+            # task costs the driver's process ~3 ms of its event loop)
+            state = future
+            future = client.submit(_message_of, future,
                                    key=key + "-message",
                                    resources=self.resources)
         self.outstanding[future] = (tag, state, target)
@@ -862,10 +865,36 @@ class TaskPool:
         self._done.clear()
 
 
-def _located(function, *arguments):
-    """``function(*arguments)``'s ``(message, state)`` as ``((message,
-    address), state)``: the address of the worker that ran it (where the
-    state stays) travels with the message (TaskPool's locality)."""
-    from distributed import get_worker
-    message, state = function(*arguments)
-    return (message, get_worker().address), state
+@dataclass(frozen=True)
+class KeptStep:
+    """A :class:`TaskPool` task's result on a Dask worker (``keep``): its
+    ``message`` (with the worker's address when the pool places tasks by
+    locality) and its ``state``.  Later tasks are given the future of the
+    whole result and take its state (:func:`unkept`), so one task, not a
+    split, holds the state."""
+
+    message: object
+    state: object
+
+
+def unkept(arguments):
+    """``arguments`` with every :class:`KeptStep` replaced by its state."""
+    return tuple(a.state if isinstance(a, KeptStep) else a
+                 for a in arguments)
+
+
+def _kept_step(function, located, *arguments):
+    """``function(*arguments)``'s ``(message, state)`` as a
+    :class:`KeptStep`; with ``located`` the message is ``(message,
+    address)``: the address of the worker that ran it (where the state
+    stays; TaskPool's locality)."""
+    message, state = function(*unkept(arguments))
+    if located:
+        from distributed import get_worker
+        message = (message, get_worker().address)
+    return KeptStep(message, state)
+
+
+def _message_of(step):
+    """A :class:`KeptStep`'s message (the part that travels)."""
+    return step.message

@@ -263,6 +263,39 @@ def test_tile_tasks_keep_numba_to_their_thread(client):
                              workers=[worker]).result() == pool
 
 
+def step_state(state, add):
+    """A TaskPool step: ``(message, state)`` from the last state."""
+    state = (0 if state is None else state) + add
+    return state * 10, state
+
+
+def read_state(state):
+    return state
+
+
+@pytest.mark.parametrize("locality", [False, True])
+def test_task_pool_keeps_each_state_in_its_task(client, locality):
+    """A TaskPool with keep=True: each step is one task holding its
+    (message, state) and one small task taking the message out (no third
+    task for the state); a later step, and a run_tasks round, given the
+    step's future run on its state."""
+    from gridgraph.core import tile_tasks
+    pool = tile_tasks.TaskPool(client, keep=True, name="kept-step",
+                               locality=locality)
+    state = None
+    for add in (1, 2, 3):
+        pool.submit("tile", step_state, state, add)
+        (message_future, (tag, step, _)), = pool.outstanding.items()
+        assert message_future.key == step.key + "-message"
+        tag, (message, state) = pool.next_done()
+        assert tag == "tile" and state is step
+        assert message == 10 * sum(range(1, add + 1))
+        held = {k for k in scheduler_tasks(client)
+                if k.startswith(step.key)}
+        assert held <= {step.key, step.key + "-message"}
+    assert tile_tasks.run_tasks(read_state, [(state,)], client) == [6]
+
+
 @pytest.mark.parametrize("writes,kept,switches", [
     ("mapped", False, False), ("pwrite", False, False),
     ("mapped", True, False), ("pwrite", True, False),
