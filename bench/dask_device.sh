@@ -332,6 +332,14 @@ eleventh_cd)
         --json "$OUT/cd.json" > "$OUT/run.log" 2>&1
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     ;;
+twelfth_cd)
+    # cost distance at 8, 1 and 8 workers with timelines: a TaskPool step
+    # as two Dask tasks (the state inside the step's own)
+    machine
+    $B --workers 8 1 8 --operations costdistance --timeline \
+        --json "$OUT/cd.json" > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 sixteen)
     $B --workers 16 --operations costdistance \
         --json "$OUT/w16-cd.json" > "$OUT/w16-cd.log" 2>&1
