@@ -370,10 +370,9 @@ def _tile_index(cells, grid, cols):
 
 def _crosses_tiles(edge_ids, grid, cols):
     """Whether each edge (key ``low * 4 + rank``) joins two tiles."""
-    low = edge_ids >> 2
-    step = np.array([1, cols - 1, cols, cols + 1], np.int64)
-    return _tile_index(low, grid, cols) \
-        != _tile_index(low + step[edge_ids & 3], grid, cols)
+    ends = edge_list.edge_ends(edge_ids, cols)
+    return _tile_index(ends[:, 0], grid, cols) \
+        != _tile_index(ends[:, 1], grid, cols)
 
 
 def _in_sorted(values, sorted_values):
