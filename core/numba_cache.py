@@ -22,6 +22,7 @@ the cache after the refresh (close QGIS before updating the plugin).
 import importlib
 import logging
 import os
+import sys
 
 _CORE = os.path.dirname(os.path.abspath(__file__))
 _PREFIX = "gridgraph-sources-"
@@ -50,23 +51,39 @@ def _engine_modules():
     return names
 
 
-def _cached_kernels():
-    """Every numba dispatcher of the engine's modules that has an on-disk
-    cache (imports every module: kernels of one not imported yet count)."""
-    from numba.core.caching import Cache  # (not NullCache: no cache=True)
-    kernels = {}  # by id: a module may name one kernel twice
-    for name in _engine_modules():
-        try:
-            module = importlib.import_module(name)
-        except Exception:  # noqa: BLE001 (an optional backend's module)
-            continue
+def engine_kernels(import_all=True):
+    """Every numba CPU dispatcher defined in the engine's modules, by
+    ``module.name`` of its Python function (a module may name one kernel
+    twice, or re-export another module's).  ``import_all``: import every
+    module first (kernels of one not imported yet count); else only the
+    modules imported so far (what a process has met)."""
+    from numba.core.registry import CPUDispatcher
+    if import_all:
+        modules = []
+        for name in _engine_modules():
+            try:
+                modules.append(importlib.import_module(name))
+            except Exception:  # noqa: BLE001 (an optional backend's module)
+                continue
+    else:
+        package = __name__.rsplit(".", 1)[0]
+        modules = [module for name, module in list(sys.modules.items())
+                   if module is not None and (
+                       name == package or name.startswith(package + "."))]
+    kernels = {}
+    for module in modules:
         for value in list(vars(module).values()):
-            cache = getattr(value, "_cache", None)
-            if isinstance(cache, Cache) and \
-                    getattr(value, "py_func", None) is not None and \
-                    value.py_func.__module__ == module.__name__:
-                kernels[id(value)] = value
-    return list(kernels.values())
+            if isinstance(value, CPUDispatcher):
+                function = value.py_func
+                kernels[f"{function.__module__}.{function.__name__}"] = value
+    return kernels
+
+
+def _cached_kernels():
+    """The engine's kernels with an on-disk cache (``cache=True``)."""
+    from numba.core.caching import Cache  # (not NullCache: no cache=True)
+    return [kernel for kernel in engine_kernels().values()
+            if isinstance(getattr(kernel, "_cache", None), Cache)]
 
 
 def refresh():

@@ -18,16 +18,10 @@ import numpy as np
 
 
 def kernels():
-    """Every numba dispatcher of the engine's modules, by name."""
-    from numba.core.registry import CPUDispatcher
-    found = {}
-    for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith("gridgraph.core"):
-            continue
-        for value in list(vars(module).values()):
-            if isinstance(value, CPUDispatcher):
-                found[f"{value.py_func.__module__}.{value.__name__}"] = value
-    return found
+    """Every numba dispatcher of the engine's modules imported so far, by
+    name (cached or not)."""
+    from gridgraph.core.numba_cache import engine_kernels
+    return engine_kernels(import_all=False)
 
 
 def raster(dtype, shape=(70, 90)):
