@@ -387,14 +387,14 @@ def _keep_labels(executor, cells):
 def warm_up(dtype=np.float64):
     """Compile this module's tile kernels (a Dask worker's preflight): the
     tiled path on a tiny raster of ``dtype``, in this process, in both
-    modes, in memory and as tile tasks writing their label runs into a
-    labels file (:func:`tiling.as_tile_tasks`)."""
+    modes, as tile tasks writing their label runs into a labels file
+    (:func:`tiling.as_tile_tasks`; a worker runs nothing else, so no
+    in-memory run)."""
     values = (np.arange(16 * 16) % 3).reshape(16, 16).astype(dtype)
     source = tiling.ArraySource(values)
     grid = tiling.TileGrid(values.shape, 8)
     for mode in ("equal", "nonzero"):
         for connectivity in (4, 8):
-            label_tiled(source, grid, connectivity, mode, None)
             with tiling.as_tile_tasks() as (pool, out_dir):
                 label_tiled(source, grid, connectivity, mode, None, out_dir,
                             pool)

@@ -42,9 +42,9 @@ def minimum_spanning_tree_tiled(plan, connectivity, weight_index,
 
 def warm_up(dtype=np.float32, connectivity=4):
     """Compile this module's tile kernels (a Dask worker's preflight): the
-    tiled path on a tiny raster of ``dtype``, in this process, in memory
-    and as tile tasks (:func:`tiling.as_tile_tasks`: the sample sort of
-    the edge list).  4 x 4 tiles, so that the hierarchy has a level below
+    tiled path on a tiny raster of ``dtype``, in this process, as tile
+    tasks (:func:`tiling.as_tile_tasks`: the sample sort of the edge list;
+    a worker runs nothing else, so no in-memory run).  4 x 4 tiles, so that the hierarchy has a level below
     its top (whose blocks are compressed, :func:`.forest._compress`).
     ``tests/test_tile_warm_up.py`` checks that a larger run compiles
     nothing more."""
@@ -61,9 +61,6 @@ def warm_up(dtype=np.float32, connectivity=4):
         rasters[1][31, 31] = np.finfo(dtype).tiny
     for values in rasters:
         for keep_edges in (True, False):
-            minimum_spanning_tree(values, connectivity=connectivity,
-                                  tile_size=8, backend="cpu",
-                                  edges=keep_edges)
             with tiling.as_tile_tasks() as (pool, out_dir):
                 minimum_spanning_tree(values, connectivity=connectivity,
                                       tile_size=8, backend="cpu",
