@@ -887,8 +887,9 @@ def _kept_step(function, located, *arguments):
     """``function(*arguments)``'s ``(message, state)`` as a
     :class:`KeptStep`; with ``located`` the message is ``(message,
     address)``: the address of the worker that ran it (where the state
-    stays; TaskPool's locality)."""
-    message, state = function(*unkept(arguments))
+    stays; TaskPool's locality).  ``function`` is given the arguments
+    as they came: :func:`_on_task_threads` unwraps them."""
+    message, state = function(*arguments)
     if located:
         from distributed import get_worker
         message = (message, get_worker().address)

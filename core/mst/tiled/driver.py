@@ -44,8 +44,9 @@ def warm_up(dtype=np.float32, connectivity=4):
     """Compile this module's tile kernels (a Dask worker's preflight): the
     tiled path on a tiny raster of ``dtype``, in this process, as tile
     tasks (:func:`tiling.as_tile_tasks`: the sample sort of the edge list;
-    a worker runs nothing else, so no in-memory run).  4 x 4 tiles, so that the hierarchy has a level below
-    its top (whose blocks are compressed, :func:`.forest._compress`).
+    a worker runs nothing else, so no in-memory run).  4 x 4 tiles, so
+    that the hierarchy has a level below its top (whose blocks are
+    compressed, :func:`.forest._compress`).
     ``tests/test_tile_warm_up.py`` checks that a larger run compiles
     nothing more."""
     from .. import minimum_spanning_tree
