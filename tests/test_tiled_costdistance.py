@@ -164,8 +164,15 @@ def test_source_on_tile_corners(connectivity):
             assert_same(cost, [source], connectivity=connectivity)
 
 
+@pytest.mark.parametrize("indexed_heap", [True, False])
 @pytest.mark.parametrize("connectivity", [4, 8, 16])
-def test_maze_crosses_tiles_many_times(connectivity):
+def test_maze_crosses_tiles_many_times(connectivity, indexed_heap,
+                                       monkeypatch):
+    # both tile solves (the in-memory search's indexed heap, the default,
+    # and the lazy-deletion binary heap) seeded again and again from a
+    # tile's last state
+    from gridgraph.core.costdistance.tiled import solve
+    monkeypatch.setattr(solve, "INDEXED_HEAP_SOLVE", indexed_heap)
     cost = maze_cost((61, 67), seed=2)
     expected, results = assert_same(cost, [(0, 0), (60, 66)],
                                     connectivity=connectivity)

@@ -4,7 +4,8 @@ The priority queue is an indexed 4-ary min-heap with decrease-key: every
 reached, unsettled cell sits in the heap exactly once, its record's
 ``heap_position`` says where, and a cheaper path moves it up in place.  A cell
 is in the heap exactly when its tentative cost is finite and it has not been
-popped.  Keys are stored in the heap (beside each entry's cell index), so
+popped (in a tile solve of the tiled path, which starts from the tile's last
+distances, when its heap position is not -1).  Keys are stored in the heap (beside each entry's cell index), so
 sifting compares within the small heap arrays and never reads the raster.
 
 At 4096 x 4096 the search is bound by memory latency: a popped cell's
@@ -91,7 +92,8 @@ def _state_dtype(index):
     # accumulated: +inf not reached yet, -inf barrier (no candidate is ever
     # smaller, so barriers need no test of their own); cost: the friction as
     # float64; heap_position: valid only while the cell is in the heap
-    # (then the queue of the steps search); hops: the cell's steps.
+    # (then the queue of the steps search; a tile solve sets -1 where a
+    # finite cost is not in the heap); hops: the cell's steps.
     return np.dtype([("accumulated", np.float64), ("cost", np.float64),
                      ("heap_position", index), ("hops", index)])
 
@@ -359,7 +361,22 @@ def _heap_search(state, rows, cols, valid, source_index, connectivity,
     heap_key = np.full(capacity, np.inf)
     heap_cell = np.empty(capacity, dtype=index)
     heap_size = _seed_sources(source_index, state, heap_key, heap_cell)
-    n_valid = max(int(np.count_nonzero(valid)), 1)
+    drain_heap(state, rows, cols, heap_key, heap_cell, heap_size,
+               neighbour_delta, neighbour_drow, neighbour_dcol,
+               passed_delta_a, passed_delta_b, step_lengths, margin,
+               max_cost, progress, max(int(np.count_nonzero(valid)), 1))
+
+
+def drain_heap(state, rows, cols, heap_key, heap_cell, heap_size,
+               neighbour_delta, neighbour_drow, neighbour_dcol,
+               passed_delta_a, passed_delta_b, step_lengths, margin,
+               max_cost, progress, n_valid):
+    """Dijkstra from a seeded heap until it is empty, in chunks of pops
+    between progress reports (the share of ``n_valid`` cells settled).
+    Also the tiled path's tile solve (``tiled.solve``), whose heap holds
+    the cells its band and sources lowered."""
+    n_cells = rows * cols
+    connectivity = neighbour_delta.shape[0]
     settled = 0
     while heap_size > 0:
         if heap_size + connectivity + HEAP_PADDING > heap_key.shape[0]:
@@ -771,7 +788,10 @@ def _dijkstra_chunk(state, rows, cols, heap_key, heap_cell, heap_size,
             if candidate < previous:
                 if candidate <= max_cost:
                     record.accumulated = candidate
-                    if previous == np.inf:
+                    # not in the heap: never reached, or (a tile solve
+                    # seeded with its last state) reached by an earlier
+                    # solve, its heap position -1
+                    if previous == np.inf or record.heap_position < 0:
                         slot = heap_size
                         heap_size += 1
                         heap_key[heap_size + HEAP_PADDING - 1] = np.inf

@@ -5,10 +5,21 @@ received) and its task."""
 import numpy as np
 from numba import njit
 
-from ..._common import valid_mask
+from ..._common import index_dtype, valid_mask
+from .. import _cpu
 from .._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
+from .._cpu import _sift_up
 from .band import band_cells
 from .budget import HOPS_PENDING, HOPS_UNREACHED
+
+# Solve a tile with no settle bound by the in-memory search's indexed 4-ary
+# heap (``_cpu.drain_heap``: decrease-key in place, one record a cell,
+# prefetching) instead of _solve_tile's lazy-deletion binary heap; the
+# same distances (the least fixed point; every candidate the same
+# expression).  A 1024 x 1024 tile of neuse40's DEM from one source, 2-core
+# box: 0.42-0.46 s with _solve_tile, the in-memory search of the same
+# raster 0.15-0.18 s.
+INDEXED_HEAP_SOLVE = True
 
 # --------------------------------------------------------------------------
 # round 1: the tile solve
@@ -83,6 +94,10 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
                 np.ascontiguousarray(new_hops, dtype=np.int64).reshape(-1),
                 np.inf)
     cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
+    if bound == np.inf and INDEXED_HEAP_SOLVE:
+        _solve_tile_indexed(cost, window.rows, window.cols, distance,
+                            seeded, offsets, passed, step_lengths, max_cost)
+        return distance, hops, np.inf
     pending_key = _solve_tile(
         cost, window.rows, window.cols, distance, hops, seeded,
         offsets[:, 0].copy(), offsets[:, 1].copy(),
@@ -90,6 +105,65 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
         _passed_delta(passed, 1, window.cols), step_lengths, max_cost,
         float(bound))
     return distance, hops, pending_key
+
+
+def _solve_tile_indexed(cost, rows, cols, distance, seeded, offsets, passed,
+                        step_lengths, max_cost):
+    """The tile's least distances by the in-memory search's indexed heap
+    (``_cpu.drain_heap``), seeded with the ``seeded`` cells at their
+    distances; ``distance`` (its last state, -inf on barriers) is updated
+    in place.  Every cell is settled (no bound)."""
+    n_cells = rows * cols
+    index = index_dtype(n_cells)
+    state = np.empty(n_cells, _cpu._state_dtype(index))
+    _fill_search_state(state, cost, distance)
+    connectivity = len(offsets)
+    capacity = min(n_cells, max(seeded.size, _cpu.INITIAL_HEAP_CAPACITY)) \
+        + connectivity + _cpu.HEAP_PADDING
+    heap_key = np.full(capacity, np.inf)
+    heap_cell = np.empty(capacity, dtype=index)
+    heap_size = _seed_heap(seeded, state, heap_key, heap_cell)
+    drow = np.ascontiguousarray(offsets[:, 0], dtype=np.int64)
+    dcol = np.ascontiguousarray(offsets[:, 1], dtype=np.int64)
+    _cpu.drain_heap(state, rows, cols, heap_key, heap_cell, heap_size,
+                    drow * cols + dcol, drow, dcol,
+                    _passed_delta(passed, 0, cols),
+                    _passed_delta(passed, 1, cols),
+                    np.ascontiguousarray(step_lengths, dtype=np.float64),
+                    2 if connectivity == 16 else 1, max_cost,
+                    _no_progress, n_cells)
+    distance[:] = state["accumulated"]
+
+
+def _no_progress(fraction):
+    """A tile solve reports no progress of its own."""
+
+
+@njit(cache=True, nogil=True)
+def _fill_search_state(state, cost, distance):
+    """The search records of a tile: its costs (float64, 0 on barriers),
+    its distances so far, out of the heap (position -1)."""
+    for cell in range(cost.size):
+        record = state[cell]
+        record.cost = cost[cell]
+        record.accumulated = distance[cell]
+        record.heap_position = -1
+        record.hops = 0
+
+
+@njit(cache=True, nogil=True)
+def _seed_heap(seeded, state, heap_key, heap_cell):
+    """Push every seeded cell at its distance; return the heap's size."""
+    heap_size = 0
+    for k in range(seeded.size):
+        cell = seeded[k]
+        record = state[cell]
+        if record.heap_position >= 0:
+            continue  # listed twice
+        slot = heap_size
+        heap_size += 1
+        _sift_up(heap_key, heap_cell, state, slot, record.accumulated, cell)
+    return heap_size
 
 
 @njit(cache=True, nogil=True)
