@@ -7,7 +7,7 @@ from numba import njit
 
 from ..._common import valid_mask
 from .band import _scatter_halo, band_cells
-from .budget import PREDECESSOR_SOURCE, PREDECESSOR_UNREACHED
+from .budget import PREDECESSOR_UNREACHED
 
 # Below every hops value: the halo ring's hops once a tile's search starts
 # (_ring_floor).
@@ -244,22 +244,23 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
 
 
 def tile_trees(cost_source, window, nodata, state, margin, source_local,
-               source_ids, halo, offsets, passed, step_lengths):
+               source_ids, halo, offsets, passed, step_lengths, labels=True):
     """Predecessor codes and allocation labels of one tile.  Pure.
 
     With a :class:`Halo` of label mode 1 the halo cells are labelled with
     their own band index (flag 1), so a cell whose tree leaves the tile
     gets the index of the band cell it leaves through; with mode 2 with
     the resolved band labels.  Returns (predecessor, label, flag), each
-    rows x cols.
+    rows x cols; without ``labels`` (one source id: the allocation needs
+    no tree walked) label and flag are None.
     """
     from .._cpu import canonical_predecessors, walk_to_roots
     rows, cols = window.rows, window.cols
     frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
     n = frame_rows * frame_cols
     inner = (slice(margin, margin + rows), slice(margin, margin + cols))
-    frame_label = np.zeros(n, np.int64)
-    frame_flag = np.zeros(n, np.uint8)
+    frame_label = np.zeros(n if labels else 0, np.int64)
+    frame_flag = np.zeros(n if labels else 0, np.uint8)
     frame_known = np.zeros(n, np.bool_)
     frame_distance, frame_hops, frame_cost = _tile_frame(
         cost_source, window, nodata, state, margin, halo, frame_label,
@@ -275,6 +276,9 @@ def tile_trees(cost_source, window, nodata, state, margin, source_local,
                            np.ascontiguousarray(passed[:, 1, 0]),
                            np.ascontiguousarray(passed[:, 1, 1]),
                            step_lengths, predecessor)
+    shape = (frame_rows, frame_cols)
+    if not labels:
+        return predecessor.reshape(shape)[inner], None, None
     if source_local.size:
         local_rows, local_cols = np.divmod(source_local, cols)
         framed = (local_rows + margin) * frame_cols + local_cols + margin
@@ -284,7 +288,6 @@ def tile_trees(cost_source, window, nodata, state, margin, source_local,
         frame_known[framed] = True
     walk_to_roots(predecessor, frame_cols, drow, dcol, frame_label,
                   frame_flag, frame_known)
-    shape = (frame_rows, frame_cols)
     return (predecessor.reshape(shape)[inner], frame_label.reshape(shape)[inner],
             frame_flag.reshape(shape)[inner])
 
@@ -344,6 +347,7 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
             source_ids, halo, offsets, passed, step_lengths, outputs,
             single_id)
     from .. import GRASS_DIRECTION_DEGREES
+    from .._cpu import directions_in_degrees
     shape = (window.rows, window.cols)
     distance = state[0].reshape(shape)
     if halo is None:
@@ -351,11 +355,11 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
                                         np.nan)}
     predecessor, label, _ = tile_trees(cost_source, window, nodata, state,
                                        margin, source_local, source_ids,
-                                       halo, offsets, passed, step_lengths)
-    reached = predecessor >= 0
-    direction = np.full(shape, np.nan, np.float32)
-    direction[reached] = GRASS_DIRECTION_DEGREES[predecessor[reached]]
-    direction[predecessor == PREDECESSOR_SOURCE] = 0.0
+                                       halo, offsets, passed, step_lengths,
+                                       labels=single_id is None)
+    predecessor = np.ascontiguousarray(predecessor)
+    # NaN where unreached, 0 at sources, as the in-memory path's
+    direction = directions_in_degrees(predecessor, GRASS_DIRECTION_DEGREES)
     unreached = predecessor == PREDECESSOR_UNREACHED
     blocks = {"accumulated": np.where(unreached, np.nan, distance),
               "direction": direction,
