@@ -5,13 +5,15 @@ reached, unsettled cell sits in the heap exactly once, its record's
 ``heap_position`` says where, and a cheaper path moves it up in place.  A cell
 is in the heap exactly when its tentative cost is finite and it has not been
 popped (in a tile solve of the tiled path, which starts from the tile's last
-distances, when its heap position is not -1).  Keys are stored in the heap (beside each entry's cell index), so
-sifting compares within the small heap arrays and never reads the raster.
+distances: when its heap position is not -1 and it has not been popped).
+Keys are stored in the heap (beside each entry's cell index), so sifting
+compares within the small heap arrays and never reads the raster.
 
 At 4096 x 4096 the search is bound by memory latency: a popped cell's
 neighbourhood was last touched when it was pushed, long before.  So per-cell
-search state is one record (tentative cost, cost, heap position, hops), and relaxing a neighbour touches one cache line instead of one per
-array (about 30 % faster than separate arrays); and right after a pop the
+search state is one record (tentative cost, cost, heap position, hops), and
+relaxing a neighbour touches one cache line instead of one per array (about
+30 % faster than separate arrays); and right after a pop the
 neighbourhood of the new heap root, the likely next cell, is prefetched while
 the current cell is relaxed (about 20 % more).
 

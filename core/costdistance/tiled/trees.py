@@ -252,9 +252,11 @@ def tile_trees(cost_source, window, nodata, state, margin, source_local,
     gets the index of the band cell it leaves through; with mode 2 with
     the resolved band labels.  Returns (predecessor, label, flag), each
     rows x cols; without ``labels`` (one source id: the allocation needs
-    no tree walked) label and flag are None.
+    no tree walked) and a halo without labels, label and flag are None.
     """
     from .._cpu import canonical_predecessors, walk_to_roots
+    # a halo with labels is scattered into the label frames: walk them
+    labels = labels or halo.label is not None
     rows, cols = window.rows, window.cols
     frame_rows, frame_cols = rows + 2 * margin, cols + 2 * margin
     n = frame_rows * frame_cols
@@ -288,7 +290,8 @@ def tile_trees(cost_source, window, nodata, state, margin, source_local,
         frame_known[framed] = True
     walk_to_roots(predecessor, frame_cols, drow, dcol, frame_label,
                   frame_flag, frame_known)
-    return (predecessor.reshape(shape)[inner], frame_label.reshape(shape)[inner],
+    return (predecessor.reshape(shape)[inner],
+            frame_label.reshape(shape)[inner],
             frame_flag.reshape(shape)[inner])
 
 
