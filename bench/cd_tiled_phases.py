@@ -14,23 +14,25 @@ outputs (to compare commits: run it in a worktree of each, interleaved).
 
 import argparse
 import hashlib
+import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# bench/scale.py (the DEM; it also makes gridgraph importable from a bare
-# checkout); then this folder leaves the path: "import dask" would find
-# bench/dask.py
-sys.path.insert(0, HERE)
-import scale  # noqa: E402
 
-sys.path.remove(HERE)
-NEUSE40 = (17630, 12555)  # bench/dask.py's --neuse40
+
+def dask_bench():
+    """bench/dask.py as a module of another name ("import dask" would
+    shadow Dask): its neuse40 shape and inputs, made once for both."""
+    spec = importlib.util.spec_from_file_location(
+        "gridgraph_bench_dask", os.path.join(HERE, "dask.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def phase_seconds(marks, spans):
@@ -54,11 +56,8 @@ def main():
     from gridgraph.core import cost_distance
     from gridgraph.core.costdistance import rounds
 
-    # bench/dask.py's DEM (the same file name: made once for both)
-    os.makedirs(args.workdir, exist_ok=True)
-    dem = os.path.join(args.workdir, f"dem-{NEUSE40[0]}x{NEUSE40[1]}.npy")
-    if not os.path.exists(dem):
-        scale.synthetic_dem(dem, NEUSE40)
+    bench = dask_bench()
+    dem, _ = bench.make_inputs(args.workdir, bench.NEUSE40)
     crop = os.path.join(args.workdir, f"dem-crop-{args.size}.npy")
     if not os.path.exists(crop):
         np.save(crop, np.load(dem, mmap_mode="r")[:args.size, :args.size])

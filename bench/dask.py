@@ -142,6 +142,27 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
             f"{getattr(result, 'hops_visits', '?')} hops visits")
 
 
+def local_cluster(args, workers):
+    """The cluster of a run: a ``LocalCluster`` (its scheduler in this
+    process, on the client's event loop), or with ``--scheduler-process``
+    Dask's ``SubprocessCluster`` (the scheduler in a process of its own, as
+    on a cluster a user's ``DASK_SCHEDULER`` address names); ``workers``
+    one-thread worker processes either way."""
+    resources = {"GPU": 1} if args.gpu_workers else None
+    if args.scheduler_process:
+        from distributed.deploy.subprocess import SubprocessCluster
+        return SubprocessCluster(
+            host="127.0.0.1", dashboard_address=None, n_workers=workers,
+            threads_per_worker=1,
+            worker_kwargs=dict(memory_limit=args.memory_limit,
+                               resources=resources))
+    from distributed import LocalCluster
+    return LocalCluster(n_workers=workers, threads_per_worker=1,
+                        processes=True, host="127.0.0.1",
+                        dashboard_address=None,
+                        memory_limit=args.memory_limit, resources=resources)
+
+
 def simulate(args, shape, dem, mask):
     """The schedule of k one-thread workers on a virtual clock: modelled
     seconds, the tasks' own seconds, tile solves; outputs compared."""
@@ -586,6 +607,10 @@ def main():
     parser.add_argument("--inputs-only", action="store_true",
                         help=argparse.SUPPRESS)
     parser.add_argument("--worker-numba-threads", type=int, default=1)
+    parser.add_argument("--scheduler-process", action="store_true",
+                        help="the scheduler in a process of its own "
+                        "(SubprocessCluster), not on this process's event "
+                        "loop with the client (LocalCluster)")
     parser.add_argument("--simulate", action="store_true",
                         help="no cluster: run in this process and model k "
                         "one-thread workers on a virtual clock "
@@ -674,7 +699,7 @@ def main():
         os.environ["NUMBA_NUM_THREADS"] = str(args.worker_numba_threads)
     if args.simulate:
         return simulate(args, shape, dem, mask)
-    from distributed import Client, LocalCluster
+    from distributed import Client
     crops = []
     for path in (dem, mask):
         # named per process: two benches may share the inputs' folder
@@ -687,13 +712,9 @@ def main():
     reference = {}
     for workers in args.workers:
         load_before = os.getloadavg()[0]
-        with LocalCluster(n_workers=workers, threads_per_worker=1,
-                          processes=True, host="127.0.0.1",
-                          dashboard_address=None,
-                          memory_limit=args.memory_limit,
-                          resources={"GPU": 1} if args.gpu_workers
-                          else None) as cluster, \
+        with local_cluster(args, workers) as cluster, \
                 Client(cluster, set_as_default=False) as client:
+            client.wait_for_workers(workers)  # subprocesses join late
             pinned = client.run(pin_to_core) if args.pin else None
             for operation, out_root in [
                     (operation, root) for operation in in_turn(
@@ -715,6 +736,7 @@ def main():
                     stream = get_task_stream(client=client)
                     stream.__enter__()
                 usage = client.run(worker_usage)
+                driver_cpu = time.process_time()
                 start = time.perf_counter()
                 wall_start = time.time()
                 marks = []
@@ -729,6 +751,7 @@ def main():
                                     args.tile_size, out_dir, args.backend,
                                     progress)
                 seconds = time.perf_counter() - start
+                driver_cpu = time.process_time() - driver_cpu
                 wall_stop = time.time()
                 usage = usage_delta(usage, client.run(worker_usage))
                 if stream is not None:
@@ -742,6 +765,8 @@ def main():
                                  seconds=seconds, same=same, note=note,
                                  out_root=out_root, pinned=pinned,
                                  worker_usage=usage,
+                                 driver_cpu=driver_cpu,
+                                 scheduler_process=args.scheduler_process,
                                  settings=settings(),
                                  digests=digests,
                                  load=(load_before, os.getloadavg()[0]),
@@ -783,8 +808,8 @@ def main():
         write_json(args, shape, rows)
     print("| operation | outputs in | workers | s | Mcells/s | speed-up | "
           "efficiency | identical | worker CPU s (user + sys) | "
-          "load avg before/after | note |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "driver CPU s | load avg before/after | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     base = {}
     for row in rows:
         first = base.setdefault((row["operation"], row["out_root"]), row)
@@ -796,6 +821,7 @@ def main():
               f"{speedup:.2f} | {efficiency:.0%} | "
               f"{'yes' if row['same'] else 'NO'} | "
               f"{used['user']:.2f} + {used['sys']:.2f} | "
+              f"{row.get('driver_cpu', float('nan')):.2f} | "
               f"{row['load'][0]:.1f} / {row['load'][1]:.1f} | "
               f"{row['note']} |")
     print()

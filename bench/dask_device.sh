@@ -58,6 +58,11 @@
 #                                   separators was cut
 #   bench/dask_device.sh eleventh_cd -- cost distance at 8 and 1 workers
 #                                   with timelines
+#   bench/dask_device.sh fourteenth_cd -- cost distance with the
+#                                   scheduler in its own process at 8, 1, 8
+#                                   workers, then on a LocalCluster at 8, 1
+#   bench/dask_device.sh fourteenth_other -- components and the MST with
+#                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -331,6 +336,28 @@ eleventh_cd)
     $B --workers 8 1 --operations costdistance --timeline \
         --json "$OUT/cd.json" > "$OUT/run.log" 2>&1
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+fourteenth_cd)
+    # cost distance with the scheduler in a process of its own
+    # (--scheduler-process: as on a cluster named by its address) at 8, 1
+    # and 8 workers, then on a LocalCluster (the scheduler on the driver's
+    # event loop) at 8 and 1
+    machine
+    $B --workers 8 1 8 --operations costdistance --timeline \
+        --scheduler-process --json "$OUT/cd-sp.json" > "$OUT/run.log" 2>&1
+    echo "costdistance (scheduler process) done at $SECONDS s" \
+        >> "$OUT/run.log"
+    $B --workers 8 1 --operations costdistance --timeline \
+        --json "$OUT/cd-local.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance (LocalCluster) done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+fourteenth_other)
+    # components and the MST with the scheduler in a process of its own
+    # at 8 and 1 workers
+    machine
+    $B --workers 8 1 --operations components mst --timeline \
+        --scheduler-process --json "$OUT/other-sp.json" > "$OUT/run.log" 2>&1
+    echo "components, mst done at $SECONDS s" >> "$OUT/run.log"
     ;;
 twelfth_cd)
     # cost distance at 8, 1 and 8 workers with timelines: a TaskPool step
