@@ -181,6 +181,98 @@ def test_maze_crosses_tiles_many_times(connectivity, indexed_heap,
     assert solved_8.tile_solves > 8 * 9
 
 
+def _fixed_point(cost, valid, seeds_at, step_lengths, max_cost):
+    """The least distances of one tile (8-connected) given a distance at
+    some cells, by Bellman-Ford relaxation with the search's expression
+    term for term: the brute-force oracle of a tile solve."""
+    rows, cols = cost.shape
+    cost64 = np.where(valid, cost, 0).astype(np.float64)
+    distance = np.full(cost.shape, np.inf)
+    for (r, c), d in seeds_at.items():
+        distance[r, c] = min(distance[r, c], d)
+    distance[~valid] = -np.inf
+    changed = True
+    while changed:
+        changed = False
+        for r in range(rows):
+            for c in range(cols):
+                if not valid[r, c]:
+                    continue
+                for i, (dr, dc) in enumerate(NEIGHBOUR_OFFSETS[:8]):
+                    nr, nc = r - dr, c - dc  # the move from (nr, nc)
+                    if not (0 <= nr < rows and 0 <= nc < cols) \
+                            or not np.isfinite(distance[nr, nc]):
+                        continue
+                    candidate = distance[nr, nc] + (
+                        cost64[nr, nc] + cost64[r, c]) * 0.5 \
+                        * step_lengths[i]
+                    if candidate <= max_cost and candidate < distance[r, c]:
+                        distance[r, c] = candidate
+                        changed = True
+    return distance
+
+
+@pytest.mark.parametrize("connectivity", [4, 8, 16])
+@pytest.mark.parametrize("seed", range(6))
+def test_indexed_and_binary_tile_solves_agree_step_by_step(connectivity,
+                                                           seed, monkeypatch):
+    # one tile solved again and again with lower band distances each time:
+    # the indexed-heap solve (from raw costs and the last state) and the
+    # binary-heap solve give the same state after every step, and for 8
+    # neighbours the brute-force fixed point of every seed so far
+    from gridgraph.core.costdistance import KNIGHT_PASSED_CELLS
+    from gridgraph.core.costdistance.tiled import solve
+    from gridgraph.core.tiling import ArraySource, Window
+    rng = np.random.default_rng(seed)
+    rows, cols = int(rng.integers(3, 14)), int(rng.integers(3, 14))
+    window = Window(0, 0, rows, cols)
+    if seed % 2:
+        cost = rng.integers(0, 4, (rows, cols)).astype(np.float32)  # ties
+    else:
+        cost = rng.uniform(0.5, 9, (rows, cols))
+    cost[rng.random(cost.shape) < 0.2] = -1  # barriers
+    valid = cost != -1
+    offsets = np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity])
+    passed = np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity])
+    step_lengths = np.hypot(offsets[:, 0], offsets[:, 1])
+    max_cost = np.inf if seed < 4 else 30.0
+    band_r, band_c = solve.band_cells(rows, cols, 1)
+    source_local = np.flatnonzero(valid.reshape(-1))[:1].astype(np.int64)
+    source = ArraySource(cost)
+    states = {True: None, False: None}
+    seeds_at = {divmod(int(k), cols): 0.0 for k in source_local}
+    received = np.full(band_r.size, np.inf)
+    for step in range(5):
+        # lower distances arrive at a few band cells
+        pick = rng.random(band_r.size) < 0.3
+        received = np.where(pick, np.minimum(
+            received, rng.uniform(0, 40, band_r.size)), received)
+        for b in np.flatnonzero(pick):
+            key = (int(band_r[b]), int(band_c[b]))
+            seeds_at[key] = min(seeds_at.get(key, np.inf), received[b])
+        for indexed in (True, False):
+            monkeypatch.setattr(solve, "INDEXED_HEAP_SOLVE", indexed)
+            before = states[indexed]
+            kept = None if before is None else (before[0].copy(),
+                                                before[1].copy())
+            distance, hops, pending = solve.solve_tile(
+                source, window, -1, before,
+                source_local if step == 0 else source_local[:0],
+                received.copy(), 1, offsets, step_lengths, max_cost, passed)
+            assert pending == np.inf
+            if before is not None:  # the input state is left as it was
+                assert np.array_equal(before[0], kept[0])
+                assert np.array_equal(before[1], kept[1])
+            states[indexed] = (distance, hops)
+        assert np.array_equal(states[True][0], states[False][0])
+        assert np.array_equal(states[True][1], states[False][1])
+        if connectivity == 8:
+            expected = _fixed_point(cost, valid, seeds_at, step_lengths,
+                                    max_cost)
+            assert np.array_equal(states[True][0].reshape(rows, cols),
+                                  expected)
+
+
 def test_plateau_ties_and_zero_costs():
     plateau = np.full((40, 37), 2.0)
     expected, _ = assert_same(plateau, [(20, 20), (3, 30)], connectivity=8)

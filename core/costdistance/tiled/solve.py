@@ -61,6 +61,14 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
     """
     cost = cost_source.read(window)
     valid = valid_mask(cost, nodata)
+    if passed is None:
+        from .. import KNIGHT_PASSED_CELLS
+        passed = KNIGHT_PASSED_CELLS[:len(offsets)]
+    band_r, band_c = band_cells(window.rows, window.cols, margin)
+    if bound == np.inf and INDEXED_HEAP_SOLVE and backend != "cuda":
+        return _solve_tile_indexed(
+            cost, valid, state, window, band_r, band_c, seeds, source_local,
+            offsets, passed, step_lengths, max_cost)
     if state is None:
         distance, hops = new_state(window)
     else:
@@ -68,19 +76,9 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
         # recomputed task starts from the same state)
         distance, hops = state[0].copy(), state[1].copy()
     distance[~valid.reshape(-1)] = -np.inf
-    if passed is None:
-        from .. import KNIGHT_PASSED_CELLS
-        passed = KNIGHT_PASSED_CELLS[:len(offsets)]
-    band_r, band_c = band_cells(window.rows, window.cols, margin)
     seeded = _apply_seeds(distance, hops, window.cols, band_r, band_c,
                           seeds, source_local)
-    if state is not None:
-        # cells left pending by the last solve (those seeded again just
-        # now had their mark cleared: pushed once)
-        pending = np.flatnonzero(hops == HOPS_PENDING)
-        if pending.size:
-            hops[pending] = HOPS_UNREACHED
-            seeded = np.concatenate((seeded, pending))
+    seeded = _with_pending(hops, seeded, state)
     if seeded.size == 0:
         return distance, hops, np.inf
     shape = (window.rows, window.cols)
@@ -94,10 +92,6 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
                 np.ascontiguousarray(new_hops, dtype=np.int64).reshape(-1),
                 np.inf)
     cost = np.where(valid, cost, 0).astype(np.float64).reshape(-1)
-    if bound == np.inf and INDEXED_HEAP_SOLVE:
-        _solve_tile_indexed(cost, window.rows, window.cols, distance,
-                            seeded, offsets, passed, step_lengths, max_cost)
-        return distance, hops, np.inf
     pending_key = _solve_tile(
         cost, window.rows, window.cols, distance, hops, seeded,
         offsets[:, 0].copy(), offsets[:, 1].copy(),
@@ -107,32 +101,62 @@ def solve_tile(cost_source, window, nodata, state, source_local, seeds,
     return distance, hops, pending_key
 
 
-def _solve_tile_indexed(cost, rows, cols, distance, seeded, offsets, passed,
-                        step_lengths, max_cost):
-    """The tile's least distances by the in-memory search's indexed heap
-    (``_cpu.drain_heap``), seeded with the ``seeded`` cells at their
-    distances; ``distance`` (its last state, -inf on barriers) is updated
-    in place.  Every cell is settled (no bound)."""
+def _with_pending(hops, seeded, state):
+    """``seeded`` and the cells a last solve left pending (their marks
+    cleared in ``hops``: pushed once; those seeded again just now were
+    cleared by :func:`_apply_seeds`)."""
+    if state is None:
+        return seeded
+    pending = np.flatnonzero(hops == HOPS_PENDING)
+    if pending.size == 0:
+        return seeded
+    hops[pending] = HOPS_UNREACHED
+    return np.concatenate((seeded, pending))
+
+
+def _solve_tile_indexed(cost, valid, state, window, band_r, band_c, seeds,
+                        source_local, offsets, passed, step_lengths,
+                        max_cost):
+    """:func:`solve_tile` without a settle bound, by the in-memory search's
+    indexed heap (``_cpu.drain_heap``) seeded with the tile's sources and
+    the band distances that beat its own; every cell settled.  The search
+    records are filled straight from the raw costs and the last state's
+    distances (``state`` is only read), and the new distances copied out
+    of them once: no float64 cost raster, no copy of the distances before
+    the records."""
+    rows, cols = window.rows, window.cols
     n_cells = rows * cols
     index = index_dtype(n_cells)
-    state = np.empty(n_cells, _cpu._state_dtype(index))
-    _fill_search_state(state, cost, distance)
-    connectivity = len(offsets)
-    capacity = min(n_cells, max(seeded.size, _cpu.INITIAL_HEAP_CAPACITY)) \
-        + connectivity + _cpu.HEAP_PADDING
-    heap_key = np.full(capacity, np.inf)
-    heap_cell = np.empty(capacity, dtype=index)
-    heap_size = _seed_heap(seeded, state, heap_key, heap_cell)
-    drow = np.ascontiguousarray(offsets[:, 0], dtype=np.int64)
-    dcol = np.ascontiguousarray(offsets[:, 1], dtype=np.int64)
-    _cpu.drain_heap(state, rows, cols, heap_key, heap_cell, heap_size,
-                    drow * cols + dcol, drow, dcol,
-                    _passed_delta(passed, 0, cols),
-                    _passed_delta(passed, 1, cols),
-                    np.ascontiguousarray(step_lengths, dtype=np.float64),
-                    2 if connectivity == 16 else 1, max_cost,
-                    _no_progress, n_cells)
-    distance[:] = state["accumulated"]
+    records = np.empty(n_cells, _cpu._state_dtype(index))
+    if state is None:
+        previous = np.empty(0)  # every cell unreached
+        hops = np.full(n_cells, HOPS_UNREACHED, np.int64)
+    else:
+        previous = state[0]
+        hops = state[1].copy()  # the task must not change its input
+    _fill_search_state(records, np.ascontiguousarray(cost), valid, previous)
+    accumulated = records["accumulated"]
+    seeded = _apply_seeds(accumulated, hops, cols, band_r, band_c, seeds,
+                          source_local)
+    seeded = _with_pending(hops, seeded, state)
+    if seeded.size:
+        connectivity = len(offsets)
+        capacity = min(n_cells, max(seeded.size,
+                                    _cpu.INITIAL_HEAP_CAPACITY)) \
+            + connectivity + _cpu.HEAP_PADDING
+        heap_key = np.full(capacity, np.inf)
+        heap_cell = np.empty(capacity, dtype=index)
+        heap_size = _seed_heap(seeded, records, heap_key, heap_cell)
+        drow = np.ascontiguousarray(offsets[:, 0], dtype=np.int64)
+        dcol = np.ascontiguousarray(offsets[:, 1], dtype=np.int64)
+        _cpu.drain_heap(records, rows, cols, heap_key, heap_cell, heap_size,
+                        drow * cols + dcol, drow, dcol,
+                        _passed_delta(passed, 0, cols),
+                        _passed_delta(passed, 1, cols),
+                        np.ascontiguousarray(step_lengths, dtype=np.float64),
+                        2 if connectivity == 16 else 1, max_cost,
+                        _no_progress, n_cells)
+    return np.ascontiguousarray(accumulated), hops, np.inf
 
 
 def _no_progress(fraction):
@@ -140,15 +164,24 @@ def _no_progress(fraction):
 
 
 @njit(cache=True, nogil=True)
-def _fill_search_state(state, cost, distance):
-    """The search records of a tile: its costs (float64, 0 on barriers),
-    its distances so far, out of the heap (position -1)."""
-    for cell in range(cost.size):
-        record = state[cell]
-        record.cost = cost[cell]
-        record.accumulated = distance[cell]
-        record.heap_position = -1
-        record.hops = 0
+def _fill_search_state(records, cost, valid, previous):
+    """The search records of a tile: its costs as float64 (0 on barriers),
+    its distances so far (``previous``; +inf everywhere when it is empty;
+    -inf on barriers), none in the heap (position -1)."""
+    rows, cols = cost.shape
+    for r in range(rows):
+        for c in range(cols):
+            cell = r * cols + c
+            record = records[cell]
+            if valid[r, c]:
+                record.cost = cost[r, c]
+                record.accumulated = previous[cell] if previous.size \
+                    else np.inf
+            else:
+                record.cost = 0.0
+                record.accumulated = -np.inf
+            record.heap_position = -1
+            record.hops = 0
 
 
 @njit(cache=True, nogil=True)
