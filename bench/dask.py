@@ -222,7 +222,9 @@ def settings():
     chosen = {name: getattr(rounds, name) for name in (
         "ROUND_DELTA_TILES", "WAIT_FOR_LOWER_NEIGHBOURS",
         "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
-        "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS")}
+        "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS",
+        "ROUND_TASKS_PER_WORKER", "HOPS_TASKS_PER_WORKER")
+        if hasattr(rounds, name)}
     from gridgraph.core import tile_io
     for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE",
                  "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
@@ -630,6 +632,12 @@ def main():
     parser.add_argument("--no-hops-wait-for-neighbours", action="store_true",
                         help="cost distance: hops visits start by key "
                         "alone (rounds.HOPS_WAIT_FOR_LOWER_NEIGHBOURS off)")
+    parser.add_argument("--round-tasks-per-worker", type=int, default=None,
+                        help="cost distance: solves in flight per worker "
+                        "on Dask (rounds.ROUND_TASKS_PER_WORKER)")
+    parser.add_argument("--hops-tasks-per-worker", type=int, default=None,
+                        help="cost distance: hops visits in flight per "
+                        "worker on Dask (rounds.HOPS_TASKS_PER_WORKER)")
     parser.add_argument("--no-prefer-free-workers", action="store_true",
                         help="cost distance: start tiles by key alone, "
                         "wherever their state is "
@@ -679,6 +687,9 @@ def main():
         rounds.WAIT_FOR_LOWER_NEIGHBOURS = True
     if args.no_hops_wait_for_neighbours:
         rounds.HOPS_WAIT_FOR_LOWER_NEIGHBOURS = False
+    for name in ("round_tasks_per_worker", "hops_tasks_per_worker"):
+        if getattr(args, name) is not None:
+            setattr(rounds, name.upper(), getattr(args, name))
     if args.no_prefer_free_workers:
         rounds.PREFER_FREE_WORKERS = False
     shape = NEUSE40 if args.neuse40 else tuple(args.shape)

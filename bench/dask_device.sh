@@ -61,6 +61,10 @@
 #   bench/dask_device.sh fourteenth_cd -- cost distance with the
 #                                   scheduler in its own process at 8, 1, 8
 #                                   workers, then on a LocalCluster at 8, 1
+#   bench/dask_device.sh fourteenth_pipe -- cost distance with 1 and 2
+#                                   hops visits in flight per worker, 8 and
+#                                   1 workers (BOTH_IF_UNDER=s: then solves
+#                                   2 a worker too, at 8, if time is left)
 #   bench/dask_device.sh fourteenth_other -- components and the MST with
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
@@ -75,6 +79,14 @@ set -u
 OUT=${OUT:-/tmp/gg-dask-out}
 W=/tmp/gg-dask
 mkdir -p "$OUT"
+# --scheduler-process starts Dask's processes with the "dask" command,
+# which a pip --target install does not put on the PATH
+if ! command -v dask > /dev/null; then
+    mkdir -p /tmp/gg-bin
+    printf '#!/bin/sh\nexec python3 -m dask "$@"\n' > /tmp/gg-bin/dask
+    chmod +x /tmp/gg-bin/dask
+    export PATH="/tmp/gg-bin:$PATH"
+fi
 B="python3 bench/dask.py --neuse40 --tile-size 1024 --workdir $W --keep"
 python3 bench/dask.py --neuse40 --inputs-only --workdir $W
 # the machine line: kernel, CPUs, the file system of the outputs, the
@@ -350,6 +362,29 @@ fourteenth_cd)
     $B --workers 8 1 --operations costdistance --timeline \
         --json "$OUT/cd-local.json" >> "$OUT/run.log" 2>&1
     echo "costdistance (LocalCluster) done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+fourteenth_sp)
+    # fourteenth_cd's first part alone
+    machine
+    $B --workers 8 1 8 --operations costdistance --timeline \
+        --scheduler-process --json "$OUT/cd-sp.json" > "$OUT/run.log" 2>&1
+    echo "costdistance (scheduler process) done at $SECONDS s" \
+        >> "$OUT/run.log"
+    ;;
+fourteenth_pipe)
+    # cost distance on a LocalCluster: hops visits (and solves) in flight
+    # per worker, 1 (as before) against 2, at 8 and 1 workers each
+    machine
+    $B --workers 8 1 --operations costdistance --timeline \
+        --hops-tasks-per-worker 1 --json "$OUT/cd-h1.json" > "$OUT/run.log" 2>&1
+    $B --workers 8 1 --operations costdistance --timeline \
+        --hops-tasks-per-worker 2 --json "$OUT/cd-h2.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    if [ "$SECONDS" -lt "${BOTH_IF_UNDER:-0}" ]; then
+        $B --workers 8 --operations costdistance --timeline \
+            --hops-tasks-per-worker 2 --round-tasks-per-worker 2 \
+            --json "$OUT/cd-h2r2.json" >> "$OUT/run.log" 2>&1
+    fi
     ;;
 fourteenth_other)
     # components and the MST with the scheduler in a process of its own

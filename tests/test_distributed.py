@@ -382,6 +382,40 @@ def test_cost_distance_identical_every_output(client, tmp_path,
                                        "direction.npy"]
 
 
+@pytest.mark.parametrize("per_worker", [1, 3])
+def test_cost_distance_tasks_in_flight_per_worker(client, tmp_path,
+                                                  monkeypatch, per_worker):
+    # solves and hops visits queued ahead on the workers (more tasks in
+    # flight than worker threads) reach the same fixed point
+    from gridgraph.core import tiling
+    from gridgraph.core.costdistance import rounds
+    monkeypatch.setattr(rounds, "ROUND_TASKS_PER_WORKER", per_worker)
+    monkeypatch.setattr(rounds, "HOPS_TASKS_PER_WORKER", per_worker)
+    most = {}
+
+    class CountingPool(tiling.TaskPool):
+        def submit(self, tag, function, *arguments):
+            super().submit(tag, function, *arguments)
+            most[self.name] = max(most.get(self.name, 0), len(self))
+
+    monkeypatch.setattr(rounds.tiling, "TaskPool", CountingPool)
+    cost = costs((40, 37), 8)
+    for row, col in SOURCES:
+        cost[row, col] = 1.0
+    expected = cost_distance(cost, SOURCES, source_ids=[1, 2, 3])
+    out = tmp_path / "out"
+    out.mkdir()
+    result = cost_distance(save_npy(tmp_path, "cost", cost), SOURCES,
+                           source_ids=[1, 2, 3], tile_size=TILE,
+                           executor=client, out_dir=out)
+    assert_same(result, expected, ["accumulated", "direction", "allocation"])
+    workers = tiling.executor_workers(client)
+    for name in ("solve_round_tile", "hops_tile"):
+        assert most[name] <= workers * per_worker
+    if per_worker > 1:  # the 40 x 37 raster has tiles enough to queue
+        assert max(most.values()) > workers
+
+
 def test_cost_distance_source_raster_and_subset(client, tmp_path):
     cost = costs((18, 17), 9)
     sources = np.zeros(cost.shape, np.int32)

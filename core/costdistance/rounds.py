@@ -86,6 +86,19 @@ HOPS_WAIT_FOR_LOWER_NEIGHBOURS = True
 # idle (work stealing moves them later, with their 16-byte-a-cell state).
 # Same run as above: 37.3 s with, 41.1 s without (990 hops visits).
 PREFER_FREE_WORKERS = True
+# On a Dask cluster, tasks in flight per worker thread in the distance
+# and the hops rounds.  Between one task's end and the next one's start on
+# a worker lies Dask's latency of a step (its task and its message task to
+# the scheduler and back, the result to the driver, the driver's next
+# task back to the worker): ~25 ms a step on the H200 host
+# (docs/benchmarks.md, "Fourteenth session").  A hops visit is short (~36
+# ms on neuse40's 1024 x 1024 tiles), so a second visit queued on each
+# worker starts as soon as the first ends: 8 workers 20.9 -> 17.9 s, 1
+# worker 100.9 -> 93.5 s, the same outputs.  A tile solve is long (~130
+# ms) and one started on staler distances is more often solved again: two
+# solves a worker made 557 solves against 434 and 19.4 s at 8 workers.
+ROUND_TASKS_PER_WORKER = 1
+HOPS_TASKS_PER_WORKER = 2
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
 DISTANCE_SPAN = (0.1, 0.7)
@@ -305,6 +318,14 @@ class Problem:
     solves: int = 0
     hops_visits: int = 0
 
+    def in_flight(self, per_worker):
+        """How many tasks of a round to keep in flight: ``per_worker``
+        a worker on a Dask cluster, else one (a thread or process pool
+        starts the next task at once)."""
+        if distributed.is_dask_client(self.executor):
+            return self.workers * per_worker
+        return self.workers
+
     @property
     def resources(self):
         """Dask resources of the tasks that run ``backend``'s kernels."""
@@ -452,9 +473,10 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
                            name="solve_round_tile",
                            resources=problem.resources,
                            locality=PREFER_FREE_WORKERS)
+    in_flight = problem.in_flight(ROUND_TASKS_PER_WORKER)
     try:
         while True:
-            while len(pool) < problem.workers:
+            while len(pool) < in_flight:
                 t = _next_tile(dirty_key, flight_key, slack, len(pool) == 0,
                                neighbours, pool.can_start)
                 if t < 0:
@@ -585,9 +607,10 @@ def hops_rounds(problem, bands, states, tile_sources, solved, progress):
                            locality=PREFER_FREE_WORKERS)
     # where the distance rounds left each state (a hint: TaskPool.can_start)
     pool.worker_of = dict(getattr(states, "worker_of", {}))
+    in_flight = problem.in_flight(HOPS_TASKS_PER_WORKER)
     try:
         while True:
-            while len(pool) < problem.workers:
+            while len(pool) < in_flight:
                 t = _next_tile(hop_key, flight_key, slack, len(pool) == 0,
                                neighbours, pool.can_start)
                 if t < 0:
