@@ -200,6 +200,13 @@ def as_raster_array(values):
     return array
 
 
+def numba_can_read(dtype):
+    """Whether numba's kernels take arrays of ``dtype`` as they are: a
+    native byte order, integer or float, and not float16 (numba has no
+    float16 and no byte-swapped arrays; convert those first)."""
+    return dtype.isnative and dtype.kind in "iuf" and dtype != np.float16
+
+
 def valid_mask(array, nodata):
     """Cells that are graph vertices: not NaN and not equal to ``nodata``."""
     if np.issubdtype(array.dtype, np.floating):

@@ -181,10 +181,11 @@ def test_maze_crosses_tiles_many_times(connectivity, indexed_heap,
     assert solved_8.tile_solves > 8 * 9
 
 
-def _fixed_point(cost, valid, seeds_at, step_lengths, max_cost):
-    """The least distances of one tile (8-connected) given a distance at
-    some cells, by Bellman-Ford relaxation with the search's expression
-    term for term: the brute-force oracle of a tile solve."""
+def _fixed_point(cost, valid, seeds_at, offsets, step_lengths, max_cost):
+    """The least distances of one tile (4- or 8-connected: ``offsets``)
+    given a distance at some cells, by Bellman-Ford relaxation with the
+    search's expression term for term: the brute-force oracle of a tile
+    solve."""
     rows, cols = cost.shape
     cost64 = np.where(valid, cost, 0).astype(np.float64)
     distance = np.full(cost.shape, np.inf)
@@ -198,7 +199,7 @@ def _fixed_point(cost, valid, seeds_at, step_lengths, max_cost):
             for c in range(cols):
                 if not valid[r, c]:
                     continue
-                for i, (dr, dc) in enumerate(NEIGHBOUR_OFFSETS[:8]):
+                for i, (dr, dc) in enumerate(offsets):
                     nr, nc = r - dr, c - dc  # the move from (nr, nc)
                     if not (0 <= nr < rows and 0 <= nc < cols) \
                             or not np.isfinite(distance[nr, nc]):
@@ -212,39 +213,49 @@ def _fixed_point(cost, valid, seeds_at, step_lengths, max_cost):
     return distance
 
 
+# cost dtypes with their nodata: numba reads the first five as they are,
+# the last three (float16, byte-swapped) are converted first
+TILE_SOLVE_DTYPES = [("float64", -1), ("float32", None), ("uint8", 255),
+                     ("int16", -1), ("uint64", 7), ("<f2", None),
+                     (">f8", -1), (">i2", -1)]
+
+
+@pytest.mark.parametrize("dtype, nodata", TILE_SOLVE_DTYPES)
 @pytest.mark.parametrize("connectivity", [4, 8, 16])
-@pytest.mark.parametrize("seed", range(6))
-def test_indexed_and_binary_tile_solves_agree_step_by_step(connectivity,
-                                                           seed, monkeypatch):
+@pytest.mark.parametrize("seed", range(4))
+def test_indexed_and_binary_tile_solves_agree_step_by_step(
+        connectivity, seed, dtype, nodata, monkeypatch):
     # one tile solved again and again with lower band distances each time:
     # the indexed-heap solve (from raw costs and the last state) and the
-    # binary-heap solve give the same state after every step, and for 8
-    # neighbours the brute-force fixed point of every seed so far
+    # binary-heap solve give the same state after every step, and for 4
+    # and 8 neighbours the brute-force fixed point of every seed so far
     from gridgraph.core.costdistance import KNIGHT_PASSED_CELLS
     from gridgraph.core.costdistance.tiled import solve
     from gridgraph.core.tiling import ArraySource, Window
     rng = np.random.default_rng(seed)
     rows, cols = int(rng.integers(3, 14)), int(rng.integers(3, 14))
     window = Window(0, 0, rows, cols)
-    if seed % 2:
-        cost = rng.integers(0, 4, (rows, cols)).astype(np.float32)  # ties
+    if seed % 2 or np.dtype(dtype).kind in "iu":
+        cost = rng.integers(0, 4, (rows, cols)).astype(dtype)  # ties
     else:
-        cost = rng.uniform(0.5, 9, (rows, cols))
-    cost[rng.random(cost.shape) < 0.2] = -1  # barriers
-    valid = cost != -1
+        cost = rng.uniform(0.5, 9, (rows, cols)).astype(dtype)
+    barrier = rng.random(cost.shape) < 0.2
+    cost[barrier] = np.nan if nodata is None else nodata
+    valid = ~barrier
     offsets = np.ascontiguousarray(NEIGHBOUR_OFFSETS[:connectivity])
     passed = np.ascontiguousarray(KNIGHT_PASSED_CELLS[:connectivity])
     step_lengths = np.hypot(offsets[:, 0], offsets[:, 1])
-    max_cost = np.inf if seed < 4 else 30.0
-    band_r, band_c = solve.band_cells(rows, cols, 1)
+    max_cost = np.inf if seed < 3 else 12.0
+    margin = 2 if connectivity == 16 else 1
+    band_r, band_c = solve.band_cells(rows, cols, margin)
     source_local = np.flatnonzero(valid.reshape(-1))[:1].astype(np.int64)
     source = ArraySource(cost)
     states = {True: None, False: None}
     seeds_at = {divmod(int(k), cols): 0.0 for k in source_local}
     received = np.full(band_r.size, np.inf)
     for step in range(5):
-        # lower distances arrive at a few band cells
-        pick = rng.random(band_r.size) < 0.3
+        # lower distances arrive at a few band cells (none at some steps)
+        pick = rng.random(band_r.size) < (0.3 if step != 2 else 0.0)
         received = np.where(pick, np.minimum(
             received, rng.uniform(0, 40, band_r.size)), received)
         for b in np.flatnonzero(pick):
@@ -256,9 +267,10 @@ def test_indexed_and_binary_tile_solves_agree_step_by_step(connectivity,
             kept = None if before is None else (before[0].copy(),
                                                 before[1].copy())
             distance, hops, pending = solve.solve_tile(
-                source, window, -1, before,
+                source, window, nodata, before,
                 source_local if step == 0 else source_local[:0],
-                received.copy(), 1, offsets, step_lengths, max_cost, passed)
+                received.copy(), margin, offsets, step_lengths, max_cost,
+                passed)
             assert pending == np.inf
             if before is not None:  # the input state is left as it was
                 assert np.array_equal(before[0], kept[0])
@@ -266,11 +278,29 @@ def test_indexed_and_binary_tile_solves_agree_step_by_step(connectivity,
             states[indexed] = (distance, hops)
         assert np.array_equal(states[True][0], states[False][0])
         assert np.array_equal(states[True][1], states[False][1])
-        if connectivity == 8:
-            expected = _fixed_point(cost, valid, seeds_at, step_lengths,
-                                    max_cost)
+        if connectivity in (4, 8):
+            expected = _fixed_point(cost, valid, seeds_at,
+                                    offsets, step_lengths, max_cost)
             assert np.array_equal(states[True][0].reshape(rows, cols),
                                   expected)
+
+
+@pytest.mark.parametrize("dtype", ["<f2", ">f8", ">i2"])
+@pytest.mark.parametrize("connectivity", [8, 16])
+def test_costs_numba_cannot_read(dtype, connectivity):
+    # float16 and byte-swapped costs are read as float64 by the tile tasks
+    # (numba takes neither): the in-memory rasters, bit for bit
+    cost = (fractal_surface((37, 29), seed=6) % 7 + 1).astype(dtype)
+    cost[10:14, 5:9] = -1
+    assert_same(cost, [(3, 4), (30, 20)], tile_sizes=(8, 16), nodata=-1,
+                connectivity=connectivity)
+    # the accumulated cost alone: the distance rounds, then the outputs
+    expected = in_memory(cost, [(3, 4)], nodata=-1,
+                         connectivity=connectivity)
+    result = cost_distance(cost, [(3, 4)], nodata=-1, backend="cpu",
+                           connectivity=connectivity, tile_size=8,
+                           outputs=("accumulated",))
+    np.testing.assert_array_equal(result.accumulated, expected.accumulated)
 
 
 def test_plateau_ties_and_zero_costs():

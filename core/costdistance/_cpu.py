@@ -49,7 +49,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .._common import index_dtype
+from .._common import index_dtype, numba_can_read
 
 # Predecessor codes besides neighbour indices.
 PREDECESSOR_UNREACHED = -1
@@ -258,8 +258,7 @@ def _initial_state(array, valid, index):
     predecessor pass reads them), in one pass."""
     rows, cols = array.shape
     state = np.empty(rows * cols, dtype=_state_dtype(index))
-    if array.dtype.isnative and array.dtype.kind in "iuf" \
-            and array.dtype != np.float16:
+    if numba_can_read(array.dtype):
         _fill_state(state, array, np.ascontiguousarray(valid, np.bool_))
         return state
     # other dtypes and byte orders: field assignment converts them without

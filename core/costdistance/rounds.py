@@ -320,10 +320,10 @@ class Problem:
 
     def in_flight(self, per_worker):
         """How many tasks of a round to keep in flight: ``per_worker``
-        a worker on a Dask cluster, else one (a thread or process pool
-        starts the next task at once)."""
+        a worker on a Dask cluster (at least one), else one a worker (a
+        thread or process pool starts the next task at once)."""
         if distributed.is_dask_client(self.executor):
-            return self.workers * per_worker
+            return self.workers * max(1, int(per_worker))
         return self.workers
 
     @property

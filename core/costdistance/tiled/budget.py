@@ -14,13 +14,13 @@ HOPS_PENDING = -2
 
 # A tile's state: distance and hops.
 STATE_BYTES_PER_CELL = 16
-# The larger of one tile solve -- the costs as read (up to 8) and as
-# float64 (8), state (16), valid mask (1), the search records (24:
-# tiled.solve._solve_tile_indexed) and the heap (12 per entry for the
-# frontier, from 65 536 entries: under 1 a cell on neuse40's 1024-cell
-# tiles; 57 in all, 4 left for it) -- and one output pass: the frame
-# (distance, hops, cost, label: 32; flag, known, predecessor: 3), the
-# three output blocks (20) and a temporary (8).
+# The larger of one tile solve -- the costs as read (up to 8) and, for
+# dtypes numba cannot read, as float64 (8), state (16), valid mask (1),
+# the search records (24: tiled.solve._solve_tile_indexed) and the heap
+# (12 per entry for the frontier, from 65 536 entries: under 1 a cell on
+# neuse40's 1024-cell tiles; 57 in all, 4 left for it) -- and one output
+# pass: the frame (distance, hops, cost, label: 32; flag, known,
+# predecessor: 3), the three output blocks (20) and a temporary (8).
 TILE_BYTES_PER_CELL = 64
 # The in-memory run: the search record (32), predecessor (1), the
 # accumulated and allocation outputs (16), direction (4).
