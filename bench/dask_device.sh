@@ -103,6 +103,16 @@ components_timelines() {
     $B "$@" --timeline --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
 }
+# cost distance at 8, 1 and 8 workers with timelines, the scheduler in a
+# process of its own (--scheduler-process: as on a cluster named by its
+# address), into cd-sp.json/run.log
+cd_scheduler_process() {
+    machine
+    $B --workers 8 1 8 --operations costdistance --timeline \
+        --scheduler-process --json "$OUT/cd-sp.json" > "$OUT/run.log" 2>&1
+    echo "costdistance (scheduler process) done at $SECONDS s" \
+        >> "$OUT/run.log"
+}
 case "$1" in
 table)
     $B --workers 1 --operations costdistance --json "$OUT/w1-cd.json" \
@@ -350,26 +360,17 @@ eleventh_cd)
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     ;;
 fourteenth_cd)
-    # cost distance with the scheduler in a process of its own
-    # (--scheduler-process: as on a cluster named by its address) at 8, 1
+    # cost distance with the scheduler in a process of its own at 8, 1
     # and 8 workers, then on a LocalCluster (the scheduler on the driver's
     # event loop) at 8 and 1
-    machine
-    $B --workers 8 1 8 --operations costdistance --timeline \
-        --scheduler-process --json "$OUT/cd-sp.json" > "$OUT/run.log" 2>&1
-    echo "costdistance (scheduler process) done at $SECONDS s" \
-        >> "$OUT/run.log"
+    cd_scheduler_process
     $B --workers 8 1 --operations costdistance --timeline \
         --json "$OUT/cd-local.json" >> "$OUT/run.log" 2>&1
     echo "costdistance (LocalCluster) done at $SECONDS s" >> "$OUT/run.log"
     ;;
 fourteenth_sp)
     # fourteenth_cd's first part alone
-    machine
-    $B --workers 8 1 8 --operations costdistance --timeline \
-        --scheduler-process --json "$OUT/cd-sp.json" > "$OUT/run.log" 2>&1
-    echo "costdistance (scheduler process) done at $SECONDS s" \
-        >> "$OUT/run.log"
+    cd_scheduler_process
     ;;
 fourteenth_pipe)
     # cost distance on a LocalCluster: hops visits (and solves) in flight
