@@ -234,6 +234,7 @@ def settings():
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
     from gridgraph.core import distributed
     chosen["PREFLIGHT_BY_RUN"] = distributed.PREFLIGHT_BY_RUN
+    chosen["DASK_BATCH_INTERVAL_S"] = distributed.DASK_BATCH_INTERVAL_S
     return chosen
 
 
@@ -313,6 +314,12 @@ COMPONENT_VARIANTS = {
     # components-ahead4: no faster, removed with its switch)
     "mst-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
     "costdistance-fresh": [("tile_tasks", "HEAP_KEPT_IN_BATCHES", False)],
+    # the fifteenth session: Dask's own message batching intervals (10 ms
+    # from the client, 5 ms from the scheduler to a worker, 2 ms from a
+    # worker) against none (the default since)
+    "costdistance-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
+    "components-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
+    "mst-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile
     # task, HEAP_RELEASE_DELAY_S, against at each task's end,
     # components-heapeach: no faster, removed)

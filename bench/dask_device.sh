@@ -58,6 +58,12 @@
 #                                   separators was cut
 #   bench/dask_device.sh eleventh_cd -- cost distance at 8 and 1 workers
 #                                   with timelines
+#   bench/dask_device.sh fifteenth_cd -- cost distance without Dask's
+#                                   message batching against with it
+#                                   (-batched), 8, 1, 8 workers, the
+#                                   scheduler in its own process
+#   bench/dask_device.sh fifteenth_other -- the same for components (three
+#                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fourteenth_cd -- cost distance with the
 #                                   scheduler in its own process at 8, 1, 8
 #                                   workers, then on a LocalCluster at 8, 1
@@ -386,6 +392,27 @@ fourteenth_pipe)
             --hops-tasks-per-worker 2 --round-tasks-per-worker 2 \
             --json "$OUT/cd-h2r2.json" >> "$OUT/run.log" 2>&1
     fi
+    ;;
+fifteenth_cd)
+    # cost distance with Dask's message batching off (the default since)
+    # against Dask's own intervals (costdistance-batched), the scheduler in
+    # a process of its own, at 8, 1 and 8 workers
+    machine
+    $B --workers 8 1 8 --operations costdistance costdistance-batched \
+        --timeline --scheduler-process --json "$OUT/cd-sp.json" \
+        > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+fifteenth_other)
+    # the same for components (three turns) and the MST, at 8 and 1
+    machine
+    $B --workers 8 1 --operations components components-batched \
+        --turns 3 --timeline --scheduler-process \
+        --json "$OUT/components-sp.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 1 --operations mst mst-batched --scheduler-process \
+        --json "$OUT/mst-sp.json" >> "$OUT/run.log" 2>&1
+    echo "mst done at $SECONDS s" >> "$OUT/run.log"
     ;;
 fourteenth_other)
     # components and the MST with the scheduler in a process of its own

@@ -46,6 +46,18 @@ from .errors import BackendUnavailableError, GridGraphError, InvalidInputError
 CONNECT_TIMEOUT_S = 5
 # Seconds for the preflight tasks (kernels may compile on a cold worker).
 PREFLIGHT_TIMEOUT_S = 600
+# Seconds a Dask stream waits after sending a batch before it sends the
+# next one, for the length of a tiled run (None: Dask's own intervals, set
+# back after the run).  Dask batches the messages between the client, the
+# scheduler and the workers; a message that comes less than an interval
+# after the last batch waits for the interval's end: 10 ms from the client,
+# 5 ms from the scheduler to a worker, 2 ms from a worker and from the
+# scheduler to the client (fixed in its code, no setting).  The cost
+# distance's rounds are a chain of short steps (a tile task, its message
+# to this driver, the driver's next task), each crossing those streams a
+# few times, so a step waited ~25 ms whatever the task's length
+# (docs/benchmarks.md, "Fifteenth session").
+DASK_BATCH_INTERVAL_S = 0.0
 
 
 class ClusterError(GridGraphError, RuntimeError):
@@ -151,6 +163,78 @@ def executor_scope(executor):
             yield client
     else:
         yield executor
+
+
+@contextmanager
+def batch_interval(client, seconds):
+    """Dask's message batching interval set to ``seconds`` on the client's
+    stream to the scheduler, the scheduler's streams to the workers and to
+    this client, and every worker's stream to the scheduler, for the
+    ``with`` block; set back afterwards.  None leaves them.
+
+    Those intervals are attributes of Dask's ``BatchedSend`` objects, not
+    settings, so this is best-effort: anything missing (another Dask
+    version, a scheduler that refuses ``run_on_scheduler``) is left as it
+    is, which only costs latency."""
+    if seconds is None:
+        yield
+        return
+    restore = _set_intervals(client, seconds)
+    try:
+        yield
+    finally:
+        restore()
+
+
+def _set_intervals(client, seconds):
+    """Set the intervals to ``seconds``; returns what sets them back."""
+    client_id = client.id
+
+    # defined here so that cloudpickle sends them by value: the scheduler
+    # need not have GridGraph installed.  ``old``: name -> interval to set
+    # back (a stream not in it, such as a worker's that joined since, is
+    # left as it is)
+    def on_scheduler(dask_scheduler=None, interval=None, old=None):
+        streams = dict(dask_scheduler.stream_comms)
+        if client_id in dask_scheduler.client_comms:
+            streams[client_id] = dask_scheduler.client_comms[client_id]
+        found = {}
+        for name, stream in streams.items():
+            found[name] = stream.interval
+            stream.interval = interval if old is None else \
+                old.get(name, stream.interval)
+        return found
+
+    def on_worker(dask_worker=None, interval=None, old=None):
+        stream = dask_worker.batched_stream
+        found = stream.interval
+        stream.interval = interval if old is None else \
+            old.get(dask_worker.address, stream.interval)
+        return found
+
+    own = getattr(client.scheduler_comm, "interval", None)
+    if own is not None:
+        client.scheduler_comm.interval = seconds
+    try:
+        scheduler = client.run_on_scheduler(on_scheduler, interval=seconds)
+    except Exception:  # noqa: BLE001 - a refused or older scheduler
+        scheduler = None
+    try:
+        workers = client.run(on_worker, interval=seconds, on_error="ignore")
+    except Exception:  # noqa: BLE001
+        workers = None
+
+    def restore():
+        if own is not None and client.scheduler_comm is not None:
+            client.scheduler_comm.interval = own
+        try:
+            if scheduler:
+                client.run_on_scheduler(on_scheduler, old=scheduler)
+            if workers:
+                client.run(on_worker, old=workers, on_error="ignore")
+        except Exception:  # noqa: BLE001 - a cluster gone after a failure
+            pass
+    return restore
 
 
 # --------------------------------------------------------------------------
@@ -555,7 +639,8 @@ def tile_executor(executor, sources, out_dir=None, warm_up=None):
         usable = out_dir is not None and os.path.isdir(out_dir) and \
             os.access(out_dir, os.W_OK)
         preflight(client, sources, out_dir if usable else None, warm_up)
-        yield client
+        with batch_interval(client, DASK_BATCH_INTERVAL_S):
+            yield client
 
 
 def is_future(value):
