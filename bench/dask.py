@@ -320,6 +320,14 @@ COMPONENT_VARIANTS = {
     "costdistance-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
     "components-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
     "mst-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
+    # the fifteenth session's scheduling variants of the cost distance:
+    # the hops rounds without the wait for lower neighbours, or with twice
+    # the slack (no faster; neither was a task whose state's worker is
+    # busy sent to an idle worker, costdistance-move, removed with its
+    # switch)
+    "costdistance-hopsnowait": [
+        ("costdistance.rounds", "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", False)],
+    "costdistance-hops4": [("costdistance.rounds", "HOPS_DELTA_TILES", 4)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile
     # task, HEAP_RELEASE_DELAY_S, against at each task's end,
     # components-heapeach: no faster, removed)

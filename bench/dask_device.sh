@@ -64,6 +64,10 @@
 #                                   scheduler in its own process
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
+#   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
+#                                   variants (hops without waiting, hops
+#                                   slack 4) at
+#                                   8 workers over two turns; defaults at 1
 #   bench/dask_device.sh fourteenth_cd -- cost distance with the
 #                                   scheduler in its own process at 8, 1, 8
 #                                   workers, then on a LocalCluster at 8, 1
@@ -402,6 +406,30 @@ fifteenth_cd)
         --timeline --scheduler-process --json "$OUT/cd-sp.json" \
         > "$OUT/run.log" 2>&1
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+fifteenth_sched)
+    # cost distance's scheduling variants at 8 workers, ABBA over two
+    # turns: hops without the wait for lower neighbours (-hopsnowait),
+    # hops with twice the slack (-hops4); then the defaults at 1 worker
+    # (call 3 of 2026-11-29 also ran costdistance-move, since removed)
+    machine
+    $B --workers 8 --operations costdistance \
+        costdistance-hopsnowait costdistance-hops4 --turns 2 --timeline \
+        --scheduler-process --json "$OUT/cd-sched-8.json" \
+        > "$OUT/run.log" 2>&1
+    echo "8 workers done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 1 --operations costdistance --scheduler-process \
+        --json "$OUT/cd-sched-1.json" >> "$OUT/run.log" 2>&1
+    echo "1 worker done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+fifteenth_kept)
+    # components with round 1's labels kept on the workers against
+    # labelled again, 8 and 1 workers, three turns
+    machine
+    $B --workers 8 1 --operations components components-kept --turns 3 \
+        --timeline --scheduler-process --json "$OUT/components-kept.json" \
+        > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 fifteenth_other)
     # the same for components (three turns) and the MST, at 8 and 1

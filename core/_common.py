@@ -207,6 +207,14 @@ def numba_can_read(dtype):
     return dtype.isnative and dtype.kind in "iuf" and dtype != np.float16
 
 
+def numba_readable(array):
+    """``array`` itself when numba's kernels take its dtype, else its values
+    as float64 (every integer, float16 and byte-swapped value is exact
+    there)."""
+    return array if numba_can_read(array.dtype) else \
+        array.astype(np.float64)
+
+
 def valid_mask(array, nodata):
     """Cells that are graph vertices: not NaN and not equal to ``nodata``."""
     if np.issubdtype(array.dtype, np.floating):

@@ -90,11 +90,13 @@ PREFER_FREE_WORKERS = True
 # and the hops rounds.  Between one task's end and the next one's start on
 # a worker lies Dask's latency of a step (its task and its message task to
 # the scheduler and back, the result to the driver, the driver's next
-# task back to the worker): ~25 ms a step on the H200 host
-# (docs/benchmarks.md, "Fourteenth session").  A hops visit is short (~36
-# ms on neuse40's 1024 x 1024 tiles), so a second visit queued on each
-# worker starts as soon as the first ends: 8 workers 20.9 -> 17.9 s, 1
-# worker 100.9 -> 93.5 s, the same outputs.  A tile solve is long (~130
+# task back to the worker): ~25 ms a step on the H200 host with Dask's
+# message batching (docs/benchmarks.md, "Fourteenth session"), 6-13 ms
+# without it (distributed.DASK_BATCH_INTERVAL_S, "Fifteenth session").
+# Measured with the batching: a hops visit is short (~36 ms on neuse40's
+# 1024 x 1024 tiles), so a second visit queued on each worker starts as
+# soon as the first ends: 8 workers 20.9 -> 17.9 s, 1 worker 100.9 ->
+# 93.5 s, the same outputs.  A tile solve is long (~130
 # ms) and one started on staler distances is more often solved again: two
 # solves a worker made 557 solves against 434 and 19.4 s at 8 workers.
 ROUND_TASKS_PER_WORKER = 1

@@ -5,7 +5,7 @@ received) and its task."""
 import numpy as np
 from numba import njit
 
-from ..._common import index_dtype, numba_can_read, valid_mask
+from ..._common import index_dtype, numba_readable, valid_mask
 from .. import _cpu
 from .._blocks_cpu import _pop, _push  # the one binary heap of (key, cell)
 from .._cpu import _sift_up
@@ -134,9 +134,8 @@ def _solve_tile_indexed(cost, valid, state, window, band_r, band_c, seeds,
     else:
         previous = state[0]
         hops = state[1].copy()  # the task must not change its input
-    if not numba_can_read(cost.dtype):
-        cost = cost.astype(np.float64)  # the same values, readable
-    _fill_search_state(records, np.ascontiguousarray(cost), valid, previous)
+    _fill_search_state(records, np.ascontiguousarray(numba_readable(cost)),
+                       valid, previous)
     accumulated = records["accumulated"]
     seeded = _apply_seeds(accumulated, hops, cols, band_r, band_c, seeds,
                           source_local)

@@ -5,7 +5,7 @@ the output blocks."""
 import numpy as np
 from numba import njit
 
-from ..._common import numba_can_read, valid_mask
+from ..._common import numba_readable, valid_mask
 from .band import _scatter_halo, band_cells
 from .budget import PREDECESSOR_UNREACHED
 
@@ -35,11 +35,9 @@ def _tile_frame(cost_source, window, nodata, state, margin, halo,
     frame_cost = np.empty(frame_rows * frame_cols)
     cost = cost_source.read(window)
     valid = valid_mask(cost, nodata)
-    if not numba_can_read(cost.dtype):
-        cost = cost.astype(np.float64)  # the same values, readable
     distance, hops = state
-    _fill_frame(np.ascontiguousarray(cost), valid, distance, hops, margin,
-                frame_distance, frame_hops, frame_cost)
+    _fill_frame(np.ascontiguousarray(numba_readable(cost)), valid, distance,
+                hops, margin, frame_distance, frame_hops, frame_cost)
     label = halo.label if halo.label is not None else np.zeros(0, np.int64)
     flag = halo.flag if halo.flag is not None else np.zeros(0, np.uint8)
     _scatter_halo(rows, cols, margin, halo.distance, halo.hops, halo.cost,
