@@ -36,6 +36,11 @@ last result, merge, sink, finish) and each round's tasks per worker from
 Dask's task stream (first start, last end, busy, idle before, between and
 after), printed after the row.
 
+``--step-trace`` (cost distance) adds to each row, per ``TaskPool`` (solves,
+hops visits), the latency of a step from the driver's submission to its
+task's start and from the task's end to the driver having its message, and
+the share of the phase the driver's main thread waited for results.
+
 ``--simulate`` runs no cluster: the drivers' own schedule on k virtual
 one-thread workers (bench/virtual_cluster.py: tasks timed by their thread's
 CPU time, no transfer costs), to tune the rounds on a small box;
@@ -328,6 +333,11 @@ COMPONENT_VARIANTS = {
     "costdistance-hopsnowait": [
         ("costdistance.rounds", "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", False)],
     "costdistance-hops4": [("costdistance.rounds", "HOPS_DELTA_TILES", 4)],
+    # hops visits one a worker (the fourteenth session's two hid ~25 ms of
+    # step latency; without the batching a step waits 6-13 ms, and the
+    # second visit holds the first's message task behind it)
+    "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",
+                            1)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile
     # task, HEAP_RELEASE_DELAY_S, against at each task's end,
     # components-heapeach: no faster, removed)
@@ -381,6 +391,91 @@ def task_stream(records, start):
     # (records of the run before, finishing as this one starts, left out)
     return sorted((row for row in rows if row[2] >= 0),
                   key=lambda row: row[2])
+
+
+class StepTrace:
+    """``--step-trace``: where each ``TaskPool`` step's time goes (the
+    cost distance's solves and hops visits).  Records when the driver
+    submits each step and when ``next_done`` hands its message back, and
+    how long ``next_done`` waited; matched with Dask's task stream by key,
+    :func:`step_trace_summary` gives per pool the latency from submission
+    to the task's start, the task's own time, the latency from its end to
+    the driver having its message, and the share of the phase the
+    driver's main thread spent waiting for results."""
+
+    def __init__(self):
+        self.steps = None  # key -> [pool, submitted, received]
+        self.waits = None  # [pool, start, stop] of each next_done
+
+    def install(self):
+        from gridgraph.core import tile_tasks
+        trace = self
+        submit, next_done = tile_tasks.TaskPool.submit, \
+            tile_tasks.TaskPool.next_done
+
+        def traced_submit(pool, tag, function, *arguments):
+            key = f"{pool.name}-{getattr(pool, '_run', '')}-" \
+                f"{getattr(pool, '_serial', 0)}"
+            now = time.time()
+            submit(pool, tag, function, *arguments)
+            if trace.steps is not None:
+                trace.steps[key] = [pool.name, now, None]
+
+        def traced_next_done(pool):
+            before = {getattr(future, "key", None)
+                      for future in pool.outstanding}
+            start = time.time()
+            result = next_done(pool)
+            stop = time.time()
+            if trace.steps is not None:
+                trace.waits.append([pool.name, start, stop])
+                after = {getattr(future, "key", None)
+                         for future in pool.outstanding}
+                for key in before - after:
+                    key = str(key).removesuffix("-message")
+                    if key in trace.steps:
+                        trace.steps[key][2] = stop
+            return result
+
+        tile_tasks.TaskPool.submit = traced_submit
+        tile_tasks.TaskPool.next_done = traced_next_done
+
+    def start(self):
+        self.steps, self.waits = {}, []
+
+    def summary(self, records):
+        """Per pool: medians and 90th percentiles (ms) of the three
+        latencies, and the main thread's waiting share of the phase."""
+        compute = {}
+        for record in records:
+            for span in record["startstops"]:
+                if span["action"] == "compute":
+                    compute[str(record["key"])] = (span["start"],
+                                                   span["stop"])
+        pools = {}
+        for key, (pool, submitted, received) in self.steps.items():
+            if key in compute and received is not None:
+                start, stop = compute[key]
+                pools.setdefault(pool, []).append(
+                    (start - submitted, stop - start, received - stop,
+                     submitted, received))
+        out = {}
+        for pool, rows in pools.items():
+            first = min(r[3] for r in rows)
+            last = max(r[4] for r in rows)
+            waited = sum(b - a for name, a, b in self.waits if name == pool)
+            out[pool] = dict(
+                steps=len(rows), phase_s=round(last - first, 3),
+                main_thread_waiting=round(waited / max(1e-9, last - first),
+                                          3))
+            for k, name in enumerate(("to_start", "task", "to_driver")):
+                values = np.sort([1000 * r[k] for r in rows])
+                out[pool][name + "_ms"] = [
+                    round(float(np.median(values)), 2),
+                    round(float(values[int(0.9 * (len(values) - 1))]), 2),
+                    round(float(values.sum()) / 1000, 2)]
+        self.steps = self.waits = None
+        return out
 
 
 class Timeline:
@@ -666,6 +761,12 @@ def main():
                         "(the driver's steps and each round's tasks per "
                         "worker, from Dask's task stream; implies "
                         "--task-stream)")
+    parser.add_argument("--step-trace", action="store_true",
+                        help="cost distance: per TaskPool (solves, hops "
+                        "visits) the latencies of a step from its "
+                        "submission to its task's start and from its end "
+                        "to the driver, and the driver's waiting share "
+                        "(implies --task-stream)")
     parser.add_argument("--out-roots", nargs="+", default=None,
                         help="folders for the outputs, each operation run "
                         "once per folder (e.g. ext4 and tmpfs: /dev/shm); "
@@ -690,6 +791,11 @@ def main():
         args.task_stream = True
         timeline = Timeline()
         timeline.install()
+    trace = None
+    if args.step_trace:
+        args.task_stream = True
+        trace = StepTrace()
+        trace.install()
     from gridgraph.core.components import tiled as components_tiled
     from gridgraph.core.costdistance import rounds
     if args.components_pwrite:
@@ -773,6 +879,8 @@ def main():
 
                 if timeline is not None:
                     timeline.events = []
+                if trace is not None:
+                    trace.start()
                 outputs, note = run(operation, dem, mask, client,
                                     args.tile_size, out_dir, args.backend,
                                     progress)
@@ -810,6 +918,9 @@ def main():
                                           if f >= 1.0), default=None)}
                 if stream is not None:
                     rows[-1]["tasks"] = task_stream(stream.data, wall_start)
+                if trace is not None:
+                    rows[-1]["steps"] = trace.summary(stream.data)
+                    print("    steps:", rows[-1]["steps"])
                 if timeline is not None:
                     rows[-1]["timeline"] = timeline_summary(
                         timeline.events, [[n, w, wall_start + a,

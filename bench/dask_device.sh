@@ -422,6 +422,15 @@ fifteenth_sched)
         --json "$OUT/cd-sched-1.json" >> "$OUT/run.log" 2>&1
     echo "1 worker done at $SECONDS s" >> "$OUT/run.log"
     ;;
+fifteenth_hops1)
+    # hops visits one a worker (-hops1) against two (the default), at 8
+    # and 1 workers, with the steps' latencies (--step-trace)
+    machine
+    $B --workers 8 1 --operations costdistance costdistance-hops1 \
+        --step-trace --scheduler-process --json "$OUT/cd-hops1.json" \
+        > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 fifteenth_kept)
     # components with round 1's labels kept on the workers against
     # labelled again, 8 and 1 workers, three turns
