@@ -237,6 +237,7 @@ def settings():
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
+    chosen["PUSHED_MESSAGES"] = tile_tasks.PUSHED_MESSAGES
     from gridgraph.core import distributed
     chosen["PREFLIGHT_BY_RUN"] = distributed.PREFLIGHT_BY_RUN
     chosen["DASK_BATCH_INTERVAL_S"] = distributed.DASK_BATCH_INTERVAL_S
@@ -336,6 +337,10 @@ COMPONENT_VARIANTS = {
     # hops visits one a worker (the fourteenth session's two hid ~25 ms of
     # step latency; without the batching a step waits 6-13 ms, and the
     # second visit holds the first's message task behind it)
+    # a TaskPool step's message split off by a second task on the worker
+    # and fetched through the scheduler (the default before the fifteenth
+    # session's pushed messages)
+    "costdistance-split": [("tile_tasks", "PUSHED_MESSAGES", False)],
     "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",
                             1)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile

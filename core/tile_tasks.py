@@ -723,6 +723,26 @@ def _dask_result(future, value, name):
         raise
 
 
+# On a Dask cluster a TaskPool step that keeps its state (``keep``) is one
+# task: its message reaches the driver as an event the task logs (Dask's
+# ``log_event``: worker, scheduler, this client, on the streams the task's
+# own completion takes), not as the result of a second task split off on
+# the worker and fetched through the scheduler.  The split waited for a
+# worker thread (behind the next step when two are queued a worker) and
+# took six hops to the driver (docs/benchmarks.md, Dask, fifteenth
+# session).  The step's result (a KeptStep) stays the state's future, so
+# Dask still recomputes a lost state from its lineage; a step run twice
+# logs twice and the driver takes the first.
+PUSHED_MESSAGES = True
+# Seconds a finished step's event may come after its completion before
+# the driver fetches the message with a task instead (an event never
+# comes when the scheduler drops it, e.g. a topic it no longer keeps).
+PUSHED_MESSAGE_GRACE_S = 2.0
+# Seconds between the driver's checks for finished steps without their
+# event while it waits.
+PUSHED_MESSAGE_POLL_S = 0.05
+
+
 class TaskPool:
     """Tile tasks submitted one by one and collected as they finish, for
     drivers that decide the next task from the last results (the cost
@@ -751,6 +771,7 @@ class TaskPool:
         self.worker_of = {}
         self._threads = None
         self._busy = {}
+        self._topic = None  # Dask's event topic of pushed messages
         if self._dask:
             import uuid
 
@@ -759,6 +780,13 @@ class TaskPool:
                                            with_results=True,
                                            raise_errors=False)
             self._run = uuid.uuid4().hex[:12]
+            if keep and PUSHED_MESSAGES:
+                import queue
+                self._topic = f"gridgraph-{name}-{self._run}"
+                self._arrived = queue.SimpleQueue()  # (kind, key, payload)
+                self._by_key = {}  # key -> the step's future
+                self._finished_at = {}  # key -> when, finished, no event
+                executor.subscribe_topic(self._topic, self._on_event)
             if locality and keep and resources is None:
                 self._threads = {
                     address: worker["nthreads"] for address, worker in
@@ -814,12 +842,24 @@ class TaskPool:
                                        allow_other_workers=True)
             if target is not None:
                 self._busy[target] += 1
-        if self.keep:
+        if self._topic is not None:
+            function = functools.partial(
+                _pushed_step, function, self._threads is not None,
+                self._topic, key)
+        elif self.keep:
             function = functools.partial(
                 _kept_step, function, self._threads is not None)
         future = client.submit(function, *arguments, key=key, pure=False,
                                resources=self.resources, **restriction)
         state = None
+        if self._topic is not None:
+            # the step's future is its state; its message comes as an event
+            self.outstanding[future] = (tag, future, target)
+            self._by_key[key] = future
+            arrived = self._arrived
+            future.add_done_callback(
+                lambda done: arrived.put(("done", done.key, None)))
+            return
         if self.keep:
             # the task's own result is the state later tasks take (a
             # KeptStep: they unwrap it); only the message is split off,
@@ -836,6 +876,8 @@ class TaskPool:
         """``(tag, result)`` of a finished task (waits for one)."""
         if self._done:
             return self._done.pop(0)
+        if self._topic is not None:
+            return self._next_pushed()
         if self._dask:
             future, value = next(self._completed)
             tag, state, target = self.outstanding.pop(future)
@@ -850,6 +892,73 @@ class TaskPool:
         tag, _ = self.outstanding.pop(future)
         return tag, future.result()
 
+    def _on_event(self, event):
+        """A step's message event (on the client's event loop: queued for
+        the driver's thread)."""
+        key, payload = event[1]
+        self._arrived.put(("message", key, payload))
+
+    def _next_pushed(self):
+        """:meth:`next_done` with pushed messages: the first message event
+        of an outstanding step; a failed step's error raised; a message
+        fetched with a task when its step finished
+        :data:`PUSHED_MESSAGE_GRACE_S` ago without one."""
+        import pickle
+        import queue
+        import time
+        while True:
+            try:
+                kind, key, payload = self._arrived.get(
+                    timeout=PUSHED_MESSAGE_POLL_S)
+            except queue.Empty:
+                now = time.monotonic()
+                late = [key for key, since in self._finished_at.items()
+                        if now - since > PUSHED_MESSAGE_GRACE_S]
+                if late:
+                    future = self._by_key[late[0]]
+                    message = self.executor.submit(
+                        _message_of, future, key=late[0] + "-message",
+                        resources=self.resources).result()
+                    return self._take(late[0], message)
+                continue
+            future = self._by_key.get(key)
+            if future is None:
+                continue  # a step run again, or cancelled
+            if kind == "message":
+                return self._take(key, pickle.loads(payload))
+            if future.status in ("error", "cancelled"):
+                _dask_result(future, None, self.name)  # raises
+            # finished (or lost and run again): its event is on its way
+            self._finished_at[key] = time.monotonic()
+
+    def _take(self, key, message):
+        future = self._by_key.pop(key)
+        self._finished_at.pop(key, None)
+        tag, state, target = self.outstanding.pop(future)
+        if target is not None:
+            self._busy[target] -= 1
+        if self._threads is not None:
+            message, self.worker_of[tag] = message
+        return tag, (message, state)
+
+    def close(self):
+        """Stop listening for message events (on a Dask cluster; the
+        scheduler's copy of them dropped, best-effort)."""
+        if self._topic is None:
+            return
+        topic, self._topic = self._topic, None
+        client = self.executor
+        try:
+            client.unsubscribe_topic(topic)
+
+            def forget(dask_scheduler=None):  # sent by value
+                topics = getattr(dask_scheduler._broker, "_topics", {})
+                topics.pop(topic, None)
+
+            client.run_on_scheduler(forget)
+        except Exception:  # noqa: BLE001 - a cluster gone after a failure
+            pass
+
     def cancel(self):
         futures = list(self.outstanding)
         if self._dask:
@@ -863,6 +972,10 @@ class TaskPool:
             wait(futures)
         self.outstanding.clear()
         self._done.clear()
+        if self._topic is not None:
+            self._by_key.clear()
+            self._finished_at.clear()
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -894,6 +1007,19 @@ def _kept_step(function, located, *arguments):
         from distributed import get_worker
         message = (message, get_worker().address)
     return KeptStep(message, state)
+
+
+def _pushed_step(function, located, topic, key, *arguments):
+    """:func:`_kept_step`, its message also sent to the driver as an event
+    of ``topic`` (``[key, pickled message]``: events travel as msgpack)
+    before the step returns."""
+    import pickle
+
+    from distributed import get_worker
+    step = _kept_step(function, located, *arguments)
+    get_worker().log_event(topic, [key, pickle.dumps(step.message,
+                                                     protocol=5)])
+    return step
 
 
 def _message_of(step):

@@ -270,27 +270,64 @@ def read_state(state):
 
 
 @pytest.mark.parametrize("locality", [False, True])
-def test_task_pool_keeps_each_state_in_its_task(client, locality):
+@pytest.mark.parametrize("pushed", [True, False])
+def test_task_pool_keeps_each_state_in_its_task(client, monkeypatch,
+                                                locality, pushed):
     """A TaskPool with keep=True: each step is one task holding its
-    (message, state) and one small task taking the message out (no third
-    task for the state); a later step, and a run_tasks round, given the
-    step's future run on its state."""
+    (message, state); its message comes to the driver as an event the task
+    logs (pushed) or from one small task taking it out (no third task for
+    the state); a later step, and a run_tasks round, given the step's
+    future run on its state."""
     from gridgraph.core import tile_tasks
+    monkeypatch.setattr(tile_tasks, "PUSHED_MESSAGES", pushed)
     pool = tile_tasks.TaskPool(client, keep=True, name="kept-step",
                                locality=locality)
     state = None
     for add in (1, 2, 3):
         pool.submit("tile", step_state, state, add)
-        (message_future, (tag, step, _)), = pool.outstanding.items()
-        assert message_future.key == step.key + "-message"
+        (waited_on, (tag, step, _)), = pool.outstanding.items()
+        assert waited_on.key == step.key + ("" if pushed else "-message")
         tag, (message, state) = pool.next_done()
         assert tag == "tile" and state is step
         assert message == 10 * sum(range(1, add + 1))
         held = {k for k in scheduler_tasks(client)
                 if k.startswith(step.key)}
         # the step's own task holds the state; no other task of the step
-        assert step.key in held <= {step.key, step.key + "-message"}
+        assert step.key in held <= (
+            {step.key} if pushed else {step.key, step.key + "-message"})
+    pool.close()
     assert tile_tasks.run_tasks(read_state, [(state,)], client) == [6]
+
+
+def test_task_pool_message_without_its_event(client, monkeypatch):
+    # a step whose message event never comes (logged under a topic nobody
+    # listens to): fetched with a task once the step has been finished
+    # for the grace time
+    from gridgraph.core import tile_tasks
+    monkeypatch.setattr(tile_tasks, "PUSHED_MESSAGE_GRACE_S", 0.2)
+    pool = tile_tasks.TaskPool(client, keep=True, name="lost-event")
+    listened = pool._topic
+    pool._topic = listened + "-nobody"
+    pool.submit("tile", step_state, None, 4)
+    tag, (message, state) = pool.next_done()
+    assert (tag, message) == ("tile", 40)
+    assert tile_tasks.run_tasks(read_state, [(state,)], client) == [4]
+    pool._topic = listened
+    pool.close()
+
+
+def failing_step(state):
+    raise ValueError("this tile cannot be solved")
+
+
+def test_task_pool_step_error_raised(client):
+    # a failed step logs no event: its error comes from its future
+    from gridgraph.core import tile_tasks
+    pool = tile_tasks.TaskPool(client, keep=True, name="failing")
+    pool.submit("tile", failing_step, None)
+    with pytest.raises(ValueError, match="cannot be solved"):
+        pool.next_done()
+    pool.cancel()
 
 
 @pytest.mark.parametrize("writes,kept,switches", [

@@ -525,6 +525,8 @@ def distance_rounds(problem, bands, states, tile_sources, progress):
     except BaseException:
         pool.cancel()
         raise
+    finally:
+        pool.close()
     states.worker_of = pool.worker_of
     return solved
 
@@ -642,6 +644,8 @@ def hops_rounds(problem, bands, states, tile_sources, solved, progress):
     except BaseException:
         pool.cancel()
         raise
+    finally:
+        pool.close()
 
 
 def _wake_neighbours(problem, t, window, new_hops, changed, hop_key, solved):
