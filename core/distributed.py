@@ -58,6 +58,10 @@ PREFLIGHT_TIMEOUT_S = 600
 # few times, so a step waited ~25 ms whatever the task's length
 # (docs/benchmarks.md, "Fifteenth session").
 DASK_BATCH_INTERVAL_S = 0.0
+# Dask's own intervals (distributed 2024.12: client.py, scheduler.py,
+# worker.py), set back where a run found another run's
+DASK_FROM_CLIENT_S, DASK_TO_WORKER_S = 0.01, 0.005
+DASK_TO_CLIENT_S = DASK_FROM_WORKER_S = 0.002
 
 
 class ClusterError(GridGraphError, RuntimeError):
@@ -189,30 +193,38 @@ def batch_interval(client, seconds):
 def _set_intervals(client, seconds):
     """Set the intervals to ``seconds``; returns what sets them back."""
     client_id = client.id
+    to_client, to_worker = DASK_TO_CLIENT_S, DASK_TO_WORKER_S
+    from_worker = DASK_FROM_WORKER_S
 
     # defined here so that cloudpickle sends them by value: the scheduler
     # need not have GridGraph installed.  ``old``: name -> interval to set
     # back (a stream not in it, such as a worker's that joined since, is
-    # left as it is)
+    # left as it is).  An interval found at ``seconds`` was set by another
+    # run still going on the same cluster: Dask's own is set back for it
+    # (set back to the other run's value it would stay there after both)
     def on_scheduler(dask_scheduler=None, interval=None, old=None):
         streams = dict(dask_scheduler.stream_comms)
         if client_id in dask_scheduler.client_comms:
             streams[client_id] = dask_scheduler.client_comms[client_id]
         found = {}
         for name, stream in streams.items():
-            found[name] = stream.interval
+            found[name] = stream.interval if stream.interval != interval \
+                else to_client if name == client_id else to_worker
             stream.interval = interval if old is None else \
                 old.get(name, stream.interval)
         return found
 
     def on_worker(dask_worker=None, interval=None, old=None):
         stream = dask_worker.batched_stream
-        found = stream.interval
+        found = stream.interval if stream.interval != interval \
+            else from_worker
         stream.interval = interval if old is None else \
             old.get(dask_worker.address, stream.interval)
         return found
 
     own = getattr(client.scheduler_comm, "interval", None)
+    if own == seconds:
+        own = DASK_FROM_CLIENT_S
     if own is not None:
         client.scheduler_comm.interval = seconds
     try:

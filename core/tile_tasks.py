@@ -786,7 +786,8 @@ class TaskPool:
                 self._arrived = queue.SimpleQueue()  # (kind, key, payload)
                 self._by_key = {}  # key -> the step's future
                 self._finished_at = {}  # key -> when, finished, no event
-                executor.subscribe_topic(self._topic, self._on_event)
+                self._listener = _EventQueue(self._arrived)
+                executor.subscribe_topic(self._topic, self._listener)
             if locality and keep and resources is None:
                 self._threads = {
                     address: worker["nthreads"] for address, worker in
@@ -892,12 +893,6 @@ class TaskPool:
         tag, _ = self.outstanding.pop(future)
         return tag, future.result()
 
-    def _on_event(self, event):
-        """A step's message event (on the client's event loop: queued for
-        the driver's thread)."""
-        key, payload = event[1]
-        self._arrived.put(("message", key, payload))
-
     def _next_pushed(self):
         """:meth:`next_done` with pushed messages: the first message event
         of an outstanding step; a failed step's error raised; a message
@@ -907,19 +902,14 @@ class TaskPool:
         import queue
         import time
         while True:
+            now = time.monotonic()
+            for key, since in self._finished_at.items():
+                if now - since > PUSHED_MESSAGE_GRACE_S:
+                    return self._take(key, self._fetch_message(key))
             try:
                 kind, key, payload = self._arrived.get(
                     timeout=PUSHED_MESSAGE_POLL_S)
             except queue.Empty:
-                now = time.monotonic()
-                late = [key for key, since in self._finished_at.items()
-                        if now - since > PUSHED_MESSAGE_GRACE_S]
-                if late:
-                    future = self._by_key[late[0]]
-                    message = self.executor.submit(
-                        _message_of, future, key=late[0] + "-message",
-                        resources=self.resources).result()
-                    return self._take(late[0], message)
                 continue
             future = self._by_key.get(key)
             if future is None:
@@ -930,6 +920,19 @@ class TaskPool:
                 _dask_result(future, None, self.name)  # raises
             # finished (or lost and run again): its event is on its way
             self._finished_at[key] = time.monotonic()
+
+    def _fetch_message(self, key):
+        """The message of step ``key`` by a task (its event lost)."""
+        future = self.executor.submit(_message_of, self._by_key[key],
+                                      key=key + "-message",
+                                      resources=self.resources)
+        try:
+            return future.result()
+        except Exception as error:
+            explained = distributed.explain_failure(error, self.name)
+            if explained is not None:
+                raise explained from None
+            raise
 
     def _take(self, key, message):
         future = self._by_key.pop(key)
@@ -942,22 +945,27 @@ class TaskPool:
         return tag, (message, state)
 
     def close(self):
-        """Stop listening for message events (on a Dask cluster; the
-        scheduler's copy of them dropped, best-effort)."""
+        """Stop listening for message events (on a Dask cluster): late
+        events are dropped here, and the scheduler forgets the topic
+        (best-effort; at most ``distributed.admin.low-level-log-length``
+        events a topic stay there when it cannot)."""
         if self._topic is None:
             return
         topic, self._topic = self._topic, None
-        client = self.executor
+        self._listener.queue = None  # the client keeps the handler
+        client, client_id = self.executor, self.executor.id
+
+        def forget(dask_scheduler=None):  # sent by value
+            dask_scheduler.unsubscribe_topic(topic, client_id)
+            getattr(dask_scheduler._broker, "_topics", {}).pop(topic, None)
+
         try:
-            client.unsubscribe_topic(topic)
-
-            def forget(dask_scheduler=None):  # sent by value
-                topics = getattr(dask_scheduler._broker, "_topics", {})
-                topics.pop(topic, None)
-
             client.run_on_scheduler(forget)
-        except Exception:  # noqa: BLE001 - a cluster gone after a failure
-            pass
+        except Exception:  # noqa: BLE001 - refused, or a cluster gone
+            try:
+                client.unsubscribe_topic(topic)
+            except Exception:  # noqa: BLE001
+                pass
 
     def cancel(self):
         futures = list(self.outstanding)
@@ -1007,6 +1015,22 @@ def _kept_step(function, located, *arguments):
         from distributed import get_worker
         message = (message, get_worker().address)
     return KeptStep(message, state)
+
+
+class _EventQueue:
+    """A pool's handler of its message events (on the client's event loop):
+    each event's ``(key, payload)`` queued for the driver's thread, none
+    once the pool closed.  It holds only the queue: the client keeps its
+    handlers after unsubscribing."""
+
+    def __init__(self, queue):
+        self.queue = queue
+
+    def __call__(self, event):
+        queue = self.queue
+        if queue is not None:
+            key, payload = event[1]
+            queue.put(("message", key, payload))
 
 
 def _pushed_step(function, located, topic, key, *arguments):

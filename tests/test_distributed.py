@@ -280,8 +280,14 @@ def test_task_pool_keeps_each_state_in_its_task(client, monkeypatch,
     future run on its state."""
     from gridgraph.core import tile_tasks
     monkeypatch.setattr(tile_tasks, "PUSHED_MESSAGES", pushed)
+
+    def no_fallback(pool, key):
+        raise AssertionError(f"step {key}'s message event never came")
+
+    monkeypatch.setattr(tile_tasks.TaskPool, "_fetch_message", no_fallback)
     pool = tile_tasks.TaskPool(client, keep=True, name="kept-step",
                                locality=locality)
+    topic = pool._topic
     state = None
     for add in (1, 2, 3):
         pool.submit("tile", step_state, state, add)
@@ -297,6 +303,12 @@ def test_task_pool_keeps_each_state_in_its_task(client, monkeypatch,
             {step.key} if pushed else {step.key, step.key + "-message"})
     pool.close()
     assert tile_tasks.run_tasks(read_state, [(state,)], client) == [6]
+    if pushed:  # the scheduler forgot the pool's events
+        assert not client.run_on_scheduler(scheduler_has_topic, topic)
+
+
+def scheduler_has_topic(topic, dask_scheduler=None):
+    return topic in dask_scheduler._broker._topics
 
 
 def test_task_pool_message_without_its_event(client, monkeypatch):
@@ -492,6 +504,18 @@ def test_batch_intervals_off_for_the_run_and_set_back(client, tmp_path):
     assert_same(result, expected, ["accumulated", "direction", "allocation"])
     assert during == [(0.0, [0.0] * len(before[1]),
                        [0.0] * len(before[2]))]
+    assert batch_intervals(client) == before
+
+
+def test_batch_intervals_of_overlapping_runs_set_back(client):
+    # two runs on one cluster, the second started while the first runs:
+    # once both have ended Dask's own intervals are back (not the 0 the
+    # second run found)
+    before = batch_intervals(client)
+    restore_first = distributed._set_intervals(client, 0.0)
+    restore_second = distributed._set_intervals(client, 0.0)
+    restore_first()
+    restore_second()
     assert batch_intervals(client) == before
 
 
