@@ -62,6 +62,10 @@
 #                                   message batching against with it
 #                                   (-batched), 8, 1, 8 workers, the
 #                                   scheduler in its own process
+#   bench/dask_device.sh sixteenth_cd -- cost distance with each step's
+#                                   message pushed from its task against a
+#                                   message task (-split), 8, 1, 8 workers,
+#                                   --step-trace
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -428,6 +432,16 @@ fifteenth_hops1)
     machine
     $B --workers 8 1 --operations costdistance costdistance-hops1 \
         --step-trace --scheduler-process --json "$OUT/cd-hops1.json" \
+        > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+sixteenth_cd)
+    # a step of one task with its message pushed (the default) against
+    # the step's message as a task of its own (-split), 8, 1, 8 workers,
+    # with the steps' latencies (--step-trace)
+    machine
+    $B --workers 8 1 8 --operations costdistance costdistance-split \
+        --step-trace --scheduler-process --json "$OUT/cd-pushed.json" \
         > "$OUT/run.log" 2>&1
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     ;;
