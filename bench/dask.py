@@ -341,6 +341,8 @@ COMPONENT_VARIANTS = {
     # and fetched through the scheduler (the default before the fifteenth
     # session's pushed messages)
     "costdistance-split": [("tile_tasks", "PUSHED_MESSAGES", False)],
+    "costdistance-rotated": [("costdistance.tiled.trees",
+                              "ROTATE_OUTPUT_WRITES", True)],
     "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",
                             1)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile
@@ -396,6 +398,22 @@ def task_stream(records, start):
     # (records of the run before, finishing as this one starts, left out)
     return sorted((row for row in rows if row[2] >= 0),
                   key=lambda row: row[2])
+
+
+def transfers(records):
+    """Per task name: how many of its tasks waited for data from another
+    worker, and the seconds those transfers took in all (Dask's task
+    stream, ``transfer`` spans)."""
+    out = {}
+    for record in records:
+        name = str(record["key"]).split("-")[0]
+        spans = [span for span in record["startstops"]
+                 if span["action"] == "transfer"]
+        if spans:
+            count, seconds = out.get(name, (0, 0.0))
+            out[name] = (count + 1, round(seconds + sum(
+                span["stop"] - span["start"] for span in spans), 3))
+    return out
 
 
 class StepTrace:
@@ -923,6 +941,8 @@ def main():
                                           if f >= 1.0), default=None)}
                 if stream is not None:
                     rows[-1]["tasks"] = task_stream(stream.data, wall_start)
+                    rows[-1]["transfers"] = transfers(stream.data)
+                    print("    transfers:", rows[-1]["transfers"])
                 if trace is not None:
                     rows[-1]["steps"] = trace.summary(stream.data)
                     print("    steps:", rows[-1]["steps"])

@@ -66,6 +66,9 @@
 #                                   message pushed from its task against a
 #                                   message task (-split), 8, 1, 8 workers,
 #                                   --step-trace
+#   bench/dask_device.sh sixteenth_out -- cost distance's output writes
+#                                   rotated over the outputs a tile
+#                                   (-rotated) against in one order, 8, 1, 8
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -442,6 +445,16 @@ sixteenth_cd)
     machine
     $B --workers 8 1 8 --operations costdistance costdistance-split \
         --step-trace --scheduler-process --json "$OUT/cd-pushed.json" \
+        > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+sixteenth_out)
+    # cost distance's output writes, each tile starting at another output
+    # (-rotated) against all in one order, 8, 1, 8 workers, with the task
+    # stream (and its transfers between workers)
+    machine
+    $B --workers 8 1 8 --operations costdistance costdistance-rotated \
+        --timeline --scheduler-process --json "$OUT/cd-out.json" \
         > "$OUT/run.log" 2>&1
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     ;;
