@@ -88,15 +88,18 @@ HOPS_WAIT_FOR_LOWER_NEIGHBOURS = True
 PREFER_FREE_WORKERS = True
 # On a Dask cluster, tasks in flight per worker thread in the distance
 # and the hops rounds.  Between one task's end and the next one's start on
-# a worker lies Dask's latency of a step (its task and its message task to
-# the scheduler and back, the result to the driver, the driver's next
-# task back to the worker): ~25 ms a step on the H200 host with Dask's
-# message batching (docs/benchmarks.md, "Fourteenth session"), 6-13 ms
-# without it (distributed.DASK_BATCH_INTERVAL_S, "Fifteenth session").
-# Measured with the batching: a hops visit is short (~36 ms on neuse40's
-# 1024 x 1024 tiles), so a second visit queued on each worker starts as
-# soon as the first ends: 8 workers 20.9 -> 17.9 s, 1 worker 100.9 ->
-# 93.5 s, the same outputs.  A tile solve is long (~130
+# a worker lies Dask's latency of a step (the step's message to the
+# driver, the driver's next task back to the worker): ~25 ms a step on the
+# H200 host with Dask's message batching and a message task of its own
+# (docs/benchmarks.md, "Fourteenth session"); with the batching off and
+# the message pushed from the step's one task (distributed.
+# DASK_BATCH_INTERVAL_S, tile_tasks.PUSHED_MESSAGES) 2 ms to the driver and
+# 3-4 ms to the next task's start ("Sixteenth session").  Measured with
+# the batching and the message task: a hops visit is short (~36 ms on
+# neuse40's 1024 x 1024 tiles), so a second visit queued on each worker
+# starts as soon as the first ends: 8 workers 20.9 -> 17.9 s, 1 worker
+# 100.9 -> 93.5 s, the same outputs; with the message pushed, see
+# "Sixteenth session" for one against two.  A tile solve is long (~130
 # ms) and one started on staler distances is more often solved again: two
 # solves a worker made 557 solves against 434 and 19.4 s at 8 workers.
 ROUND_TASKS_PER_WORKER = 1
