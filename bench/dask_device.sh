@@ -69,6 +69,9 @@
 #   bench/dask_device.sh sixteenth_out -- cost distance's output writes
 #                                   rotated over the outputs a tile
 #                                   (-rotated) against in one order, 8, 1, 8
+#   bench/dask_device.sh sixteenth_heap -- cost distance with freed memory
+#                                   kept in the workers' heaps between steps
+#                                   (-stepheap) against not, 8, 1, 8
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -455,6 +458,15 @@ sixteenth_out)
     machine
     $B --workers 8 1 8 --operations costdistance costdistance-rotated \
         --timeline --scheduler-process --json "$OUT/cd-out.json" \
+        > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+sixteenth_heap)
+    # cost distance with the workers' freed memory kept in the heap from
+    # one tile step to the next (-stepheap) against trimmed, 8, 1, 8
+    machine
+    $B --workers 8 1 8 --operations costdistance costdistance-stepheap \
+        --scheduler-process --json "$OUT/cd-heap.json" \
         > "$OUT/run.log" 2>&1
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     ;;

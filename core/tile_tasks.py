@@ -109,6 +109,20 @@ DEFAULT_THRESHOLD = 128 * 1024
 BATCH_MMAP_THRESHOLD = 32 * 1024 * 1024
 BATCH_TRIM_THRESHOLD = 1 << 30
 HEAP_KEPT_IN_BATCHES = True
+# A TaskPool's steps on a Dask worker (cost distance's tile solves and hops
+# visits) leave freed memory in the heap for the worker's next step (no
+# trim after each step): each step allocates a tile state and frames of
+# 8-16 MB that under the nanny's settings are fresh pages every time.  The
+# pool's close sets every worker's own settings back and trims.  Measured
+# on an H200 host's CPUs (neuse40, tiles of 1024, 2026-11-29, the
+# variant costdistance-stepheap; docs/benchmarks.md, Dask, sixteenth
+# session): 1 worker 60.10 s against 70.69 s, 8 workers 11.07 and 12.24 s
+# against 12.45 and 13.03 s, the workers' page faults 1.2-1.3M against
+# 3.6-4.7M, the same outputs.
+STEP_HEAP_KEPT = True
+# Whether this process keeps freed memory now (keep_freed_memory, until
+# own_malloc_settings).
+freed_memory_kept = False
 
 
 @contextmanager
@@ -126,11 +140,30 @@ def heap_kept_for_tiles():
         finally:
             release_free_memory()
         return
-    _MALLOPT(M_MMAP_THRESHOLD, BATCH_MMAP_THRESHOLD)
-    _MALLOPT(M_TRIM_THRESHOLD, BATCH_TRIM_THRESHOLD)
+    keep_freed_memory()
     try:
         yield
     finally:
+        own_malloc_settings()
+
+
+def keep_freed_memory():
+    """glibc keeps freed memory in its heap for reuse from now on
+    (:data:`BATCH_MMAP_THRESHOLD`, :data:`BATCH_TRIM_THRESHOLD`)."""
+    global freed_memory_kept
+    if _MALLOPT is not None:
+        freed_memory_kept = True
+        _MALLOPT(M_MMAP_THRESHOLD, BATCH_MMAP_THRESHOLD)
+        _MALLOPT(M_TRIM_THRESHOLD, BATCH_TRIM_THRESHOLD)
+
+
+def own_malloc_settings():
+    """The process's own malloc settings set back (``MALLOC_*_THRESHOLD_``,
+    as Dask's nanny sets them, else glibc's initial 128 KiB, then no
+    longer self-raising) and the free memory handed back."""
+    global freed_memory_kept
+    freed_memory_kept = False
+    if _MALLOPT is not None:
         for parameter, variable in ((M_MMAP_THRESHOLD,
                                      "MALLOC_MMAP_THRESHOLD_"),
                                     (M_TRIM_THRESHOLD,
@@ -140,7 +173,7 @@ def heap_kept_for_tiles():
             except ValueError:
                 value = DEFAULT_THRESHOLD
             _MALLOPT(parameter, value)
-        release_free_memory()
+    release_free_memory()
 
 
 def release_free_memory():
@@ -627,6 +660,15 @@ def _on_task_threads(function, *arguments):
         return function(*unkept(arguments))
 
 
+def _on_task_threads_heap_kept(function, *arguments):
+    """:func:`_on_task_threads` with freed memory kept in the heap after
+    the step, for the worker's next step (:data:`STEP_HEAP_KEPT`; the
+    pool's close sets the worker's own settings back)."""
+    with task_numba_threads():
+        keep_freed_memory()
+        return function(*unkept(arguments))
+
+
 def _in_kept_heap(function, *arguments):
     """``function(*arguments)`` with freed memory reused inside it
     (:func:`heap_kept_for_tiles`), on the task's threads
@@ -772,6 +814,8 @@ class TaskPool:
         self._threads = None
         self._busy = {}
         self._topic = None  # Dask's event topic of pushed messages
+        # the workers' freed memory kept between steps (STEP_HEAP_KEPT)
+        self._heap_kept = self._dask and STEP_HEAP_KEPT
         if self._dask:
             import uuid
 
@@ -829,7 +873,9 @@ class TaskPool:
         key = f"{self.name}-{self._run}-{self._serial}"
         self._serial += 1
         client = self.executor
-        function = functools.partial(_on_task_threads, function)
+        function = functools.partial(
+            _on_task_threads_heap_kept if self._heap_kept
+            else _on_task_threads, function)
         target = None
         restriction = {}
         if self._threads is not None:
@@ -948,7 +994,15 @@ class TaskPool:
         """Stop listening for message events (on a Dask cluster): late
         events are dropped here, and the scheduler forgets the topic
         (best-effort; at most ``distributed.admin.low-level-log-length``
-        events a topic stay there when it cannot)."""
+        events a topic stay there when it cannot).  With
+        :data:`STEP_HEAP_KEPT` every worker's own malloc settings are set
+        back (best-effort)."""
+        if self._heap_kept:
+            self._heap_kept = False
+            try:
+                self.executor.run(own_malloc_settings)
+            except Exception:  # noqa: BLE001 - a cluster gone: nothing kept
+                pass
         if self._topic is None:
             return
         topic, self._topic = self._topic, None

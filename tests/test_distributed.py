@@ -307,6 +307,39 @@ def test_task_pool_keeps_each_state_in_its_task(client, monkeypatch,
         assert not client.run_on_scheduler(scheduler_has_topic, topic)
 
 
+def step_keeps_freed_memory(state, add):
+    from gridgraph.core import tile_tasks
+    assert tile_tasks.freed_memory_kept or tile_tasks._MALLOPT is None
+    return step_state(state, add)
+
+
+def keeps_freed_memory():
+    from gridgraph.core import tile_tasks
+    return tile_tasks.freed_memory_kept
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_task_pool_steps_keep_freed_memory_until_close(client, monkeypatch,
+                                                       kept):
+    """With STEP_HEAP_KEPT a step runs with freed memory kept in the
+    worker's heap, which stays so after the step (for the next one); the
+    pool's close sets every worker's own malloc settings back.  Without
+    it nothing is kept."""
+    from gridgraph.core import tile_tasks
+    if tile_tasks._MALLOPT is None:
+        pytest.skip("no glibc mallopt here")
+    monkeypatch.setattr(tile_tasks, "STEP_HEAP_KEPT", kept)
+    client.run(tile_tasks.own_malloc_settings)
+    pool = tile_tasks.TaskPool(client, keep=True, name="heap-kept")
+    pool.submit("tile", step_keeps_freed_memory if kept else step_state,
+                None, 2)
+    tag, (message, state) = pool.next_done()
+    assert (tag, message) == ("tile", 20)
+    assert any(client.run(keeps_freed_memory).values()) == kept
+    pool.close()
+    assert not any(client.run(keeps_freed_memory).values())
+
+
 def scheduler_has_topic(topic, dask_scheduler=None):
     return topic in dask_scheduler._broker._topics
 
