@@ -341,7 +341,7 @@ COMPONENT_VARIANTS = {
     # and fetched through the scheduler (the default before the fifteenth
     # session's pushed messages)
     "costdistance-split": [("tile_tasks", "PUSHED_MESSAGES", False)],
-    "costdistance-stepheap": [("tile_tasks", "STEP_HEAP_KEPT", True)],
+    "costdistance-trimmed": [("tile_tasks", "STEP_HEAP_KEPT", False)],
     "costdistance-rotated": [("costdistance.tiled.trees",
                               "ROTATE_OUTPUT_WRITES", True)],
     "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",

@@ -71,7 +71,7 @@
 #                                   (-rotated) against in one order, 8, 1, 8
 #   bench/dask_device.sh sixteenth_heap -- cost distance with freed memory
 #                                   kept in the workers' heaps between steps
-#                                   (-stepheap) against not, 8, 1, 8
+#                                   against trimmed (-trimmed), 8, 1, 8
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -123,6 +123,18 @@ components_timelines() {
     $B "$@" --timeline --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
 }
+cd_against() {
+    # cost distance with the defaults against the variant $1, the
+    # scheduler in its own process, 8, 1, 8 workers; rows into $OUT/$2,
+    # further options after them
+    local variant=$1 json=$2
+    shift 2
+    machine
+    $B --workers 8 1 8 --operations costdistance "$variant" \
+        --scheduler-process --json "$OUT/$json" "$@" > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+}
+
 # cost distance at 8, 1 and 8 workers with timelines, the scheduler in a
 # process of its own (--scheduler-process: as on a cluster named by its
 # address), into cd-sp.json/run.log
@@ -443,32 +455,22 @@ fifteenth_hops1)
     ;;
 sixteenth_cd)
     # a step of one task with its message pushed (the default) against
-    # the step's message as a task of its own (-split), 8, 1, 8 workers,
-    # with the steps' latencies (--step-trace)
-    machine
-    $B --workers 8 1 8 --operations costdistance costdistance-split \
-        --step-trace --scheduler-process --json "$OUT/cd-pushed.json" \
-        > "$OUT/run.log" 2>&1
-    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    # the step's message as a task of its own (-split), with the steps'
+    # latencies
+    cd_against costdistance-split cd-pushed.json --step-trace
     ;;
 sixteenth_out)
     # cost distance's output writes, each tile starting at another output
-    # (-rotated) against all in one order, 8, 1, 8 workers, with the task
-    # stream (and its transfers between workers)
-    machine
-    $B --workers 8 1 8 --operations costdistance costdistance-rotated \
-        --timeline --scheduler-process --json "$OUT/cd-out.json" \
-        > "$OUT/run.log" 2>&1
-    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    # (-rotated) against all in one order, with the task stream (and its
+    # transfers between workers)
+    cd_against costdistance-rotated cd-out.json --timeline
     ;;
 sixteenth_heap)
-    # cost distance with the workers' freed memory kept in the heap from
-    # one tile step to the next (-stepheap) against trimmed, 8, 1, 8
-    machine
-    $B --workers 8 1 8 --operations costdistance costdistance-stepheap \
-        --scheduler-process --json "$OUT/cd-heap.json" \
-        > "$OUT/run.log" 2>&1
-    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    # the workers' freed memory kept in the heap from one tile step to the
+    # next (the default since) against trimmed after each step (-trimmed;
+    # in the call of 2026-11-29 04:53 UTC trimming was the default and
+    # the variant costdistance-stepheap kept the heap)
+    cd_against costdistance-trimmed cd-heap.json
     ;;
 fifteenth_kept)
     # components with round 1's labels kept on the workers against
