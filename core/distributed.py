@@ -651,8 +651,15 @@ def tile_executor(executor, sources, out_dir=None, warm_up=None):
         usable = out_dir is not None and os.path.isdir(out_dir) and \
             os.access(out_dir, os.W_OK)
         preflight(client, sources, out_dir if usable else None, warm_up)
-        with batch_interval(client, DASK_BATCH_INTERVAL_S):
-            yield client
+        try:
+            with batch_interval(client, DASK_BATCH_INTERVAL_S):
+                yield client
+        finally:
+            # steps that started after their pool's close (recomputed from
+            # lineage, or not yet cancelled) keep freed memory: the
+            # workers' own malloc settings back at the run's end
+            from .tile_tasks import workers_malloc_settings_back
+            workers_malloc_settings_back(client)
 
 
 def is_future(value):

@@ -176,6 +176,23 @@ def own_malloc_settings():
     release_free_memory()
 
 
+def own_malloc_settings_if_kept():
+    """:func:`own_malloc_settings` where this process keeps freed memory
+    (a worker a step ran on): elsewhere nothing is touched."""
+    if freed_memory_kept:
+        own_malloc_settings()
+
+
+def workers_malloc_settings_back(client):
+    """Every worker of Dask ``client`` that keeps freed memory for its
+    steps (:data:`STEP_HEAP_KEPT`) given its own malloc settings back
+    (best-effort: a worker gone keeps nothing)."""
+    try:
+        client.run(own_malloc_settings_if_kept)
+    except Exception:  # noqa: BLE001 - a cluster gone: nothing kept
+        pass
+
+
 def release_free_memory():
     """Hand memory freed by the last tile back to the system.
 
@@ -996,13 +1013,13 @@ class TaskPool:
         (best-effort; at most ``distributed.admin.low-level-log-length``
         events a topic stay there when it cannot).  With
         :data:`STEP_HEAP_KEPT` every worker's own malloc settings are set
-        back (best-effort)."""
+        back where a step kept freed memory (best-effort; a step starting
+        later, recomputed or not yet cancelled, is set back at the end of
+        the run: distributed.tile_executor)."""
         if self._heap_kept:
             self._heap_kept = False
-            try:
-                self.executor.run(own_malloc_settings)
-            except Exception:  # noqa: BLE001 - a cluster gone: nothing kept
-                pass
+            if self._serial:
+                workers_malloc_settings_back(self.executor)
         if self._topic is None:
             return
         topic, self._topic = self._topic, None

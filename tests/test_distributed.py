@@ -335,8 +335,24 @@ def test_task_pool_steps_keep_freed_memory_until_close(client, monkeypatch,
                 None, 2)
     tag, (message, state) = pool.next_done()
     assert (tag, message) == ("tile", 20)
-    assert any(client.run(keeps_freed_memory).values()) == kept
-    pool.close()
+    try:
+        assert any(client.run(keeps_freed_memory).values()) == kept
+    finally:
+        pool.close()
+    assert not any(client.run(keeps_freed_memory).values())
+
+
+def test_tiled_run_sets_workers_malloc_back(client, tmp_path):
+    # a worker left keeping freed memory during a run (a step started after
+    # its pool's close) gets its own settings back when the run ends
+    from gridgraph.core import distributed, tile_tasks
+    from gridgraph.core.tile_io import open_source
+    if tile_tasks._MALLOPT is None:
+        pytest.skip("no glibc mallopt here")
+    source = open_source(save_npy(tmp_path, "cost", costs((20, 23), 8)))
+    with distributed.tile_executor(client, [source]) as executor:
+        executor.run(tile_tasks.keep_freed_memory)
+        assert all(client.run(keeps_freed_memory).values())
     assert not any(client.run(keeps_freed_memory).values())
 
 

@@ -16,7 +16,9 @@ HOPS_FLOOR = np.iinfo(np.int64).min
 # buffered writes, which hold the file's lock (ext4: its inode's) while
 # they copy.  Tasks that end together all start with the same output and
 # queue on its lock while the other files are free.  True: each tile
-# starts at another output (its row and column mod the outputs' count).
+# starts at another output (the sum of its first cell's row and column
+# mod the outputs' count: with tiles of 1024 and three outputs, its tile
+# row and column's; a tile size that the count divides rotates nothing).
 ROTATE_OUTPUT_WRITES = False
 
 
