@@ -324,6 +324,8 @@ def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
     check_executor(executor)
     limit = memory_limit_bytes(memory_limit_mb)
     cells = int(shape[0]) * int(shape[1])
+    if cells == 0:
+        return None  # an empty raster: nothing to tile (no tile is empty)
     if not distributed.is_distributed(executor):
         if tile_size is None:
             if cells * in_memory_bytes_per_cell <= limit:

@@ -242,3 +242,19 @@ def test_the_tiled_path_keeps_large_costs_that_cannot_overflow():
     assert np.isnan(limited[8].accumulated[0, 2:]).all()
     np.testing.assert_array_equal(limited[8].accumulated,
                                   limited[None].accumulated)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0)])
+@pytest.mark.parametrize("tile_size", [None, 8])
+def test_an_empty_raster_is_not_tiled(shape, tile_size):
+    """No tile of an empty raster (the fuzz's find: an IndexError in the
+    MST's leaf round, a segfault in the components' kernels): the tiled
+    options give the in-memory answer."""
+    values = np.ones(shape)
+    tree = minimum_spanning_tree(values, tile_size=tile_size)
+    assert tree.parent_direction.shape == shape and len(tree.edges) == 0
+    labels = connected_components(values, tile_size=tile_size)
+    assert labels.labels.shape == shape and labels.count == 0
+    with pytest.raises(InvalidInputError, match="no valid cell"):
+        cost_distance(values, sources=np.array([[0, 0]]),
+                      tile_size=tile_size)
