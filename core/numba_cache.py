@@ -14,15 +14,30 @@ engine kernel (they compile again on first use, or at the next
 ``make setup`` warm-up) and records the new digest.  With the digest
 recorded it costs a walk over the sources' file stamps (~1 ms).
 
+:func:`lock_cache_writes` (also at import) makes a kernel's cache writes
+one at a time across processes.  numba writes a new signature by reading the
+kernel's index, taking the first free data-file number and writing both
+back: two processes that compile two signatures of one kernel at once (a
+parallel warm-up, test workers, a cluster's workers, QGIS's background
+warm-up beside a ``qgis_process`` run) can take the same number, and the
+index then names the other signature's code for one of them (a wrong
+kernel, not just a slower one).
+
 Not covered: a process that imported the old code and is still running
 while the sources change may write kernels compiled from the old code into
 the cache after the refresh (close QGIS before updating the plugin).
 """
 
+import functools
 import importlib
 import logging
 import os
 import sys
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: numba's own writes stay
+    fcntl = None
 
 _CORE = os.path.dirname(os.path.abspath(__file__))
 _PREFIX = "gridgraph-sources-"
@@ -84,6 +99,36 @@ def _cached_kernels():
     from numba.core.caching import Cache  # (not NullCache: no cache=True)
     return [kernel for kernel in engine_kernels().values()
             if isinstance(getattr(kernel, "_cache", None), Cache)]
+
+
+def lock_cache_writes():
+    """Make numba's cache writes of the engine's kernels (CPU and CUDA)
+    exclusive across processes: an advisory ``flock`` on a file beside the
+    kernel's index, held while numba reads the index, picks the data file's
+    name and writes both.  Other packages' kernels are left as numba writes
+    them.  Idempotent; without ``fcntl`` (Windows) it does nothing."""
+    from numba.core import caching
+    original = caching.Cache.save_overload
+    if fcntl is None or getattr(original, "_gridgraph_locked", False):
+        return
+    package = __name__.rsplit(".", 1)[0]
+
+    @functools.wraps(original)
+    def save_overload(self, sig, data):
+        module = getattr(getattr(self, "_py_func", None), "__module__", "")
+        if not (module == package or module.startswith(package + ".")):
+            return original(self, sig, data)
+        try:
+            self._impl.locator.ensure_cache_path()
+            handle = open(self._cache_file._index_path + ".lock", "ab")
+        except OSError:  # a cache numba cannot write either: its own way
+            return original(self, sig, data)
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released by the close
+            return original(self, sig, data)
+
+    save_overload._gridgraph_locked = True
+    caching.Cache.save_overload = save_overload
 
 
 def refresh():
