@@ -83,72 +83,114 @@ def _tiny_raster(dtype):
     return values
 
 
-def warm_up(dtypes=DTYPES, progress=None):
+def warm_up(dtypes=DTYPES, progress=None, processes=1):
     """Run every in-memory CPU operation on tiny rasters of each dtype.
 
     ``progress(done, total)`` is called after each dtype.  Returns the
     seconds spent.  Writes the marker :func:`is_warm` looks for.
+    ``processes`` > 1 shares the dtypes among that many new Python
+    processes (``sys.executable``: a script's or ``make setup``'s Python,
+    never QGIS's); numba's cache writes are locked across processes
+    (:func:`gridgraph.core.numba_cache.lock_cache_writes`).
     """
-    from . import (component_summary, connected_components, cost_distance,
-                   habitat_network, least_cost_path, minimum_spanning_tree,
-                   segment_by_threshold, segments_by_threshold)
     start = time.perf_counter()
     with _lock:
-        for done, dtype in enumerate(dtypes, start=1):
-            values = _tiny_raster(dtype)
-            nodata = 0
-            # nonzero mode: blocks for 8-connectivity, cells for 4
-            for mode, connectivity in (("equal", 8), ("nonzero", 8),
-                                       ("nonzero", 4)):
-                result = connected_components(values,
-                                              connectivity=connectivity,
-                                              mode=mode, nodata=nodata,
-                                              backend="cpu")
-                component_summary(result.labels, values, result.count)
-            # point sources as the algorithm passes them (cells, feature
-            # ids), or a source raster (labels: Int32, or the same type)
-            points = {"sources": np.array([[0, 0], [5, 6]], dtype=np.int64),
-                      "source_ids": np.array([1, 2], dtype=np.int64)}
-            labels = {"sources": (values == 3).astype(np.int32),
-                      "source_nodata": 0}
-            same = {"sources": values * (values == 3), "source_nodata": 0}
-            for sources in (points, labels, same):
-                for cell_size, max_cost in ((None, None), ((30.0, 30.0), 9.0)):
-                    distance = cost_distance(values, connectivity=16,
-                                             nodata=nodata, backend="cpu",
-                                             cell_size=cell_size,
-                                             max_cost=max_cost, **sources)
-                    least_cost_path(distance, 5, 0)
-            # the habitat network: its mask kernel compiles per habitat
-            # type, the relabelling and the crossing scan per resistance
-            # type, the paths and the indices once (about 25 s of CPU on
-            # a first run otherwise)
-            habitat_network((values == 3).astype(dtype), values,
-                            connectivity=8, distance_p05=5.0,
-                            backend="cpu")
-            for weight in ("max", "min", "mean", "absdiff"):
-                tree = minimum_spanning_tree(values, connectivity=8,
-                                             weight=weight, nodata=nodata,
-                                             backend="cpu", edges=True)
-                segment_by_threshold(tree, 2.0)  # thresholds come as floats
-                minimum_spanning_tree(values, connectivity=4, weight=weight,
-                                      nodata=nodata, backend="cpu",
-                                      edges=False)
-                for connectivity in (4, 8):
-                    segments_by_threshold(values, 2.0,
-                                          connectivity=connectivity,
-                                          weight=weight, nodata=nodata)
-            if progress is not None:
-                progress(done, len(dtypes))
-        # the accumulated cost (float64 with NaN) fed to the next algorithm
-        minimum_spanning_tree(distance.accumulated, backend="cpu",
-                              nodata=float("nan"), edges=True)
-        _warm_block_search(cost_distance)
+        if processes > 1 and len(dtypes) > 1:
+            _warm_in_processes(dtypes, progress, processes)
+        else:
+            _warm_dtypes(dtypes, progress, tail=True)
         marker = _marker_path()
         os.makedirs(os.path.dirname(marker), exist_ok=True)
         with open(marker, "w", encoding="utf-8") as handle:
             handle.write(f"warmed in {time.perf_counter() - start:.1f} s\n")
     return time.perf_counter() - start
+
+
+def _warm_in_processes(dtypes, progress, processes):
+    """:func:`_warm_dtypes` on shares of ``dtypes`` in new processes; the
+    first share also warms the dtype-independent tail."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    processes = min(processes, len(dtypes))
+    shares = [[np.dtype(dtype).name for dtype in dtypes[index::processes]]
+              for index in range(processes)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        futures = {pool.submit(_warm_named_dtypes, share, index == 0):
+                   len(share) for index, share in enumerate(shares)}
+        done = 0
+        for future in as_completed(futures):
+            future.result()
+            done += futures[future]
+            if progress is not None:
+                progress(done, len(dtypes))
+
+
+def _warm_named_dtypes(names, tail):
+    """A warm-up process's share (dtype names pickle across processes)."""
+    _warm_dtypes([np.dtype(name).type for name in names], None, tail)
+
+
+def _warm_dtypes(dtypes, progress, tail):
+    """Every operation on each of ``dtypes``; ``tail``: also the kernels
+    no dtype of the input decides (the float64 accumulated cost's MST, the
+    parallel block search)."""
+    from . import (component_summary, connected_components, cost_distance,
+                   habitat_network, least_cost_path, minimum_spanning_tree,
+                   segment_by_threshold, segments_by_threshold)
+    for done, dtype in enumerate(dtypes, start=1):
+        values = _tiny_raster(dtype)
+        nodata = 0
+        # nonzero mode: blocks for 8-connectivity, cells for 4
+        for mode, connectivity in (("equal", 8), ("nonzero", 8),
+                                   ("nonzero", 4)):
+            result = connected_components(values,
+                                          connectivity=connectivity,
+                                          mode=mode, nodata=nodata,
+                                          backend="cpu")
+            component_summary(result.labels, values, result.count)
+        # point sources as the algorithm passes them (cells, feature
+        # ids), or a source raster (labels: Int32, or the same type)
+        points = {"sources": np.array([[0, 0], [5, 6]], dtype=np.int64),
+                  "source_ids": np.array([1, 2], dtype=np.int64)}
+        labels = {"sources": (values == 3).astype(np.int32),
+                  "source_nodata": 0}
+        same = {"sources": values * (values == 3), "source_nodata": 0}
+        for sources in (points, labels, same):
+            for cell_size, max_cost in ((None, None), ((30.0, 30.0), 9.0)):
+                distance = cost_distance(values, connectivity=16,
+                                         nodata=nodata, backend="cpu",
+                                         cell_size=cell_size,
+                                         max_cost=max_cost, **sources)
+                least_cost_path(distance, 5, 0)
+        # the habitat network: its mask kernel compiles per habitat
+        # type, the relabelling and the crossing scan per resistance
+        # type, the paths and the indices once (about 25 s of CPU on
+        # a first run otherwise)
+        habitat_network((values == 3).astype(dtype), values,
+                        connectivity=8, distance_p05=5.0,
+                        backend="cpu")
+        for weight in ("max", "min", "mean", "absdiff"):
+            tree = minimum_spanning_tree(values, connectivity=8,
+                                         weight=weight, nodata=nodata,
+                                         backend="cpu", edges=True)
+            segment_by_threshold(tree, 2.0)  # thresholds come as floats
+            minimum_spanning_tree(values, connectivity=4, weight=weight,
+                                  nodata=nodata, backend="cpu",
+                                  edges=False)
+            for connectivity in (4, 8):
+                segments_by_threshold(values, 2.0,
+                                      connectivity=connectivity,
+                                      weight=weight, nodata=nodata)
+        if progress is not None:
+            progress(done, len(dtypes))
+    if tail:
+        # the accumulated cost (float64 with NaN) fed to the next algorithm
+        accumulated = np.arange(42, dtype=np.float64).reshape(6, 7)
+        accumulated[2, 3] = np.nan
+        minimum_spanning_tree(accumulated, backend="cpu",
+                              nodata=float("nan"), edges=True)
+        _warm_block_search(cost_distance)
 
 
 def _warm_block_search(cost_distance):
@@ -246,9 +288,16 @@ def main():
 
     def report(done, total):
         print(f"  {done}/{total} data types", flush=True)
-    print("gridgraph: compiling the CPU kernels into numba's cache ...",
-          flush=True)
-    seconds = warm_up(progress=report)
+    # one process per core (each compiles its dtypes' kernels; the kernels
+    # no dtype decides compile in each: more than 4 gains little)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    processes = max(1, min(cores, 4))
+    print(f"gridgraph: compiling the CPU kernels into numba's cache "
+          f"({processes} processes) ...", flush=True)
+    seconds = warm_up(progress=report, processes=processes)
     print(f"gridgraph: kernels compiled and cached in {seconds:.1f} s "
           f"({_marker_path()})")
 
