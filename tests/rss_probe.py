@@ -6,7 +6,9 @@ inflate the figures) and by bench/scale.py:
     python tests/rss_probe.py RASTER.npy OUT_DIR OPERATION:LIMIT_MB[:BACKEND] ...
 
 with OPERATION one of components, costdistance, mst (a LIMIT_MB of 0 runs it
-in memory, for comparison).  Prints one JSON line
+in memory, for comparison), and ``--warm-full`` anywhere to run each tiled
+job once before measuring it (tests: numba may not have compiled yet what
+it meets).  Prints one JSON line
 per operation: the resident set before the run (after a warm-up that loads
 every compiled kernel), the peak during it (VmHWM, reset before the run
 through /proc/self/clear_refs), their difference and the seconds.
@@ -18,6 +20,9 @@ import sys
 import time
 
 import numpy as np
+
+# --warm-full: a tiled job runs once in full before it is measured
+WARM_FULL = False
 
 
 def status_kb(field):
@@ -58,9 +63,15 @@ def measure(operation, raster, limit_mb, out_dir, backend="cpu"):
     os.makedirs(out_dir, exist_ok=True)
     warm_dir = os.path.join(out_dir, "warm-up")
     os.makedirs(warm_dir, exist_ok=True)
-    small = np.ascontiguousarray(raster[:64, :64])
-    run(operation, small, None, warm_dir, backend, tile_size=16)
-    del small
+    if limit_mb and WARM_FULL:
+        # the same run first: every kernel and array layout it meets is
+        # compiled before the measured run, whatever ran before (a small
+        # raster in small tiles can miss one)
+        run(operation, raster, limit_mb, warm_dir, backend)
+    else:
+        small = np.ascontiguousarray(raster[:64, :64])
+        run(operation, small, None, warm_dir, backend, tile_size=16)
+        del small
     from gridgraph.core.tiling import release_free_memory
     release_free_memory()
     baseline = status_kb("VmRSS")
@@ -97,9 +108,14 @@ def measure(operation, raster, limit_mb, out_dir, backend="cpu"):
 
 
 def main():
-    path, out_dir = sys.argv[1:3]
+    global WARM_FULL
+    arguments = sys.argv[1:]
+    WARM_FULL = "--warm-full" in arguments
+    arguments = [argument for argument in arguments
+                 if argument != "--warm-full"]
+    path, out_dir = arguments[:2]
     raster = np.load(path, mmap_mode="r")
-    for job in sys.argv[3:]:
+    for job in arguments[2:]:
         operation, limit_mb, *backend = job.split(":")
         limit_mb = float(limit_mb)
         summary = measure(operation, raster if limit_mb else np.array(raster),

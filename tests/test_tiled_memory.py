@@ -34,7 +34,7 @@ def test_peak_rss_under_the_limit(tmp_path):
     for operation, limit in LIMITS_MB.items():
         jobs += [f"{operation}:{limit}", f"{operation}:0"]
     completed = subprocess.run(
-        [sys.executable, os.path.join(HERE, "rss_probe.py"),
+        [sys.executable, os.path.join(HERE, "rss_probe.py"), "--warm-full",
          str(tmp_path / "dem.npy"), str(tmp_path / "out")] + jobs,
         capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
