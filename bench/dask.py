@@ -342,8 +342,6 @@ COMPONENT_VARIANTS = {
     # session's pushed messages)
     "costdistance-split": [("tile_tasks", "PUSHED_MESSAGES", False)],
     "costdistance-trimmed": [("tile_tasks", "STEP_HEAP_KEPT", False)],
-    "costdistance-rotated": [("costdistance.tiled.trees",
-                              "ROTATE_OUTPUT_WRITES", True)],
     "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",
                             1)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile

@@ -66,12 +66,14 @@
 #                                   message pushed from its task against a
 #                                   message task (-split), 8, 1, 8 workers,
 #                                   --step-trace
-#   bench/dask_device.sh sixteenth_out -- cost distance's output writes
-#                                   rotated over the outputs a tile
-#                                   (-rotated) against in one order, 8, 1, 8
 #   bench/dask_device.sh sixteenth_heap -- cost distance with freed memory
 #                                   kept in the workers' heaps between steps
 #                                   against trimmed (-trimmed), 8, 1, 8
+#   bench/dask_device.sh seventeenth -- every operation with the defaults
+#                                   on one host, the scheduler in its own
+#                                   process: cost distance at 8, 1, 8
+#                                   workers, components at 8 and 1 over
+#                                   three turns, the MST at 8 and 1
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -459,12 +461,6 @@ sixteenth_cd)
     # latencies
     cd_against costdistance-split cd-pushed.json --step-trace
     ;;
-sixteenth_out)
-    # cost distance's output writes, each tile starting at another output
-    # (-rotated) against all in one order, with the task stream (and its
-    # transfers between workers)
-    cd_against costdistance-rotated cd-out.json --timeline
-    ;;
 sixteenth_heap)
     # the workers' freed memory kept in the heap from one tile step to the
     # next (the default since) against trimmed after each step (-trimmed;
@@ -480,6 +476,18 @@ fifteenth_kept)
         --timeline --scheduler-process --json "$OUT/components-kept.json" \
         > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+seventeenth)
+    machine
+    $B --workers 8 1 8 --operations costdistance --scheduler-process \
+        --json "$OUT/cd.json" > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 1 --operations components --turns 3 --scheduler-process \
+        --json "$OUT/components.json" >> "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 1 --operations mst --scheduler-process \
+        --json "$OUT/mst.json" >> "$OUT/run.log" 2>&1
+    echo "mst done at $SECONDS s" >> "$OUT/run.log"
     ;;
 fifteenth_other)
     # the same for components (three turns) and the MST, at 8 and 1

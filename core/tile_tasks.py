@@ -113,12 +113,14 @@ HEAP_KEPT_IN_BATCHES = True
 # visits) leave freed memory in the heap for the worker's next step (no
 # trim after each step): each step allocates a tile state and frames of
 # 8-16 MB that under the nanny's settings are fresh pages every time.  The
-# pool's close sets every worker's own settings back and trims.  Measured
-# on an H200 host's CPUs (neuse40, tiles of 1024, 2026-11-29, the
-# variant costdistance-stepheap; docs/benchmarks.md, Dask, sixteenth
-# session): 1 worker 60.10 s against 70.69 s, 8 workers 11.07 and 12.24 s
-# against 12.45 and 13.03 s, the workers' page faults 1.2-1.3M against
-# 3.6-4.7M, the same outputs.
+# workers that kept it get their own settings back (and a trim) at the
+# pool's close and again at the tiled run's end (distributed.tile_executor:
+# a step started after the close, recomputed or not yet cancelled).
+# Measured on an H200 host's CPUs (neuse40, tiles of 1024, 2026-11-29,
+# against the variant costdistance-trimmed, a trim after each step;
+# docs/benchmarks.md, Dask, sixteenth session): 1 worker 60.10 s against
+# 70.69 s, 8 workers 11.07 and 12.24 s against 12.45 and 13.03 s, the
+# workers' page faults 1.2-1.3M against 3.6-4.7M, the same outputs.
 STEP_HEAP_KEPT = True
 # Whether this process keeps freed memory now (keep_freed_memory, until
 # own_malloc_settings).
@@ -680,7 +682,8 @@ def _on_task_threads(function, *arguments):
 def _on_task_threads_heap_kept(function, *arguments):
     """:func:`_on_task_threads` with freed memory kept in the heap after
     the step, for the worker's next step (:data:`STEP_HEAP_KEPT`; the
-    pool's close sets the worker's own settings back)."""
+    pool's close and the tiled run's end set the worker's own settings
+    back: :func:`workers_malloc_settings_back`)."""
     with task_numba_threads():
         keep_freed_memory()
         return function(*unkept(arguments))

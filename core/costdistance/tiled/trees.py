@@ -12,14 +12,6 @@ from .budget import PREDECESSOR_UNREACHED
 # Below every hops value: the halo ring's hops once a tile's search starts
 # (_ring_floor).
 HOPS_FLOOR = np.iinfo(np.int64).min
-# The output tasks write their blocks into the outputs' files with
-# buffered writes, which hold the file's lock (ext4: its inode's) while
-# they copy.  Tasks that end together all start with the same output and
-# queue on its lock while the other files are free.  True: each tile
-# starts at another output (the sum of its first cell's row and column
-# mod the outputs' count: with tiles of 1024 and three outputs, its tile
-# row and column's; a tile size that the count divides rotates nothing).
-ROTATE_OUTPUT_WRITES = False
 
 
 def _on_device(state):
@@ -387,9 +379,5 @@ def write_outputs(sinks, function, cost_source, window, *arguments):
         return _cuda_tiled.write_outputs(sinks, cost_source, window,
                                          *arguments)
     blocks = function(cost_source, window, *arguments)
-    names = list(sinks)
-    if ROTATE_OUTPUT_WRITES:
-        first = (window.row + window.col) % max(1, len(names))
-        names = names[first:] + names[:first]
-    for name in names:
-        sinks[name].write(window, blocks[name])
+    for name, sink in sinks.items():
+        sink.write(window, blocks[name])
