@@ -247,10 +247,13 @@ def test_tile_tasks_keep_numba_to_their_thread(client):
     for locality in (False, True):
         pool = tile_tasks.TaskPool(client, keep=locality, name="threads",
                                    locality=locality)
-        for tag in range(3):
-            pool.submit(tag, (lambda: (numba_threads_in_task(), None))
-                        if locality else numba_threads_in_task)
-        done = sorted(pool.next_done() for _ in range(3))
+        try:
+            for tag in range(3):
+                pool.submit(tag, (lambda: (numba_threads_in_task(), None))
+                            if locality else numba_threads_in_task)
+            done = sorted(pool.next_done() for _ in range(3))
+        finally:
+            pool.close()  # (its steps' workers keep freed memory till then)
         if locality:
             done = [(tag, message) for tag, (message, _) in done]
         assert done == [(0, 1), (1, 1), (2, 1)]
