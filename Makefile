@@ -53,11 +53,12 @@ demo: setup
 # cluster's threads and processes apart from QGIS's shutdown at the end of
 # the main suite (a crash at exit there fails `make test` after every test
 # passed).  The main suite and the CUDA simulator's run in one test process
-# per core, at most 4 (pytest-xdist; `make test PYTEST_WORKERS=0` for one):
+# per core, at most 4 (pytest-xdist; `make test PYTEST_WORKERS=0` for one,
+# as --pdb needs):
 # on a fresh clone most of the main suite's time is numba compiling kernels
 # into its on-disk cache, one core per process, and the simulator runs every
 # GPU thread in Python.
-PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? 0 : n < 4 ? n : 4 )))
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist worksteal
 test: setup
 	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS) --ignore=tests/cuda --ignore=tests/test_distributed.py tests

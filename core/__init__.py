@@ -24,9 +24,9 @@ __all__ = [
 ]
 
 # numba's cache checks a kernel against its own file only: after the
-# engine's sources change, its cached kernels are emptied once; and its
-# writes are made one at a time across processes
+# engine's sources change, its cached kernels are emptied once; and the
+# cache's writes and reads are locked across processes
 from . import numba_cache as _numba_cache  # noqa: E402
 
-_numba_cache.lock_cache_writes()
+_numba_cache.lock_cache()
 _numba_cache.refresh()

@@ -14,25 +14,30 @@ engine kernel (they compile again on first use, or at the next
 ``make setup`` warm-up) and records the new digest.  With the digest
 recorded it costs a walk over the sources' file stamps (~1 ms).
 
-:func:`lock_cache_writes` (also at import) makes a kernel's cache writes
-one at a time across processes.  numba writes a new signature by reading the
-kernel's index, taking the first free data-file number and writing both
-back: two processes that compile two signatures of one kernel at once (a
-parallel warm-up, test workers, a cluster's workers, QGIS's background
-warm-up beside a ``qgis_process`` run) can take the same number, and the
-index then names the other signature's code for one of them (a wrong
-kernel, not just a slower one).
+:func:`lock_cache` (also at import) makes a kernel's cache writes one at a
+time across processes, and its reads wait for a write.  numba writes a new
+signature by reading the kernel's index, taking the first free data-file
+number and writing the index, then the data file: two processes that
+compile two signatures of one kernel at once (a parallel warm-up, test
+workers, a cluster's workers, QGIS's background warm-up beside a
+``qgis_process`` run) can take the same number, and the index then names
+the other signature's code for one of them; a process reading between the
+index and the data file can load an older file of that number (after a
+refresh numbering starts again).  Either way a wrong kernel, not just a
+slower one.
 
 Not covered: a process that imported the old code and is still running
 while the sources change may write kernels compiled from the old code into
 the cache after the refresh (close QGIS before updating the plugin).
 """
 
+import contextlib
 import functools
 import importlib
 import logging
 import os
 import sys
+import time
 
 try:
     import fcntl
@@ -101,34 +106,81 @@ def _cached_kernels():
             if isinstance(getattr(kernel, "_cache", None), Cache)]
 
 
-def lock_cache_writes():
-    """Make numba's cache writes of the engine's kernels (CPU and CUDA)
-    exclusive across processes: an advisory ``flock`` on a file beside the
-    kernel's index, held while numba reads the index, picks the data file's
-    name and writes both.  Other packages' kernels are left as numba writes
-    them.  Idempotent; without ``fcntl`` (Windows) it does nothing."""
-    from numba.core import caching
-    original = caching.Cache.save_overload
-    if fcntl is None or getattr(original, "_gridgraph_locked", False):
-        return
-    package = __name__.rsplit(".", 1)[0]
+# How long a kernel's cache read or write waits for another process's write
+# of the same kernel (numba's write takes milliseconds): past it a write is
+# skipped and a read misses (the kernel compiles), both still correct.
+LOCK_WAIT_S = 30.0
 
-    @functools.wraps(original)
+
+@contextlib.contextmanager
+def _cache_lock(cache, exclusive):
+    """Hold ``cache``'s lock file (beside its index), exclusive or shared;
+    yields True when held, None when no lock can be had (a folder that
+    cannot be written, a file system without locks: numba's own way), False
+    after :data:`LOCK_WAIT_S`."""
+    path = cache._cache_file._index_path + ".lock"
+    descriptor = None
+    try:
+        if exclusive:  # (numba creates the folder before a write anyway)
+            cache._impl.locator.ensure_cache_path()
+        descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError:
+        pass
+    if descriptor is None:
+        yield None
+        return
+    try:
+        mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(descriptor, mode)
+                held = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    held = False
+                    break
+                time.sleep(0.005)
+            except OSError:  # ENOLCK and the like: no locks here
+                held = None
+                break
+        yield held
+    finally:
+        os.close(descriptor)  # (releases the lock)
+
+
+def lock_cache():
+    """Make numba's on-disk cache safe for processes sharing it: a kernel's
+    cache write (index and data file) holds an exclusive ``flock`` on a file
+    beside its index, a read a shared one, so that no process takes a data
+    file's number another one is taking, and none reads an index entry
+    whose data file is not written yet (numba writes the index first).
+    Every kernel of the process (the engine's, the tests' oracles, another
+    package's), CPU and CUDA.  Idempotent; without ``fcntl`` (Windows) it
+    does nothing."""
+    from numba.core import caching
+    save, load = caching.Cache.save_overload, caching.Cache.load_overload
+    if fcntl is None or getattr(save, "_gridgraph_locked", False):
+        return
+
+    @functools.wraps(save)
     def save_overload(self, sig, data):
-        module = getattr(getattr(self, "_py_func", None), "__module__", "")
-        if not (module == package or module.startswith(package + ".")):
-            return original(self, sig, data)
-        try:
-            self._impl.locator.ensure_cache_path()
-            handle = open(self._cache_file._index_path + ".lock", "ab")
-        except OSError:  # a cache numba cannot write either: its own way
-            return original(self, sig, data)
-        with handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # released by the close
-            return original(self, sig, data)
+        with _cache_lock(self, exclusive=True) as held:
+            if held is False:
+                return None  # not cached this time: it compiles again later
+            return save(self, sig, data)
+
+    @functools.wraps(load)
+    def load_overload(self, sig, target_context):
+        with _cache_lock(self, exclusive=False) as held:
+            if held is False:
+                return None  # a miss: numba compiles the kernel
+            return load(self, sig, target_context)
 
     save_overload._gridgraph_locked = True
     caching.Cache.save_overload = save_overload
+    caching.Cache.load_overload = load_overload
 
 
 def refresh():

@@ -86,12 +86,13 @@ def _tiny_raster(dtype):
 def warm_up(dtypes=DTYPES, progress=None, processes=1):
     """Run every in-memory CPU operation on tiny rasters of each dtype.
 
-    ``progress(done, total)`` is called after each dtype.  Returns the
-    seconds spent.  Writes the marker :func:`is_warm` looks for.
+    ``progress(done, total)`` is called after each dtype (with processes,
+    after each process's share).  Returns the seconds spent.  Writes the
+    marker :func:`is_warm` looks for once every dtype is done.
     ``processes`` > 1 shares the dtypes among that many new Python
     processes (``sys.executable``: a script's or ``make setup``'s Python,
     never QGIS's); numba's cache writes are locked across processes
-    (:func:`gridgraph.core.numba_cache.lock_cache_writes`).
+    (:func:`gridgraph.core.numba_cache.lock_cache`).
     """
     start = time.perf_counter()
     with _lock:
@@ -108,7 +109,7 @@ def warm_up(dtypes=DTYPES, progress=None, processes=1):
 
 def _warm_in_processes(dtypes, progress, processes):
     """:func:`_warm_dtypes` on shares of ``dtypes`` in new processes; the
-    first share also warms the dtype-independent tail."""
+    last share (the smallest) also warms the dtype-independent tail."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     processes = min(processes, len(dtypes))
@@ -116,7 +117,8 @@ def _warm_in_processes(dtypes, progress, processes):
               for index in range(processes)]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        futures = {pool.submit(_warm_named_dtypes, share, index == 0):
+        futures = {pool.submit(_warm_named_dtypes, share,
+                               index == len(shares) - 1):
                    len(share) for index, share in enumerate(shares)}
         done = 0
         for future in as_completed(futures):

@@ -84,19 +84,69 @@ import numpy as np
 from numba.core import caching
 import gridgraph.core
 from gridgraph.core import _unionfind
-if sys.argv[2] == "unlocked":
+dtype, mode, start = sys.argv[1:4]
+if mode == "unlocked":
     caching.Cache.save_overload = caching.Cache.save_overload.__wrapped__
+    caching.Cache.load_overload = caching.Cache.load_overload.__wrapped__
 save_index = caching.IndexDataCacheFile._save_index
-def slow_save_index(self, overloads):
-    time.sleep(3)  # after numba read the index: the other process reads it too
+def meeting_save_index(self, overloads):
+    # numba has just read the index: wait (5 s at most) until the other
+    # process has read it too, as two compiles ending together would
+    open(f"{start}-read-{dtype}", "w").close()
+    other = f"{start}-read-" + ("int64" if dtype == "int32" else "int32")
+    deadline = time.monotonic() + 5
+    while not os.path.exists(other) and time.monotonic() < deadline:
+        time.sleep(0.01)
     save_index(self, overloads)
-caching.IndexDataCacheFile._save_index = slow_save_index
-open(sys.argv[3] + "-" + sys.argv[1], "w").close()  # ready
-while not os.path.exists(sys.argv[3]):
+caching.IndexDataCacheFile._save_index = meeting_save_index
+open(f"{start}-ready-{dtype}", "w").close()
+while not os.path.exists(start):
     time.sleep(0.01)
-parent = np.arange(4, dtype=sys.argv[1])
+parent = np.arange(4, dtype=dtype)
 assert _unionfind.find_root(parent, 3) == 3
 """
+
+_CACHED_DATA = """
+import os
+import gridgraph.core
+from gridgraph.core import _unionfind as u
+cache = u.find_root._cache
+names = list(cache._cache_file._load_index().values())
+print(sorted(names), all(os.path.exists(os.path.join(cache._cache_path, n))
+                         for n in names))
+"""
+
+
+def _run_together(scripts, environment, start):
+    """Start ``scripts`` (argument lists for python -c), let them go at
+    once when each has written ``start-ready-<its first argument>``, and
+    wait for them; each must succeed.  Returns their outputs."""
+    import subprocess
+    import sys
+    processes = [subprocess.Popen([sys.executable, "-c", *script],
+                                  env=environment, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+                 for script in scripts]
+    outputs = []
+    try:
+        deadline = time.monotonic() + 300
+        while not all(os.path.exists(f"{start}-ready-{script[1]}")
+                      for script in scripts):
+            for process in processes:
+                if process.poll() is not None:
+                    assert process.returncode == 0, process.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        start.write_text("")
+        for process in processes:
+            output, errors = process.communicate(timeout=300)
+            assert process.returncode == 0, errors[-2000:]
+            outputs.append(output)
+        return outputs
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
 
 
 @pytest.mark.parametrize("locked", [True, False])
@@ -108,29 +158,74 @@ def test_two_processes_caching_two_signatures_keep_both(tmp_path, locked):
     import sys
     environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     start = tmp_path / "start"
-    processes = [subprocess.Popen(
-        [sys.executable, "-c", _COMPILE_ONE_SIGNATURE, dtype,
-         "locked" if locked else "unlocked", str(start)],
-        env=environment, stderr=subprocess.PIPE, text=True)
-        for dtype in ("int32", "int64")]
-    deadline = time.monotonic() + 300
-    while not all(os.path.exists(f"{start}-{dtype}")
-                  for dtype in ("int32", "int64")):
-        assert time.monotonic() < deadline and all(
-            process.poll() is None for process in processes)
-        time.sleep(0.01)
-    start.write_text("")
-    for process in processes:
-        _, errors = process.communicate(timeout=300)
-        assert process.returncode == 0, errors[-2000:]
-    index = subprocess.run(
-        [sys.executable, "-c",
-         "import gridgraph.core; from gridgraph.core import _unionfind as u;"
-         "print(sorted(u.find_root._cache._cache_file._load_index()"
-         ".values()))"],
-        env=environment, capture_output=True, text=True, check=True)
-    names = eval(index.stdout)  # noqa: S307 (our own subprocess's list)
+    mode = "locked" if locked else "unlocked"
+    _run_together([[_COMPILE_ONE_SIGNATURE, dtype, mode, str(start)]
+                   for dtype in ("int32", "int64")], environment, start)
+    cached = subprocess.run([sys.executable, "-c", _CACHED_DATA],
+                            env=environment, capture_output=True, text=True,
+                            check=True).stdout.split("] ")
+    names = cached[0].strip("[").split(", ")
+    assert cached[1].strip() == "True"  # every named data file exists
     if locked:
         assert len(names) == len(set(names)) == 2, names
-    else:  # the race the lock closes, shown without it
-        assert len(set(names)) < 2 or len(names) < 2, names
+    else:  # the race the lock closes, shown without it: one key lost
+        assert len(names) == 1, names
+
+
+_WRITE_AFTER_A_FLUSH = """
+import os, sys, time
+import numpy as np
+from numba.core import caching
+import gridgraph.core
+from gridgraph.core import _unionfind
+role, mode, start = sys.argv[1:4]
+if mode == "unlocked":
+    caching.Cache.save_overload = caching.Cache.save_overload.__wrapped__
+    caching.Cache.load_overload = caching.Cache.load_overload.__wrapped__
+indexed = f"{start}-indexed"
+if role == "writer":
+    # int64's code in the first data file, then the index emptied (as a
+    # refresh does): int32's save takes that file's number again
+    _unionfind.find_root(np.arange(4, dtype=np.int64), 3)
+    _unionfind.find_root._cache.flush()
+    save_data = caching.IndexDataCacheFile._save_data
+    def slow_save_data(self, name, data):
+        open(indexed, "w").close()  # the index is written, the data not yet
+        time.sleep(3)
+        save_data(self, name, data)
+    caching.IndexDataCacheFile._save_data = slow_save_data
+open(f"{start}-ready-{role}", "w").close()
+while not os.path.exists(start):
+    time.sleep(0.01)
+if role == "writer":
+    _unionfind.find_root(np.arange(4, dtype=np.int32), 3)
+else:
+    from numba import types
+    while not os.path.exists(indexed):
+        time.sleep(0.005)
+    # loaded from the cache, not called (the wrong code would read past
+    # the array)
+    _unionfind.find_root.compile((types.Array(types.int32, 1, "C"),
+                                  types.int64))
+    print([str(s[0].dtype) for s in _unionfind.find_root.signatures])
+"""
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_a_read_waits_for_the_data_file_its_index_names(tmp_path, locked):
+    """numba writes a kernel's index before its data file: a process
+    loading between the two, after a refresh emptied the index, reads an
+    older data file of the same number (another signature's code).  With
+    the lock the read waits for the write."""
+    import subprocess
+    import sys
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    start = tmp_path / "start"
+    mode = "locked" if locked else "unlocked"
+    subprocess.run([sys.executable, "-c", "import gridgraph.core"],
+                   env=environment, check=True)  # the digest's marker
+    _, output = _run_together(
+        [[_WRITE_AFTER_A_FLUSH, role, mode, str(start)]
+         for role in ("writer", "reader")], environment, start)
+    # the signature numba registered for the int32 call it loaded
+    assert output.strip() == ("['int32']" if locked else "['int64']")

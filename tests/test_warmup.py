@@ -29,6 +29,25 @@ def test_warm_up_runs_every_operation_and_leaves_its_marker(marker):
     assert marker.exists() and warmup.is_warm()
 
 
+def test_warm_up_in_processes_shares_the_dtypes(marker):
+    """`make setup`'s warm-up: the dtypes shared among new processes (the
+    kernels load from the cache here), progress as each share ends, the
+    marker once all have."""
+    seen = []
+    warmup.warm_up(dtypes=(np.uint8, np.int16, np.float32),
+                   progress=lambda done, total: seen.append((done, total)),
+                   processes=2)
+    assert sorted(seen) in ([(1, 3), (3, 3)], [(2, 3), (3, 3)])
+    assert marker.exists() and warmup.is_warm()
+
+
+def test_a_failing_warm_up_process_fails_the_warm_up(marker):
+    from gridgraph.core import InvalidInputError
+    with pytest.raises(InvalidInputError):
+        warmup.warm_up(dtypes=(np.uint8, np.complex64), processes=2)
+    assert not marker.exists()
+
+
 def test_marker_names_the_code_it_compiled():
     """The real marker is keyed by the engine's sources and numba's
     version: editing the engine makes the cache cold again."""
