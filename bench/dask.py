@@ -342,6 +342,17 @@ COMPONENT_VARIANTS = {
     # session's pushed messages)
     "costdistance-split": [("tile_tasks", "PUSHED_MESSAGES", False)],
     "costdistance-trimmed": [("tile_tasks", "STEP_HEAP_KEPT", False)],
+    # the eighteenth session: the output round's blocks written with pwrite
+    # (before: MAPPED_OUTPUT_WRITES), the tile-by-tile rounds' heap set
+    # back after each task (before: TASK_HEAP_KEPT), and both (the code
+    # before the session)
+    "costdistance-pwrite": [
+        ("costdistance.rounds", "MAPPED_OUTPUT_WRITES", False)],
+    "costdistance-tasktrim": [("tile_tasks", "TASK_HEAP_KEPT", False)],
+    "costdistance-before": [
+        ("costdistance.rounds", "MAPPED_OUTPUT_WRITES", False),
+        ("tile_tasks", "TASK_HEAP_KEPT", False)],
+    "components-tasktrim": [("tile_tasks", "TASK_HEAP_KEPT", False)],
     "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",
                             1)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile

@@ -74,6 +74,12 @@
 #                                   process: cost distance at 8, 1, 8
 #                                   workers, components at 8 and 1 over
 #                                   three turns, the MST at 8 and 1
+#   bench/dask_device.sh eighteenth -- cost distance's outputs written
+#                                   through mappings and the heap kept
+#                                   between tile tasks against each off and
+#                                   both off, 8 workers ABBA, then 1;
+#                                   components with and without the heap
+#                                   kept between tasks, 8 and 1
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -475,6 +481,25 @@ fifteenth_kept)
     $B --workers 8 1 --operations components components-kept --turns 3 \
         --timeline --scheduler-process --json "$OUT/components-kept.json" \
         > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+eighteenth)
+    # cost distance's output round written through mappings and the
+    # tile-by-tile rounds' heap kept between tasks (the defaults since)
+    # against each off and both off (-before), 8 workers ABBA over two
+    # turns; then the defaults and -before at 1; components with and
+    # without the heap kept between tasks, 8 and 1, three turns
+    machine
+    $B --workers 8 --operations costdistance costdistance-before \
+        costdistance-pwrite costdistance-tasktrim --turns 2 \
+        --scheduler-process --json "$OUT/cd8.json" > "$OUT/run.log" 2>&1
+    echo "costdistance at 8 done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 1 --operations costdistance costdistance-before \
+        --scheduler-process --json "$OUT/cd1.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance at 1 done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 1 --operations components components-tasktrim --turns 3 \
+        --scheduler-process --json "$OUT/components.json" \
+        >> "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 seventeenth)

@@ -122,6 +122,14 @@ HEAP_KEPT_IN_BATCHES = True
 # 70.69 s, 8 workers 11.07 and 12.24 s against 12.45 and 13.03 s, the
 # workers' page faults 1.2-1.3M against 3.6-4.7M, the same outputs.
 STEP_HEAP_KEPT = True
+# The same for the tasks of a round run tile by tile on a Dask cluster
+# (run_tasks without batches: cost distance's survey, label and output
+# rounds, whose tasks take the tile states' futures): each task leaves
+# freed memory in the worker's heap for the next one, set back at the
+# tiled run's end (distributed.tile_executor).  An output tile allocates
+# its frames and blocks (~30 MB at tiles of 1024), fresh pages every task
+# without it.  False: set back (and trimmed) at each task's end.
+TASK_HEAP_KEPT = True
 # Whether this process keeps freed memory now (keep_freed_memory, until
 # own_malloc_settings).
 freed_memory_kept = False
@@ -321,7 +329,9 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
     name = name or getattr(function, "__name__", None) or getattr(
         getattr(function, "func", None), "__name__", "tile")
     if function not in (_run_batch_packed, _run_batch_kept):  # those do
-        function = functools.partial(_in_kept_heap, function)
+        function = functools.partial(
+            _on_task_threads_heap_kept if TASK_HEAP_KEPT else _in_kept_heap,
+            function)
     run = uuid.uuid4().hex[:12]
     if at_once and DASK_SUBMIT_ROUND_AT_ONCE and not keep:
         return _run_round_on_dask(client, function, tasks, total, consume,
@@ -681,9 +691,9 @@ def _on_task_threads(function, *arguments):
 
 def _on_task_threads_heap_kept(function, *arguments):
     """:func:`_on_task_threads` with freed memory kept in the heap after
-    the step, for the worker's next step (:data:`STEP_HEAP_KEPT`; the
-    pool's close and the tiled run's end set the worker's own settings
-    back: :func:`workers_malloc_settings_back`)."""
+    the step or task, for the worker's next one (:data:`STEP_HEAP_KEPT`,
+    :data:`TASK_HEAP_KEPT`; the pool's close and the tiled run's end set
+    the worker's own settings back: :func:`workers_malloc_settings_back`)."""
     with task_numba_threads():
         keep_freed_memory()
         return function(*unkept(arguments))

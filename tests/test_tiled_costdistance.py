@@ -13,6 +13,7 @@ from gridgraph.core import CancelledError, InvalidInputError, cost_distance
 from gridgraph.core.costdistance import (GRASS_DIRECTION_DEGREES,
                                          NEIGHBOUR_OFFSETS, tiled)
 
+from faults_helpers import small_disk  # noqa: F401 - a fixture
 from rasters import fractal_surface, maze_cost
 
 def in_memory(cost, sources, **options):
@@ -491,6 +492,69 @@ def test_maze_with_integer_costs_and_ties():
     sources = open_cells[[0, len(open_cells) // 2, -1]]
     assert_same(cost, sources, tile_sizes=(8, 16), connectivity=8,
                 source_ids=np.array([3, 1, 2]))
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_outputs_written_through_mappings_or_pwrite(tmp_path, monkeypatch,
+                                                    mapped):
+    """The output round's tasks write their blocks into out_dir (in threads,
+    windows not aligned to pages, several sources): through shared
+    mappings of the reserved files (MAPPED_OUTPUT_WRITES) or with pwrite,
+    the in-memory rasters either way, nothing else left."""
+    import concurrent.futures
+
+    from gridgraph.core import tile_io
+    from gridgraph.core.costdistance import rounds
+    monkeypatch.setattr(rounds, "MAPPED_OUTPUT_WRITES", mapped)
+    modes = []
+    real_sink = tile_io.NpySink.__init__
+
+    def sink(self, *arguments, **options):
+        real_sink(self, *arguments, **options)
+        modes.append(self.mapped)
+
+    monkeypatch.setattr(tile_io.NpySink, "__init__", sink)
+    cost = fractal_surface((77, 91), seed=5).astype(np.float32)
+    sources = [(3, 4), (70, 80), (40, 17)]
+    expected = in_memory(cost, sources, source_ids=[5, 9, 2])
+    out = tmp_path / "out"
+    out.mkdir()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        result = cost_distance(cost, sources, source_ids=[5, 9, 2],
+                               backend="cpu", tile_size=16, executor=pool,
+                               out_dir=out)
+    assert modes == [mapped] * 3
+    for name in ("accumulated", "direction", "allocation"):
+        np.testing.assert_array_equal(np.load(out / f"{name}.npy"),
+                                      getattr(expected, name), err_msg=name)
+        assert isinstance(getattr(result, name), np.memmap)
+    assert sorted(os.listdir(out)) == ["accumulated.npy", "allocation.npy",
+                                       "direction.npy"]
+
+
+def test_outputs_reserved_before_the_solves_on_a_full_disk(small_disk):
+    """The output files are made, their space reserved (posix_fallocate),
+    right after the survey: on a disk too small for them the run fails
+    before any tile is solved, with the message naming the disk, the size
+    and the fix, and nothing left there (never a SIGBUS in a writer)."""
+    from gridgraph.core import DiskFullError
+    # 20 bytes a cell in the three outputs: 3.2 MB on a 2 MB disk
+    cost = fractal_surface((400, 400), seed=3).astype(np.float32)
+    marks = []
+
+    def progress(fraction):
+        marks.append(fraction)
+        return True
+
+    with pytest.raises(DiskFullError) as error:
+        cost_distance(cost, [(5, 5)], tile_size=64, out_dir=str(small_disk),
+                      backend="cpu", progress=progress)
+    message = str(error.value)
+    assert f"the disk holding {small_disk} is full" in message
+    assert "MB were needed" in message
+    assert "free space there, or choose another folder" in message
+    assert marks and max(marks) <= 0.1  # the survey's span, no solve
+    assert os.listdir(small_disk) == []
 
 
 @pytest.mark.parametrize("tile_size", [None, 8])

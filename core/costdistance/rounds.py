@@ -271,7 +271,12 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
                        - bands.size * BAND_BYTES_PER_CELL
                        - TILE_BYTES_PER_CELL * size * size)
                       // (STATE_BYTES_PER_CELL * size * size))
-    with tiling.scratch_folder(out_dir) as folder:
+    # made before the solves (mapped: their space reserved): a full disk
+    # fails the run before the tile work, not after it
+    sinks = output_sinks(problem, outputs, out_dir,
+                         allocation_dtype(distinct_ids))
+    with tiling.output_sinks(list(sinks.values())), \
+            tiling.scratch_folder(out_dir) as folder:
         states = StateCache(folder, cache_tiles)
         if backend == "cuda" and not distributed.is_distributed(executor):
             from ._cuda_tiled import DeviceStates  # states kept on the GPU
@@ -293,10 +298,8 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
                 problem, bands, states, tile_sources, solved,
                 progress.span(*LABEL_SPAN))
         results = output_round(problem, bands, states, tile_sources, solved,
-                               outputs, need_trees, band_label, band_flag,
-                               distinct_ids[0], out_dir,
-                               progress.span(*OUTPUT_SPAN),
-                               allocation_dtype(distinct_ids))
+                               sinks, need_trees, band_label, band_flag,
+                               distinct_ids[0], progress.span(*OUTPUT_SPAN))
     result = CostDistanceResult(*(results.get(name) for name in (
         "accumulated", "direction", "allocation")))
     result.tile_solves = solves
@@ -712,56 +715,77 @@ def label_round(problem, bands, states, tile_sources, solved, progress):
 # round 4: outputs
 
 
+# The output round's tasks write their blocks into the output files
+# through shared mappings of the files, their space reserved up front
+# (tile_io.NpySink's mapped mode, as components' label round), instead of
+# pwrite: buffered writes to one file take its inode's lock, so the
+# workers writing one of the three outputs at once queue behind each
+# other (and spin on the lock).  False: pwrite.  Workers on more than one
+# host write with pwrite whatever this says (distributed.one_host).
+MAPPED_OUTPUT_WRITES = True
+
 OUTPUT_TYPES = {"accumulated": (np.float64, np.nan),
                 "direction": (np.float32, np.nan),
                 "allocation": (np.int64, 0)}
 
 
-def output_round(problem, bands, states, tile_sources, solved, outputs,
-                 need_trees, band_label, band_flag, first_id, out_dir,
-                 progress, allocation_type=np.int64):
-    """Every output block, written into the sinks: by the tasks themselves
-    for sinks on disk (each pwrites its own window), else here.  Returns
-    the finished outputs by name.  ``allocation_type``: the allocation
-    raster's dtype (costdistance.allocation_dtype of the ids)."""
-    grid = problem.grid
+def output_sinks(problem, outputs, out_dir, allocation_type=np.int64):
+    """The sinks of ``outputs`` by name: ``.npy`` files in ``out_dir``
+    (written through mappings with :data:`MAPPED_OUTPUT_WRITES` on one
+    host), else in memory.  ``allocation_type``: the allocation raster's
+    dtype (costdistance.allocation_dtype of the ids)."""
     types = dict(OUTPUT_TYPES, allocation=(allocation_type, 0))
-    sinks = {name: tiling.make_sink(out_dir, name, grid.shape, *types[name])
-             for name in outputs}
+    mapped = MAPPED_OUTPUT_WRITES and out_dir is not None and \
+        distributed.one_host(problem.executor)
+    sinks = {}
+    # (a view: a sink failing to be made, on a full disk, aborts the ones
+    # made before it)
+    with tiling.output_sinks(sinks.values()):
+        for name in outputs:
+            sinks[name] = tiling.make_sink(out_dir, name, problem.grid.shape,
+                                           *types[name], mapped=mapped)
+    return sinks
+
+
+def output_round(problem, bands, states, tile_sources, solved, sinks,
+                 need_trees, band_label, band_flag, first_id, progress):
+    """Every output block, written into ``sinks`` (:func:`output_sinks`):
+    by the tasks themselves for sinks on disk (each writes its own
+    window), else here.  Returns the finished outputs by name."""
+    outputs = tuple(sinks)
     reached = np.flatnonzero(solved)
     in_task = all(isinstance(s, tiling.NpySink) for s in sinks.values())
-    with tiling.output_sinks(list(sinks.values())):
-        # tiles no source reaches: their blocks are the fill values
-        for t in np.flatnonzero(~solved):
-            window = problem.window(t)
-            shape = (window.rows, window.cols)
+    # tiles no source reaches: their blocks are the fill values
+    for t in np.flatnonzero(~solved):
+        window = problem.window(t)
+        shape = (window.rows, window.cols)
+        for name, sink in sinks.items():
+            dtype, fill = OUTPUT_TYPES[name]
+            sink.write(window, np.full(shape, fill, dtype))
+
+    def arguments():
+        for t in reached:
+            local, local_ids = tile_sources.get(int(t), NO_SOURCES)
+            if not need_trees:
+                halo = None
+            elif band_label is not None:
+                halo = bands.halo(int(t), band_label, band_flag, 2)
+            else:
+                halo = bands.halo(int(t))
+            yield (problem.source, problem.window(t), problem.nodata,
+                   states.get(int(t)), problem.margin, local, local_ids,
+                   halo, problem.offsets, problem.passed,
+                   problem.step_lengths, tuple(outputs),
+                   None if band_label is not None else first_id)
+
+    def write(index, blocks):
+        if not in_task:
+            window = problem.window(reached[index])
             for name, sink in sinks.items():
-                dtype, fill = OUTPUT_TYPES[name]
-                sink.write(window, np.full(shape, fill, dtype))
+                sink.write(window, blocks[name])
 
-        def arguments():
-            for t in reached:
-                local, local_ids = tile_sources.get(int(t), NO_SOURCES)
-                if not need_trees:
-                    halo = None
-                elif band_label is not None:
-                    halo = bands.halo(int(t), band_label, band_flag, 2)
-                else:
-                    halo = bands.halo(int(t))
-                yield (problem.source, problem.window(t), problem.nodata,
-                       states.get(int(t)), problem.margin, local, local_ids,
-                       halo, problem.offsets, problem.passed,
-                       problem.step_lengths, tuple(outputs),
-                       None if band_label is not None else first_id)
-
-        def write(index, blocks):
-            if not in_task:
-                window = problem.window(reached[index])
-                for name, sink in sinks.items():
-                    sink.write(window, blocks[name])
-
-        function = functools.partial(tiled.write_outputs, sinks,
-                                     tiled.tile_outputs) \
-            if in_task else tiled.tile_outputs
-        problem.tasks(function, (len(reached), arguments()), progress, write)
-        return {name: sink.finish() for name, sink in sinks.items()}
+    function = functools.partial(tiled.write_outputs, sinks,
+                                 tiled.tile_outputs) \
+        if in_task else tiled.tile_outputs
+    problem.tasks(function, (len(reached), arguments()), progress, write)
+    return {name: sink.finish() for name, sink in sinks.items()}
