@@ -353,6 +353,7 @@ COMPONENT_VARIANTS = {
         ("costdistance.rounds", "MAPPED_OUTPUT_WRITES", False),
         ("tile_tasks", "TASK_HEAP_KEPT", False)],
     "components-tasktrim": [("tile_tasks", "TASK_HEAP_KEPT", False)],
+    "mst-tasktrim": [("tile_tasks", "TASK_HEAP_KEPT", False)],
     "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",
                             1)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile

@@ -80,6 +80,8 @@
 #                                   both off, 8 workers ABBA, then 1;
 #                                   components with and without the heap
 #                                   kept between tasks, 8 and 1
+#   bench/dask_device.sh eighteenth_mst -- the MST with and without the
+#                                   heap kept between tile tasks, 8 and 1
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -501,6 +503,14 @@ eighteenth)
         --scheduler-process --json "$OUT/components.json" \
         >> "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+eighteenth_mst)
+    # the MST with the heap kept between its tile tasks (the default
+    # since) against set back after each (-tasktrim), 8 then 1 worker
+    machine
+    $B --workers 8 1 --operations mst mst-tasktrim --scheduler-process \
+        --json "$OUT/mst.json" > "$OUT/run.log" 2>&1
+    echo "mst done at $SECONDS s" >> "$OUT/run.log"
     ;;
 seventeenth)
     machine
