@@ -288,8 +288,12 @@ class NpySink:
         self.shape = tuple(int(v) for v in shape)
         self.dtype = np.dtype(dtype)
         self.mapped = False
-        self.partial, self.offset = _partial_npy(self.path, self.shape,
-                                                 self.dtype)
+        from . import scratch  # a full disk: DiskFullError naming the folder
+        with scratch.disk_errors(os.path.dirname(os.path.abspath(self.path)),
+                                 self.dtype.itemsize * self.shape[0]
+                                 * self.shape[1], self.path):
+            self.partial, self.offset = _partial_npy(self.path, self.shape,
+                                                     self.dtype)
         self._fd = os.open(self.partial, os.O_WRONLY)
         if mapped and self.shape[0] * self.shape[1]:
             self.mapped = self._reserve()
@@ -449,22 +453,37 @@ class NpySink:
 
 
 def _partial_npy(path, shape, dtype):
-    """A new ``.npy`` file at full size (sparse) under a temporary name
-    beside ``path``: ``(its path, the offset of its data)``."""
+    """A new ``.npy`` file at full size (sparse) under a hidden temporary
+    name beside ``path``: ``(its path, the offset of its data)``.
+
+    The name carries this host and process
+    (``.gridgraph-partial-<host>-<pid>-<token>-<name>.*.partial``), so the
+    partial files of a run killed before it could remove them (SIGKILL,
+    the out-of-memory killer) are removed by the next run making one in
+    that folder (:func:`scratch.sweep_stale`, which keeps those of live
+    processes and other hosts').  On an error (a full disk while writing
+    the header) no file is left."""
+    from . import scratch
+    folder = os.path.dirname(os.path.abspath(path))
+    scratch.sweep_stale(folder)
     header = {"descr": np.lib.format.dtype_to_descr(dtype),
               "fortran_order": False, "shape": shape}
     handle, partial = tempfile.mkstemp(
-        prefix="." + os.path.basename(path) + ".", suffix=".partial",
-        dir=os.path.dirname(os.path.abspath(path)))
+        prefix=f"{scratch.TEMPORARY_PREFIX}partial-{scratch.owner_tag()}-"
+        f"{os.path.basename(path)}.", suffix=".partial", dir=folder)
     os.close(handle)
-    with open(partial, "wb") as handle:
-        try:
-            np.lib.format.write_array_header_1_0(handle, header)
-        except ValueError:  # a header past 64 KiB needs version 2
-            handle.seek(0)
-            np.lib.format.write_array_header_2_0(handle, header)
-        offset = handle.tell()
-        handle.truncate(offset + dtype.itemsize * shape[0] * shape[1])
+    try:
+        with open(partial, "wb") as handle:
+            try:
+                np.lib.format.write_array_header_1_0(handle, header)
+            except ValueError:  # a header past 64 KiB needs version 2
+                handle.seek(0)
+                np.lib.format.write_array_header_2_0(handle, header)
+            offset = handle.tell()
+            handle.truncate(offset + dtype.itemsize * shape[0] * shape[1])
+    except BaseException:
+        scratch.remove_quietly(partial)
+        raise
     return partial, offset
 
 

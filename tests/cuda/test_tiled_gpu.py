@@ -277,11 +277,34 @@ def test_tiled_gpu_disk_full_while_writing_bands(monkeypatch, tmp_path):
     shape = (CD_SIDE + 1, CD_SIDE + 3)
     cost = _plateau_cost(shape, 4)
     cost[0, 0] = 1.0
+    # cost distance's outputs written with pwrite fail at the fifth band
+    from gridgraph.core.costdistance import rounds
+    monkeypatch.setattr(rounds, "MAPPED_OUTPUT_WRITES", False)
     with pytest.raises(DiskFullError):
         cost_distance(cost, [(0, 0)], 8, backend="cuda", tile_size=CD_SIDE,
                       out_dir=str(tmp_path))
     assert len(calls) >= 5
     _nothing_left(tmp_path)
+    # ...and through mappings (the default) at the fifth band copied
+    put_into = tile_io._put_into
+    calls.clear()
+
+    def failing_put(out, block):
+        with lock:
+            calls.append(out.shape)
+            fail = len(calls) == 5
+        if fail:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        put_into(out, block)
+
+    monkeypatch.setattr(rounds, "MAPPED_OUTPUT_WRITES", True)
+    monkeypatch.setattr(tile_io, "_put_into", failing_put)
+    with pytest.raises(DiskFullError):
+        cost_distance(cost, [(0, 0)], 8, backend="cuda", tile_size=CD_SIDE,
+                      out_dir=str(tmp_path))
+    assert len(calls) >= 5
+    _nothing_left(tmp_path)
+    monkeypatch.setattr(tile_io, "_put_into", put_into)
     # components: labels written with pwrite fail at the fifth window;
     # written through mappings, the disk is found full when the file's
     # blocks are reserved (posix_fallocate), before any tile is labelled
