@@ -354,6 +354,12 @@ COMPONENT_VARIANTS = {
         ("tile_tasks", "TASK_HEAP_KEPT", False)],
     "components-tasktrim": [("tile_tasks", "TASK_HEAP_KEPT", False)],
     "mst-tasktrim": [("tile_tasks", "TASK_HEAP_KEPT", False)],
+    # the survey round one task a tile, submitted as tasks finish (before
+    # the eighteenth session's batches submitted at once)
+    # (no other round of the cost distance is submitted at once)
+    "costdistance-surveytiles": [
+        ("costdistance.rounds", "SURVEY_BATCH", None),
+        ("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False)],
     "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",
                             1)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile

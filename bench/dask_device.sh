@@ -80,6 +80,9 @@
 #                                   both off, 8 workers ABBA, then 1;
 #                                   components with and without the heap
 #                                   kept between tasks, 8 and 1
+#   bench/dask_device.sh eighteenth_survey -- cost distance's survey in
+#                                   batches at once against a task a tile,
+#                                   8 workers, ABBA
 #   bench/dask_device.sh eighteenth_mst -- the MST with and without the
 #                                   heap kept between tile tasks, 8 and 1
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
@@ -503,6 +506,16 @@ eighteenth)
         --scheduler-process --json "$OUT/components.json" \
         >> "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+eighteenth_survey)
+    # cost distance with the survey round in batches submitted at once
+    # (the default since) against a task a tile (-surveytiles), 8 workers,
+    # ABBA over two turns, with timelines (the survey's task stream)
+    machine
+    $B --workers 8 --operations costdistance costdistance-surveytiles \
+        --turns 2 --timeline --scheduler-process \
+        --json "$OUT/cd-survey.json" > "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     ;;
 eighteenth_mst)
     # the MST with the heap kept between its tile tasks (the default

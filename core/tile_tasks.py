@@ -122,13 +122,18 @@ HEAP_KEPT_IN_BATCHES = True
 # 70.69 s, 8 workers 11.07 and 12.24 s against 12.45 and 13.03 s, the
 # workers' page faults 1.2-1.3M against 3.6-4.7M, the same outputs.
 STEP_HEAP_KEPT = True
-# The same for the tasks of a round run tile by tile on a Dask cluster
-# (run_tasks without batches: cost distance's survey, label and output
-# rounds, whose tasks take the tile states' futures): each task leaves
-# freed memory in the worker's heap for the next one, set back at the
-# tiled run's end (distributed.tile_executor).  An output tile allocates
-# its frames and blocks (~30 MB at tiles of 1024), fresh pages every task
-# without it.  False: set back (and trimmed) at each task's end.
+# The same for the tasks of every round not run in batches on a Dask
+# cluster (run_tasks without batches: cost distance's label and output
+# rounds, whose tasks take the tile states' futures, components' label
+# runs, the MST's rounds): each task leaves freed memory in the worker's
+# heap for the next one, set back at the tiled run's end
+# (distributed.tile_executor).  An output tile of the cost distance
+# allocates its frames and blocks (~30 MB at tiles of 1024), fresh pages
+# every task without it.  False: set back (and trimmed) at each task's
+# end.  Measured on H200 hosts' CPUs (neuse40, tiles of 1024, 2026-11-29,
+# docs/benchmarks.md, Dask, eighteenth session): the MST 11.78 s against
+# 12.82 s at 8 workers and 81.75 s against 92.81 s at 1; cost distance
+# (with MAPPED_OUTPUT_WRITES) 81.0 s against 90.2 s at 1.
 TASK_HEAP_KEPT = True
 # Whether this process keeps freed memory now (keep_freed_memory, until
 # own_malloc_settings).
