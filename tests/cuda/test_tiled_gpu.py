@@ -261,19 +261,22 @@ def test_tiled_gpu_disk_full_while_writing_bands(monkeypatch, tmp_path):
 
     from gridgraph.core import DiskFullError
     from gridgraph.core import tile_io
-    write = tile_io.NpySink._write
     lock = threading.Lock()
     calls = []
 
-    def failing_write(self, fd, window, block):
-        with lock:
-            calls.append(window)
-            fail = len(calls) == 5
-        if fail:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        write(self, fd, window, block)
+    def failing_fifth(real):
+        """``real``, failing with ENOSPC at its fifth call of any thread."""
+        def call(*arguments):
+            with lock:
+                calls.append(arguments)
+                fail = len(calls) == 5
+            if fail:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(*arguments)
+        return call
 
-    monkeypatch.setattr(tile_io.NpySink, "_write", failing_write)
+    monkeypatch.setattr(tile_io.NpySink, "_write",
+                        failing_fifth(tile_io.NpySink._write))
     shape = (CD_SIDE + 1, CD_SIDE + 3)
     cost = _plateau_cost(shape, 4)
     cost[0, 0] = 1.0
@@ -288,17 +291,8 @@ def test_tiled_gpu_disk_full_while_writing_bands(monkeypatch, tmp_path):
     # ...and through mappings (the default) at the fifth band copied
     put_into = tile_io._put_into
     calls.clear()
-
-    def failing_put(out, block):
-        with lock:
-            calls.append(out.shape)
-            fail = len(calls) == 5
-        if fail:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        put_into(out, block)
-
     monkeypatch.setattr(rounds, "MAPPED_OUTPUT_WRITES", True)
-    monkeypatch.setattr(tile_io, "_put_into", failing_put)
+    monkeypatch.setattr(tile_io, "_put_into", failing_fifth(put_into))
     with pytest.raises(DiskFullError):
         cost_distance(cost, [(0, 0)], 8, backend="cuda", tile_size=CD_SIDE,
                       out_dir=str(tmp_path))
