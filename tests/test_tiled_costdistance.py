@@ -498,9 +498,11 @@ def test_maze_with_integer_costs_and_ties():
 def test_outputs_written_through_mappings_or_pwrite(tmp_path, monkeypatch,
                                                     mapped):
     """The output round's tasks write their blocks into out_dir (in threads,
-    windows not aligned to pages, several sources): through shared
-    mappings of the reserved files (MAPPED_OUTPUT_WRITES) or with pwrite,
-    the in-memory rasters either way, nothing else left."""
+    windows not aligned to pages, several sources), and the driver the
+    fill blocks of the tiles no source reaches (behind a nodata wall):
+    through shared mappings of the reserved files (MAPPED_OUTPUT_WRITES)
+    or with pwrite, the in-memory rasters either way, nothing else
+    left."""
     import concurrent.futures
 
     from gridgraph.core import tile_io
@@ -515,8 +517,11 @@ def test_outputs_written_through_mappings_or_pwrite(tmp_path, monkeypatch,
 
     monkeypatch.setattr(tile_io.NpySink, "__init__", sink)
     cost = fractal_surface((77, 91), seed=5).astype(np.float32)
-    sources = [(3, 4), (70, 80), (40, 17)]
+    cost[:, 40] = np.nan  # a wall: the tiles from column 48 are unreached
+    sources = [(3, 4), (70, 30), (40, 17)]
     expected = in_memory(cost, sources, source_ids=[5, 9, 2])
+    assert np.isnan(expected.accumulated[:, 48:]).all()
+    assert (expected.allocation[:, 48:] == 0).all()
     out = tmp_path / "out"
     out.mkdir()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
