@@ -110,6 +110,23 @@ def make_inputs(workdir, shape):
     return dem, mask
 
 
+def integer_dem(dem):
+    """The DEM rounded down to whole units (float32, made once beside it):
+    costs whose path sums tie everywhere, for the cost distance's hops
+    rounds (operation ``costdistanceties``)."""
+    path = os.path.join(os.path.dirname(dem), "int" + os.path.basename(dem))
+    if not os.path.exists(path):
+        values = np.load(dem, mmap_mode="r")
+        out = np.lib.format.open_memmap(path + ".partial", "w+", np.float32,
+                                        values.shape)
+        for top in range(0, values.shape[0], 1024):
+            out[top:top + 1024] = np.floor(values[top:top + 1024])
+        out.flush()
+        del out
+        os.replace(path + ".partial", path)
+    return path
+
+
 def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
         progress=None):
     from gridgraph.core import (connected_components, cost_distance,
@@ -135,6 +152,8 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
                            weights=result.weights.reshape(-1, 1))
         return (outputs,
                 f"total {result.total_weight!r}, {result.trees} tree(s)")
+    if operation == "costdistanceties":
+        values = np.load(integer_dem(dem), mmap_mode="r")
     centre = [(values.shape[0] // 2, values.shape[1] // 2)]
     result = cost_distance(values, centre, connectivity=8,
                            tile_size=tile_size, executor=executor,
@@ -227,7 +246,8 @@ def settings():
     chosen = {name: getattr(rounds, name) for name in (
         "ROUND_DELTA_TILES", "WAIT_FOR_LOWER_NEIGHBOURS",
         "SETTLE_DELTA_TILES", "HOPS_DELTA_TILES",
-        "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "PREFER_FREE_WORKERS",
+        "HOPS_WAIT_FOR_LOWER_NEIGHBOURS", "HOPS_ONLY_FOR_TIES",
+        "PREFER_FREE_WORKERS",
         "ROUND_TASKS_PER_WORKER", "HOPS_TASKS_PER_WORKER")
         if hasattr(rounds, name)}
     from gridgraph.core import tile_io
@@ -362,6 +382,15 @@ COMPONENT_VARIANTS = {
         ("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", False)],
     "costdistance-hops1": [("costdistance.rounds", "HOPS_TASKS_PER_WORKER",
                             1)],
+    # the nineteenth session: the hops rounds run whatever the trees
+    # (before: HOPS_ONLY_FOR_TIES, which runs them only when a cell has two
+    # tight neighbours)
+    "costdistance-hopsalways": [
+        ("costdistance.rounds", "HOPS_ONLY_FOR_TIES", False)],
+    # the same on costs that tie everywhere (operation costdistanceties:
+    # the DEM rounded down; its first pass without the hops stops at once)
+    "costdistanceties-hopsalways": [
+        ("costdistance.rounds", "HOPS_ONLY_FOR_TIES", False)],
     # (the fourth call's kept heap set back 1 s after a worker's last tile
     # task, HEAP_RELEASE_DELAY_S, against at each task's end,
     # components-heapeach: no faster, removed)
@@ -821,7 +850,7 @@ def main():
                         "pwrite (components.tiled.MAPPED_LABEL_WRITES off)")
     args = parser.parse_args()
     known = {"components", "mst", "mst_edges", "costdistance",
-             *COMPONENT_VARIANTS}
+             "costdistanceties", *COMPONENT_VARIANTS}
     unknown = [name for name in args.operations if name not in known]
     if unknown:  # (a removed variant would run the defaults unnoticed)
         parser.error(f"unknown operations {unknown}: choose from "
@@ -866,6 +895,9 @@ def main():
                         "--inputs-only", "--workdir", args.workdir, "--shape",
                         str(shape[0]), str(shape[1])], check=True)
         dem, mask = make_inputs(args.workdir, shape)
+        if any(name.startswith("costdistanceties") for name in
+               args.operations):
+            integer_dem(dem)  # made before the timed runs (once)
         # one-thread workers: numba's kernels inside a task use one thread
         # too (by default each worker process starts a pool of every core)
         os.environ["NUMBA_NUM_THREADS"] = str(args.worker_numba_threads)

@@ -85,6 +85,11 @@
 #                                   8 workers, ABBA
 #   bench/dask_device.sh eighteenth_mst -- the MST with and without the
 #                                   heap kept between tile tasks, 8 and 1
+#   bench/dask_device.sh nineteenth -- cost distance with the hops rounds
+#                                   only when a cell ties against always
+#                                   (-hopsalways), 8 workers ABBA, then 1
+#   bench/dask_device.sh nineteenth_ties -- the same on the DEM rounded
+#                                   down (costs that tie everywhere)
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -506,6 +511,33 @@ eighteenth)
         --scheduler-process --json "$OUT/components.json" \
         >> "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+nineteenth)
+    # cost distance with the hops rounds run only when the trees read
+    # without them find a tie (the default since; neuse40's real-valued
+    # DEM has none) against always run (-hopsalways), 8 workers ABBA over
+    # two turns, then both at 1
+    machine
+    $B --workers 8 --operations costdistance costdistance-hopsalways \
+        --turns 2 --scheduler-process --json "$OUT/cd8.json" \
+        > "$OUT/run.log" 2>&1
+    echo "costdistance at 8 done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 1 --operations costdistance costdistance-hopsalways \
+        --scheduler-process --json "$OUT/cd1.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance at 1 done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+nineteenth_ties)
+    # the same on costs that tie everywhere (costdistanceties: the DEM
+    # rounded down), where the first pass without the hops stops at once
+    # and the hops rounds run
+    machine
+    $B --workers 8 --operations costdistanceties costdistanceties-hopsalways \
+        --turns 2 --scheduler-process --json "$OUT/cdties8.json" \
+        > "$OUT/run.log" 2>&1
+    echo "costdistance (ties) at 8 done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 1 --operations costdistanceties costdistanceties-hopsalways \
+        --scheduler-process --json "$OUT/cdties1.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance (ties) at 1 done at $SECONDS s" >> "$OUT/run.log"
     ;;
 eighteenth_survey)
     # cost distance with the survey round in batches submitted at once

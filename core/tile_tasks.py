@@ -221,7 +221,7 @@ def release_free_memory():
 
 def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
               count=None, keep=False, resources=None, batch=None,
-              at_once=False):
+              at_once=False, until=None):
     """Run ``function(*task)`` for every task.
 
     ``tasks`` may be a generator (then give ``count``): tasks are drawn
@@ -263,23 +263,37 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     them may exist at once): on a Dask cluster, without ``keep``, the
     round goes to the scheduler in one message
     (:data:`DASK_SUBMIT_ROUND_AT_ONCE`).
+
+    ``until``: asked after each result is handed on; once it returns True
+    no further task is submitted, and the ones submitted (on Dask up to
+    :data:`DASK_IN_FLIGHT_PER_THREAD` a thread, queued on the workers) are
+    waited for (not cancelled: they may be writing) and handed on before
+    this returns.
+    The round then runs task by task (no ``batch``, not ``at_once``).
     """
     progress = progress if progress is not None else Progress()
     total = len(tasks) if count is None else count
     tasks = iter(tasks)
     results = None if on_result is not None else [None] * total
+    stopped = [False]
 
     def consume(index, result):
         if on_result is not None:
             on_result(index, result)
         else:
             results[index] = result
+        if until is not None and not stopped[0] and until():
+            stopped[0] = True
 
+    if until is not None:
+        batch, at_once = None, False
     if executor is None:
         for index, task in enumerate(tasks):
             consume(index, function(*task))
             release_free_memory()
             progress((index + 1) / max(total, 1))
+            if stopped[0]:
+                break
         return results
     if distributed.is_dask_client(executor):
         sizes = None
@@ -290,15 +304,16 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
                                  progress, resources, keep, at_once)
         else:
             _run_on_dask(executor, function, tasks, total, consume, progress,
-                         keep, resources, at_once=at_once)
+                         keep, resources, at_once=at_once, stopped=stopped)
         return results
     in_flight = {}
     limit = 2 * executor_workers(executor)
     next_task = 0
     done = 0
     try:
-        while done < total:
-            while next_task < total and len(in_flight) < limit:
+        while done < total and (in_flight or not stopped[0]):
+            while next_task < total and len(in_flight) < limit and \
+                    not stopped[0]:
                 future = executor.submit(function, *next(tasks))
                 in_flight[future] = next_task
                 next_task += 1
@@ -324,8 +339,9 @@ def write_in_task(sink, function, source, window, *arguments):
 
 
 def _run_on_dask(client, function, tasks, total, consume, progress, keep,
-                 resources=None, name=None, at_once=False):
-    """:func:`run_tasks` on a Dask client (see there)."""
+                 resources=None, name=None, at_once=False, stopped=(False,)):
+    """:func:`run_tasks` on a Dask client (see there); no task starts once
+    ``stopped[0]`` is True."""
     import operator
     import uuid
 
@@ -351,8 +367,9 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
     next_task = 0
     done = 0
     try:
-        while done < total:
-            while next_task < total and len(in_flight) < limit:
+        while done < total and (in_flight or not stopped[0]):
+            while next_task < total and len(in_flight) < limit and \
+                    not stopped[0]:
                 key = f"{name}-{run}-{next_task}"
                 future = client.submit(function, *next(tasks), key=key,
                                        pure=False, resources=resources)

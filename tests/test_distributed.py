@@ -206,6 +206,30 @@ def test_run_tasks_round_submitted_at_once(client, monkeypatch, batch,
     assert held[0] == tasks if at_once else held[0] <= 4 < tasks
 
 
+@pytest.mark.parametrize("batch,at_once", [(None, False), ("auto", True)])
+def test_run_tasks_until_on_dask(client, batch, at_once):
+    """until: no task submitted once it says so; the ones in flight (at most
+    DASK_IN_FLIGHT_PER_THREAD a thread) finish and are handed on, not
+    cancelled.  A round given ``until`` runs task by task whatever its
+    batch and at_once."""
+    import operator
+
+    from gridgraph.core import distributed, tile_tasks, tiling
+    seen = {}
+    tiling.run_tasks(operator.mul, [(k, 3) for k in range(60)], client,
+                     on_result=seen.__setitem__, batch=batch,
+                     at_once=at_once, until=lambda: len(seen) >= 3)
+    limit = tile_tasks.DASK_IN_FLIGHT_PER_THREAD * \
+        distributed.cluster_threads(client)
+    assert 3 <= len(seen) <= 3 + limit < 60
+    assert seen == {k: 3 * k for k in seen}
+    # what the scheduler still holds of them: tasks handed on (released
+    # as their futures go), none submitted and left behind
+    held = {int(key.rsplit("-", 1)[1]) for key in scheduler_tasks(client)
+            if key.startswith("mul-")}
+    assert held <= set(seen)
+
+
 def set_heap_kept(on):
     """tile_tasks.HEAP_KEPT_IN_BATCHES in a worker."""
     from gridgraph.core import tile_tasks
@@ -502,6 +526,28 @@ def test_cost_distance_identical_every_output(client, tmp_path,
     assert set(np.unique(expected.allocation)) == {0, 1, 2, 3}
     assert sorted(os.listdir(out)) == ["accumulated.npy", "allocation.npy",
                                        "direction.npy"]
+
+
+@pytest.mark.parametrize("ids", [[1, 1, 1], [1, 2, 3]])
+def test_cost_distance_hops_only_for_ties(client, tmp_path, ids):
+    # real-valued costs: no tie, no hops visit; a plateau in one corner:
+    # the hops run after the first pass of the labels (several ids) or of
+    # the outputs (one id) and the tied tiles are made again on the
+    # workers; the in-memory rasters either way
+    rng = np.random.default_rng(5)
+    smooth = rng.random((40, 37)) + 0.5
+    plateau = smooth.copy()
+    plateau[26:34, 2:10] = 1.0
+    for cost, tie in ((smooth, False), (plateau, True)):
+        expected = cost_distance(cost, SOURCES, source_ids=ids)
+        out = tmp_path / f"out{int(tie)}"
+        out.mkdir()
+        result = cost_distance(save_npy(tmp_path, f"cost{int(tie)}", cost),
+                               SOURCES, source_ids=ids, tile_size=TILE,
+                               executor=client, out_dir=out)
+        assert_same(result, expected,
+                    ["accumulated", "direction", "allocation"])
+        assert (result.hops_visits > 0) == tie
 
 
 @pytest.mark.parametrize("per_worker", [1, 3])

@@ -494,6 +494,145 @@ def test_maze_with_integer_costs_and_ties():
                 source_ids=np.array([3, 1, 2]))
 
 
+def tiles_with_ties(expected, cost, tile_size, connectivity=8):
+    """The tile numbers (row-major) holding a cell with two or more tight
+    neighbours, from the in-memory run's distances."""
+    tie = tight_predecessors(expected, cost, connectivity) > 1
+    rows, cols = np.nonzero(tie)
+    tile_cols = -(-cost.shape[1] // tile_size)
+    return set((rows // tile_size * tile_cols + cols // tile_size).tolist())
+
+
+def _tree_task_spy(monkeypatch):
+    """Record (function name, tile number, use_hops, tie count returned) of
+    each output and label task (wrapping the functions the rounds pass to
+    their tasks), for a 16-cell grid of 5 tile columns."""
+    calls = []
+    for name in ("tile_outputs", "tile_band_labels"):
+        real = getattr(tiled, name)
+
+        def spy(cost_source, window, *arguments, _real=real, _name=name,
+                **options):
+            result = _real(cost_source, window, *arguments, **options)
+            calls.append((_name, window.row // 16 * 5 + window.col // 16,
+                          options.get("use_hops", True), result[-1]))
+            return result
+
+        monkeypatch.setattr(tiled, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("ids", [None, [4, 4, 4], [4, 7, 4]])
+@pytest.mark.parametrize("out_dir", [False, True])
+@pytest.mark.parametrize("pool", [False, True])
+def test_hops_run_only_when_cells_tie(tmp_path, monkeypatch, ids, out_dir,
+                                      pool):
+    """Without a tie (real-valued costs) the hops rounds never run; with a
+    plateau they run once the trees read without them meet a tile with a
+    tie: that round stops there (in this process at that very tile; in a
+    pool its tasks in flight finish), and every tile it did not finish
+    without a tie is done again with the hops, no other.  The in-memory
+    rasters every time (HOPS_ONLY_FOR_TIES)."""
+    import concurrent.futures
+
+    from gridgraph.core.costdistance import rounds
+    rng = np.random.default_rng(11)
+    smooth = rng.random((70, 66)) + 0.5
+    plateau = smooth.copy()
+    plateau[40:50, 10:20] = 1.0  # ties in the tiles it covers only
+    sources = [(3, 4), (60, 50), (35, 33)]
+    tile = 16
+    reached = set(range((-(-70 // tile)) * (-(-66 // tile))))
+    calls = _tree_task_spy(monkeypatch)
+    executor = concurrent.futures.ThreadPoolExecutor(2) if pool else None
+    for cost, ties in ((smooth, False), (plateau, True)):
+        expected = in_memory(cost, sources, source_ids=ids)
+        tie_tiles = tiles_with_ties(expected, cost, tile)
+        assert bool(tie_tiles) == ties and len(tie_tiles) < len(reached) / 2
+        calls.clear()
+        folder = None
+        if out_dir:
+            folder = tmp_path / f"out{len(tie_tiles)}"
+            folder.mkdir()
+        result = cost_distance(cost, sources, source_ids=ids, backend="cpu",
+                               tile_size=tile, out_dir=folder,
+                               executor=executor)
+        for name in ("accumulated", "direction", "allocation"):
+            np.testing.assert_array_equal(getattr(result, name),
+                                          getattr(expected, name),
+                                          err_msg=name)
+        assert (result.hops_visits > 0) == bool(tie_tiles)
+        # (without ids each source is its own)
+        several = len(set(np.unique(expected.allocation)) - {0}) > 1
+        # the round that reads the trees first: labels with several ids
+        first = "tile_band_labels" if several else "tile_outputs"
+        without = {t: found for name, t, use, found in calls
+                   if name == first and not use}
+        again = sorted(t for name, t, use, _ in calls if name == first and use)
+        assert sum(name == first and not use for name, _, use, _ in calls) \
+            == len(without)  # each tile once
+        assert {t for t, found in without.items() if found} <= tie_tiles
+        finished = {t for t, found in without.items() if not found}
+        assert again == sorted(reached - finished)
+        assert tie_tiles <= set(again)
+        if tie_tiles and not pool:  # row-major: stopped at the first tie
+            assert sorted(without) == list(range(min(tie_tiles) + 1))
+        elif not tie_tiles:
+            assert set(without) == reached and not again
+        if several:  # the outputs, after the hops where they were run
+            assert sorted(t for name, t, _, _ in calls
+                          if name == "tile_outputs") == sorted(reached)
+    monkeypatch.setattr(rounds, "HOPS_ONLY_FOR_TIES", False)
+    calls.clear()
+    result = cost_distance(smooth, sources, source_ids=ids, backend="cpu",
+                           tile_size=tile, executor=executor)
+    assert result.hops_visits > 0
+    assert all(use for _, _, use, _ in calls)
+    if executor is not None:
+        executor.shutdown()
+
+
+@pytest.mark.parametrize("ids", [[1, 1], [1, 2]])
+@pytest.mark.parametrize("connectivity", [4, 16])
+def test_ties_first_with_knight_moves_max_cost_and_nodata(connectivity, ids,
+                                                          tmp_path):
+    """The trees read without the hops, the round stopped at the first tie
+    and the hops run after it: the in-memory rasters with 4- and
+    16-connectivity, a maximum cost, nodata holes and a zero-cost plateau
+    (ties both ways along its moves)."""
+    rng = np.random.default_rng(7)
+    cost = rng.random((60, 52)) + 0.5
+    cost[rng.random(cost.shape) < 0.05] = np.nan
+    cost[38:46, 33:43] = 0.0
+    sources = [(2, 3), (50, 45)]
+    options = dict(source_ids=ids, connectivity=connectivity, max_cost=20.0)
+    expected = in_memory(cost, sources, **options)
+    assert tiles_with_ties(expected, cost, 16, connectivity)
+    assert np.isnan(expected.accumulated).sum() > np.isnan(cost).sum()
+    result = cost_distance(cost, sources, backend="cpu", tile_size=16,
+                           out_dir=tmp_path, **options)
+    for name in ("accumulated", "direction", "allocation"):
+        np.testing.assert_array_equal(getattr(result, name),
+                                      getattr(expected, name), err_msg=name)
+    assert result.hops_visits > 0
+
+
+@pytest.mark.parametrize("ids", [[1, 1], [1, 2]])
+def test_progress_stays_monotone_when_late_ties_run_the_hops(ids):
+    """The hops and the tiles made again after the first pass of the
+    output round (one id) or of the label round (two) report inside the
+    spans left for them: one bar that never moves back."""
+    cost = np.random.default_rng(2).random((50, 45)) + 0.5
+    cost[20:30, 5:15] = 1.0
+    sources = [(3, 4), (40, 40)]
+    assert tiles_with_ties(in_memory(cost, sources, source_ids=ids), cost, 16)
+    seen = []
+    result = cost_distance(cost, sources, source_ids=ids, backend="cpu",
+                           tile_size=16, progress=seen.append)
+    assert result.hops_visits > 0
+    assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("mapped", [True, False])
 def test_outputs_written_through_mappings_or_pwrite(tmp_path, monkeypatch,
                                                     mapped):

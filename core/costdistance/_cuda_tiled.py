@@ -709,7 +709,9 @@ def _trees(tile, margin, source_local, source_ids, halo, offsets,
 def tile_band_labels(cost_source, window, nodata, state, margin,
                      source_local, source_ids, halo, offsets, passed,
                      step_lengths):
-    """``tiled.tile_band_labels`` on the GPU."""
+    """``tiled.tile_band_labels`` on the GPU: the band labels and flags
+    (the hops are always known here: that function adds a tie count of
+    0)."""
     tile = _device_tile(cost_source, window, nodata, state, step_lengths,
                         margin)
     with DEVICE_LOCK:
@@ -760,7 +762,8 @@ def tile_output_blocks(cost_source, window, nodata, state, margin,
 
 
 def tile_outputs(cost_source, window, nodata, state, *arguments):
-    """``tiled.tile_outputs`` on the GPU: the blocks as host arrays."""
+    """``tiled.tile_outputs`` on the GPU: the blocks as host arrays
+    (that function pairs them with a tie count of 0)."""
     shape = (window.rows, window.cols)
     with DEVICE_LOCK:
         blocks = tile_output_blocks(cost_source, window, nodata, state,

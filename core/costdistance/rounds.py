@@ -19,7 +19,10 @@ The tile protocol (the per-tile tasks live in :mod:`.tiled`):
    task at a time) the order is exactly the old one: least key first.
 2. :func:`hops_rounds` -- the same for the steps of the least (cost, steps)
    pairs, with the distances final (a breadth-first search over tight
-   moves; its unique fixed point again).
+   moves; its unique fixed point again).  The steps only break ties
+   between tight neighbours: with :data:`HOPS_ONLY_FOR_TIES` rounds 3-4
+   read the trees without them first, and these rounds run only when a
+   cell ties (then the tiles with ties are done again).
 3. :func:`label_round` -- with several source ids: per tile, where each
    band cell's tree leaves the tile (or its id); the chains are followed
    in memory.
@@ -104,12 +107,28 @@ PREFER_FREE_WORKERS = True
 # solves a worker made 557 solves against 434 and 19.4 s at 8 workers.
 ROUND_TASKS_PER_WORKER = 1
 HOPS_TASKS_PER_WORKER = 2
+# The hops (round 2) only break ties between tight neighbours: a cell with
+# one tight neighbour (one whose distance plus the step is exactly its own)
+# has it for predecessor whatever the hops.  With this on (the CPU
+# backend), the label and output rounds first read the trees without hops
+# and count each tile's cells with two or more tight neighbours; only when
+# some tile has one are the hops rounds run and that tile's labels or
+# blocks made again, as the in-memory CPU and the GPU searches skip their
+# hops pass when no cell ties.  The same outputs either way.  Off: the
+# hops rounds always run before the trees (the code before the nineteenth
+# session; the GPU tiled path, whose states live on the device).
+HOPS_ONLY_FOR_TIES = True
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
 DISTANCE_SPAN = (0.1, 0.7)
 HOPS_SPAN = (0.7, 0.8)
 LABEL_SPAN = (0.8, 0.85)
 OUTPUT_SPAN = (0.85, 1.0)
+# ... and with HOPS_ONLY_FOR_TIES the label round takes the hops' span too;
+# when a round's first pass stops at a tie, the hops get this share of the
+# bar left in its span and the tiles done again the rest
+TIES_LABEL_SPAN = (HOPS_SPAN[0], LABEL_SPAN[1])
+TIES_HOPS_SHARE = 0.5
 # Share of the memory budget for the tile states cached here.
 STATE_CACHE_SHARE = 0.6
 
@@ -289,17 +308,18 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
         # barriers: -inf in the band distances, as inside the tiles
         bands.distance[np.isnan(bands.cost)] = -np.inf
         need_trees = "direction" in outputs or "allocation" in outputs
-        if need_trees:
-            hops_rounds(problem, bands, states, tile_sources, solved,
-                        progress.span(*HOPS_SPAN))
+        # (the GPU tiled path always runs the hops: its states, on the
+        # device, are read by its own tree kernels)
+        trees = Trees(problem, bands, states, tile_sources, solved,
+                      use_hops=not (HOPS_ONLY_FOR_TIES and backend != "cuda"))
+        if need_trees and trees.use_hops:
+            trees.run_hops(progress.span(*HOPS_SPAN))
         band_label = band_flag = None
         if len(distinct_ids) > 1 and "allocation" in outputs:
-            band_label, band_flag = label_round(
-                problem, bands, states, tile_sources, solved,
-                progress.span(*LABEL_SPAN))
-        results = output_round(problem, bands, states, tile_sources, solved,
-                               sinks, need_trees, band_label, band_flag,
-                               distinct_ids[0], progress.span(*OUTPUT_SPAN))
+            band_label, band_flag = label_round(trees, progress)
+        output_round(trees, sinks, need_trees, band_label, band_flag,
+                     distinct_ids[0], progress)
+        results = {name: sink.finish() for name, sink in sinks.items()}
     result = CostDistanceResult(*(results.get(name) for name in (
         "accumulated", "direction", "allocation")))
     result.tile_solves = solves
@@ -342,9 +362,11 @@ class Problem:
     def window(self, t):
         return self.grid.window(*divmod(int(t), self.grid.tile_cols))
 
-    def tasks(self, function, arguments, progress, on_result, keep=False):
+    def tasks(self, function, arguments, progress, on_result, keep=False,
+              until=None):
         """Run ``function`` over the argument tuples (a list, or a
-        generator of ``len`` known via ``(count, generator)``)."""
+        generator of ``len`` known via ``(count, generator)``); ``until``
+        as in :func:`tiling.run_tasks`."""
         count = None
         if isinstance(arguments, tuple):
             count, arguments = arguments
@@ -352,7 +374,7 @@ class Problem:
         # of the solves may live on their device
         return tiling.run_tasks(function, arguments, self.executor, progress,
                                 on_result=on_result, count=count, keep=keep,
-                                resources=self.resources)
+                                resources=self.resources, until=until)
 
 
 # --------------------------------------------------------------------------
@@ -604,6 +626,48 @@ def tile_neighbours(grid):
 # round 2: hops
 
 
+class Trees:
+    """What the rounds that read the trees (labels, outputs) share: the
+    tiles reached and whether their hops are final yet.
+
+    Without ``use_hops`` the hops rounds have not run: a round reads the
+    trees without them first (``use_hops`` False) until a tile's cells
+    tie, then runs the hops and does again the tiles it did not finish
+    without a tie (:meth:`ties_first`)."""
+
+    def __init__(self, problem, bands, states, tile_sources, solved,
+                 use_hops):
+        self.problem = problem
+        self.bands = bands
+        self.states = states
+        self.tile_sources = tile_sources
+        self.solved = solved
+        self.use_hops = use_hops
+
+    def run_hops(self, progress):
+        hops_rounds(self.problem, self.bands, self.states, self.tile_sources,
+                    self.solved, progress)
+        self.use_hops = True
+
+    def ties_first(self, run, tiles, progress, span):
+        """``run(tiles, progress, stop_at_tie)`` -- a round over ``tiles``
+        returning each tile's tie count (-1: not run) -- in ``span`` of
+        ``progress``: once without the hops, stopping at the first tile
+        with a tie (the tiles in flight finish); then, if it stopped, the
+        hops rounds and the round again over the tiles it did not finish
+        without a tie, in the rest of the span."""
+        start, stop = span
+        ties = run(tiles, progress.span(start, stop), True)
+        again = np.asarray(tiles)[ties != 0]
+        if again.size == 0:
+            return
+        # the bar stands where the first pass's finished tasks put it
+        at = start + (stop - start) * np.count_nonzero(ties >= 0) / len(ties)
+        middle = at + (stop - at) * TIES_HOPS_SHARE
+        self.run_hops(progress.span(at, middle))
+        run(again, progress.span(middle, stop), False)
+
+
 def hops_rounds(problem, bands, states, tile_sources, solved, progress):
     """The hops of every reached tile, with the distances final, by the
     least hops a tile's halo received (sources' tiles first), scheduled as
@@ -695,30 +759,52 @@ def _wake_neighbours(problem, t, window, new_hops, changed, hop_key, solved):
 # round 3: allocation labels across tiles
 
 
-def label_round(problem, bands, states, tile_sources, solved, progress):
+def label_round(trees, progress):
     """With several source ids: each band cell's id, from where its tree
     leaves its tile (per tile, in parallel), those chains followed here.
-    Returns the band labels and flags (0: resolved)."""
+    Returns the band labels and flags (0: resolved).  Without the hops
+    (:class:`Trees`) the tiles whose cells tie are labelled again once
+    they are known."""
+    bands = trees.bands
     band_label = np.zeros(bands.size, np.int64)
     band_flag = np.zeros(bands.size, np.uint8)
-    reached = np.flatnonzero(solved)
+    reached = np.flatnonzero(trees.solved)
+    run = functools.partial(_band_labels, trees, band_label, band_flag)
+    if trees.use_hops:
+        run(reached, progress.span(*LABEL_SPAN), False)
+    else:
+        trees.ties_first(run, reached, progress, TIES_LABEL_SPAN)
+    tiled._resolve_band_labels(band_label, band_flag)
+    return band_label, band_flag
+
+
+def _band_labels(trees, band_label, band_flag, tiles, progress, stop_at_tie):
+    """The label tasks of ``tiles``, into the band arrays; returns their
+    tie counts (all 0 with the hops known; -1 for a tile not run once
+    ``stop_at_tie`` saw one)."""
+    problem, bands, states = trees.problem, trees.bands, trees.states
+    ties = np.full(len(tiles), -1, np.int64)
+    tied = []  # a tile seen with ties
 
     def arguments():
-        for t in reached:
-            local, local_ids = tile_sources.get(int(t), NO_SOURCES)
+        for t in tiles:
+            local, local_ids = trees.tile_sources.get(int(t), NO_SOURCES)
             yield (problem.source, problem.window(t), problem.nodata,
                    states.get(int(t)), problem.margin, local, local_ids,
                    bands.halo(int(t), label_mode=1), problem.offsets,
                    problem.passed, problem.step_lengths)
 
     def apply(index, result):
-        band = bands.of(int(reached[index]))
-        band_label[band], band_flag[band] = result
+        band = bands.of(int(tiles[index]))
+        band_label[band], band_flag[band], ties[index] = result
+        if ties[index] > 0:
+            tied.append(index)
 
-    problem.tasks(tiled.tile_band_labels, (len(reached), arguments()),
-                  progress, apply)
-    tiled._resolve_band_labels(band_label, band_flag)
-    return band_label, band_flag
+    problem.tasks(functools.partial(tiled.tile_band_labels,
+                                    use_hops=trees.use_hops),
+                  (len(tiles), arguments()), progress, apply,
+                  until=(lambda: bool(tied)) if stop_at_tie else None)
+    return ties
 
 
 # --------------------------------------------------------------------------
@@ -760,25 +846,43 @@ def output_sinks(problem, outputs, out_dir, allocation_type=np.int64):
     return sinks
 
 
-def output_round(problem, bands, states, tile_sources, solved, sinks,
-                 need_trees, band_label, band_flag, first_id, progress):
+def output_round(trees, sinks, need_trees, band_label, band_flag, first_id,
+                 progress):
     """Every output block, written into ``sinks`` (:func:`output_sinks`):
     by the tasks themselves for sinks on disk (each writes its own
-    window), else here.  Returns the finished outputs by name."""
-    outputs = tuple(sinks)
-    reached = np.flatnonzero(solved)
-    in_task = all(isinstance(s, tiling.NpySink) for s in sinks.values())
+    window), else here.  Without the hops (:class:`Trees`) the blocks of
+    the tiles whose cells tie are made again once they are known."""
+    problem = trees.problem
+    reached = np.flatnonzero(trees.solved)
     # tiles no source reaches: their blocks are the fill values
-    for t in np.flatnonzero(~solved):
+    for t in np.flatnonzero(~trees.solved):
         window = problem.window(t)
         shape = (window.rows, window.cols)
         for name, sink in sinks.items():
             dtype, fill = OUTPUT_TYPES[name]
             sink.write(window, np.full(shape, fill, dtype))
+    run = functools.partial(_output_blocks, trees, sinks, need_trees,
+                            band_label, band_flag, first_id)
+    if trees.use_hops or not need_trees:
+        run(reached, progress.span(*OUTPUT_SPAN), False)
+    else:
+        trees.ties_first(run, reached, progress, OUTPUT_SPAN)
+
+
+def _output_blocks(trees, sinks, need_trees, band_label, band_flag,
+                   first_id, tiles, progress, stop_at_tie):
+    """The output tasks of ``tiles``; returns their tie counts (all 0 with
+    the hops known; -1 for a tile not run once ``stop_at_tie`` saw one;
+    a tile with ties writes nothing)."""
+    problem, bands, states = trees.problem, trees.bands, trees.states
+    outputs = tuple(sinks)
+    in_task = all(isinstance(s, tiling.NpySink) for s in sinks.values())
+    ties = np.full(len(tiles), -1, np.int64)
+    tied = []  # a tile seen with ties
 
     def arguments():
-        for t in reached:
-            local, local_ids = tile_sources.get(int(t), NO_SOURCES)
+        for t in tiles:
+            local, local_ids = trees.tile_sources.get(int(t), NO_SOURCES)
             if not need_trees:
                 halo = None
             elif band_label is not None:
@@ -791,14 +895,26 @@ def output_round(problem, bands, states, tile_sources, solved, sinks,
                    problem.step_lengths, tuple(outputs),
                    None if band_label is not None else first_id)
 
-    def write(index, blocks):
-        if not in_task:
-            window = problem.window(reached[index])
-            for name, sink in sinks.items():
-                sink.write(window, blocks[name])
+    def write(index, result):
+        if in_task:
+            ties[index] = result
+        else:
+            blocks, ties[index] = result
+        if ties[index] > 0:
+            tied.append(index)
+            return  # written once the hops are known
+        if in_task:
+            return
+        window = problem.window(tiles[index])
+        for name, sink in sinks.items():
+            sink.write(window, blocks[name])
 
-    function = functools.partial(tiled.write_outputs, sinks,
-                                 tiled.tile_outputs) \
-        if in_task else tiled.tile_outputs
-    problem.tasks(function, (len(reached), arguments()), progress, write)
-    return {name: sink.finish() for name, sink in sinks.items()}
+    # a partial only without the hops: the GPU's dispatch (write_outputs)
+    # knows tile_outputs itself, and its tiles always have their hops
+    function = tiled.tile_outputs if trees.use_hops else functools.partial(
+        tiled.tile_outputs, use_hops=False)
+    if in_task:
+        function = functools.partial(tiled.write_outputs, sinks, function)
+    problem.tasks(function, (len(tiles), arguments()), progress, write,
+                  until=(lambda: bool(tied)) if stop_at_tie else None)
+    return ties

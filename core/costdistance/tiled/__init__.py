@@ -23,10 +23,12 @@ does the same at tile granularity:
    stops at the least fixed point: exactly Dijkstra's distances, computed
    with the same floating-point expression along the same paths, so equal
    to the in-memory run bit for bit.
-   The tiles' states are pairs (distance, hops): the least (cost, steps)
-   over all paths, compared cost first.  Hops grow by one per step, so the
-   pairs are the unique fixed point of the relaxation whatever the order of
-   the solves; they equal the in-memory run's.
+   The tiles' states are pairs (distance, hops).  The solves settle the
+   distances; the hops -- the steps of the least (cost, steps) pairs, a
+   breadth-first search over the tight moves once the distances are final
+   -- come from rounds of their own (:func:`hops_tile`), run only when a
+   cell has two tight neighbours (the driver's ``HOPS_ONLY_FOR_TIES``):
+   elsewhere the predecessor is the one tight neighbour, whatever the hops.
 2. Trees (per tile): each cell's predecessor is read off the final pairs
    of the tile and a halo of neighbours taken from the band arrays, by the
    in-memory rule (:func:`gridgraph.core.costdistance._cpu.

@@ -244,15 +244,24 @@ def hops_tile(cost_source, window, nodata, state, margin, source_local,
 
 
 def tile_trees(cost_source, window, nodata, state, margin, source_local,
-               source_ids, halo, offsets, passed, step_lengths, labels=True):
+               source_ids, halo, offsets, passed, step_lengths, labels=True,
+               use_hops=True):
     """Predecessor codes and allocation labels of one tile.  Pure.
 
     With a :class:`Halo` of label mode 1 the halo cells are labelled with
     their own band index (flag 1), so a cell whose tree leaves the tile
     gets the index of the band cell it leaves through; with mode 2 with
-    the resolved band labels.  Returns (predecessor, label, flag), each
-    rows x cols; without ``labels`` (one source id: the allocation needs
-    no tree walked) and a halo without labels, label and flag are None.
+    the resolved band labels.  Returns (predecessor, label, flag, ties),
+    each but ``ties`` rows x cols; without ``labels`` (one source id: the
+    allocation needs no tree walked) and a halo without labels, label and
+    flag are None.
+
+    Without ``use_hops`` (the hops phase not run: only the sources' hops 0
+    are read) the trees are canonical where no cell has two tight
+    neighbours; ``ties`` counts the tile's cells that have (0 with
+    ``use_hops``: every tree canonical).  With ties the trees are not
+    walked (label and flag None): the predecessors read without the hops
+    may then form a cycle (tight moves of zero cost both ways).
     """
     from .._cpu import canonical_predecessors, walk_to_roots
     # a halo with labels is scattered into the label frames: walk them
@@ -270,17 +279,18 @@ def tile_trees(cost_source, window, nodata, state, margin, source_local,
     predecessor = np.full(n, -1, np.int8)
     drow = np.ascontiguousarray(offsets[:, 0])
     dcol = np.ascontiguousarray(offsets[:, 1])
-    canonical_predecessors(frame_distance, frame_hops, frame_cost,
-                           frame_rows, frame_cols, margin, margin + rows,
-                           margin, margin + cols, drow, dcol,
-                           np.ascontiguousarray(passed[:, 0, 0]),
-                           np.ascontiguousarray(passed[:, 0, 1]),
-                           np.ascontiguousarray(passed[:, 1, 0]),
-                           np.ascontiguousarray(passed[:, 1, 1]),
-                           step_lengths, predecessor)
+    ties = canonical_predecessors(frame_distance, frame_hops, frame_cost,
+                                  frame_rows, frame_cols, margin,
+                                  margin + rows, margin, margin + cols, drow,
+                                  dcol, np.ascontiguousarray(passed[:, 0, 0]),
+                                  np.ascontiguousarray(passed[:, 0, 1]),
+                                  np.ascontiguousarray(passed[:, 1, 0]),
+                                  np.ascontiguousarray(passed[:, 1, 1]),
+                                  step_lengths, predecessor, use_hops)
+    ties = 0 if use_hops else int(ties)
     shape = (frame_rows, frame_cols)
-    if not labels:
-        return predecessor.reshape(shape)[inner], None, None
+    if not labels or ties:
+        return predecessor.reshape(shape)[inner], None, None, ties
     if source_local.size:
         local_rows, local_cols = np.divmod(source_local, cols)
         framed = (local_rows + margin) * frame_cols + local_cols + margin
@@ -292,7 +302,7 @@ def tile_trees(cost_source, window, nodata, state, margin, source_local,
                   frame_flag, frame_known)
     return (predecessor.reshape(shape)[inner],
             frame_label.reshape(shape)[inner],
-            frame_flag.reshape(shape)[inner])
+            frame_flag.reshape(shape)[inner], ties)
 
 
 @njit(cache=True, nogil=True)
@@ -317,28 +327,35 @@ def _resolve_band_labels(label, flag):
 
 def tile_band_labels(cost_source, window, nodata, state, margin,
                      source_local, source_ids, halo, offsets, passed,
-                     step_lengths):
+                     step_lengths, use_hops=True):
     """The label pass's task for one tile (several source ids): for each
     band cell, its source id (flag 0) or the band index its tree leaves
     the tile through (flag 1), from :func:`tile_trees` with a label-mode-1
-    halo.  Returns ``(band_label, band_flag)``."""
+    halo.  Returns ``(band_label, band_flag, ties)``; ``use_hops`` and
+    ``ties`` as there (on the GPU the hops are always run: ties 0)."""
     if _on_device(state):
         from .. import _cuda_tiled
-        return _cuda_tiled.tile_band_labels(
+        return (*_cuda_tiled.tile_band_labels(
             cost_source, window, nodata, state, margin, source_local,
-            source_ids, halo, offsets, passed, step_lengths)
-    _, label, flag = tile_trees(cost_source, window, nodata, state, margin,
-                                source_local, source_ids, halo, offsets,
-                                passed, step_lengths)
+            source_ids, halo, offsets, passed, step_lengths), 0)
+    _, label, flag, ties = tile_trees(
+        cost_source, window, nodata, state, margin, source_local, source_ids,
+        halo, offsets, passed, step_lengths, use_hops=use_hops)
     band_r, band_c = band_cells(window.rows, window.cols, margin)
-    return label[band_r, band_c], flag[band_r, band_c]
+    if ties:  # labelled again with the hops
+        return (np.zeros(band_r.size, np.int64),
+                np.zeros(band_r.size, np.uint8), ties)
+    return label[band_r, band_c], flag[band_r, band_c], ties
 
 
 def tile_outputs(cost_source, window, nodata, state, margin, source_local,
                  source_ids, halo, offsets, passed, step_lengths, outputs,
-                 single_id):
-    """The output pass's task for one tile: its blocks of ``outputs``
-    (accumulated cost, GRASS direction, allocation) as a dict.
+                 single_id, use_hops=True):
+    """The output pass's task for one tile: ``(blocks, ties)``, its blocks
+    of ``outputs`` (accumulated cost, GRASS direction, allocation) as a
+    dict and, without ``use_hops``, its cells whose direction needs the
+    hops (:func:`tile_trees`); with ties the blocks are None (made once
+    the hops are known).
 
     ``halo`` is None when neither direction nor allocation is wanted;
     ``single_id`` is the allocation of every reached cell when there is
@@ -348,18 +365,20 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
         return _cuda_tiled.tile_outputs(
             cost_source, window, nodata, state, margin, source_local,
             source_ids, halo, offsets, passed, step_lengths, outputs,
-            single_id)
+            single_id), 0
     from .. import GRASS_DIRECTION_DEGREES
     from .._cpu import directions_in_degrees
     shape = (window.rows, window.cols)
     distance = state[0].reshape(shape)
     if halo is None:
         return {"accumulated": np.where(np.isfinite(distance), distance,
-                                        np.nan)}
-    predecessor, label, _ = tile_trees(cost_source, window, nodata, state,
-                                       margin, source_local, source_ids,
-                                       halo, offsets, passed, step_lengths,
-                                       labels=single_id is None)
+                                        np.nan)}, 0
+    predecessor, label, _, ties = tile_trees(
+        cost_source, window, nodata, state, margin, source_local, source_ids,
+        halo, offsets, passed, step_lengths, labels=single_id is None,
+        use_hops=use_hops)
+    if ties:
+        return None, ties
     predecessor = np.ascontiguousarray(predecessor)
     # NaN where unreached, 0 at sources, as the in-memory path's
     direction = directions_in_degrees(predecessor, GRASS_DIRECTION_DEGREES)
@@ -368,16 +387,20 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
               "direction": direction,
               "allocation": np.where(unreached, 0, single_id
                                      if single_id is not None else label)}
-    return {name: blocks[name] for name in outputs}
+    return {name: blocks[name] for name in outputs}, ties
 
 
 def write_outputs(sinks, function, cost_source, window, *arguments):
-    """``function``'s blocks written to their ``sinks`` (a dict by output
-    name) in the task; returns None so nothing travels back."""
+    """``function``'s blocks (:func:`tile_outputs`, or a partial of it)
+    written to their ``sinks`` (a dict by output name) in the task;
+    returns only the tile's tie count so no block travels back (with ties
+    nothing is written)."""
     if function is tile_outputs and _on_device(arguments[1]):
         from .. import _cuda_tiled  # blocks computed on the device
-        return _cuda_tiled.write_outputs(sinks, cost_source, window,
-                                         *arguments)
-    blocks = function(cost_source, window, *arguments)
-    for name, sink in sinks.items():
-        sink.write(window, blocks[name])
+        _cuda_tiled.write_outputs(sinks, cost_source, window, *arguments)
+        return 0
+    blocks, ties = function(cost_source, window, *arguments)
+    if blocks is not None:
+        for name, sink in sinks.items():
+            sink.write(window, blocks[name])
+    return ties
