@@ -387,6 +387,15 @@ COMPONENT_VARIANTS = {
     # tight neighbours)
     "costdistance-hopsalways": [
         ("costdistance.rounds", "HOPS_ONLY_FOR_TIES", False)],
+    # the distance rounds' start slack (ROUND_DELTA_TILES, 2 by default) in
+    # tile crossings, and the wait for a lower neighbour in flight
+    # (WAIT_FOR_LOWER_NEIGHBOURS, off): fewer tiles solved again against
+    # fewer tiles at once
+    "costdistance-delta1": [("costdistance.rounds", "ROUND_DELTA_TILES", 1)],
+    "costdistance-delta05": [
+        ("costdistance.rounds", "ROUND_DELTA_TILES", 0.5)],
+    "costdistance-wait": [
+        ("costdistance.rounds", "WAIT_FOR_LOWER_NEIGHBOURS", True)],
     # the same on costs that tie everywhere (operation costdistanceties:
     # the DEM rounded down; its first pass without the hops stops at once)
     "costdistanceties-hopsalways": [

@@ -90,6 +90,14 @@
 #                                   (-hopsalways), 8 workers ABBA, then 1
 #   bench/dask_device.sh nineteenth_ties -- the same on the DEM rounded
 #                                   down (costs that tie everywhere)
+#   bench/dask_device.sh nineteenth_wait -- cost distance with no start
+#                                   beside a lower neighbour in flight
+#                                   against the defaults, 8 workers, three
+#                                   turns; then the defaults at 1
+#   bench/dask_device.sh nineteenth_delta -- cost distance's start slack
+#                                   of 1 and 0.5 tile crossings and the
+#                                   wait for lower neighbours against the
+#                                   defaults, 8 workers, two turns
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -538,6 +546,29 @@ nineteenth_ties)
     $B --workers 1 --operations costdistanceties costdistanceties-hopsalways \
         --scheduler-process --json "$OUT/cdties1.json" >> "$OUT/run.log" 2>&1
     echo "costdistance (ties) at 1 done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+nineteenth_wait)
+    # WAIT_FOR_LOWER_NEIGHBOURS on against off (the default), 8 workers
+    # ABBA over three turns; the 1-worker run is the same either way (a
+    # tile is started alone there)
+    machine
+    $B --workers 8 --operations costdistance costdistance-wait --turns 3 \
+        --scheduler-process --json "$OUT/cd8.json" > "$OUT/run.log" 2>&1
+    echo "costdistance at 8 done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 1 --operations costdistance --scheduler-process \
+        --json "$OUT/cd1.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance at 1 done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+nineteenth_delta)
+    # the distance rounds' scheduling: fewer tiles solved again (a start
+    # slack of 1 or 0.5 tile crossings, or no start beside a lower
+    # neighbour in flight) against fewer tiles at once; 8 workers only (at
+    # 1 worker a tile is started alone, by least key, whatever these say)
+    machine
+    $B --workers 8 --operations costdistance costdistance-delta1 \
+        costdistance-delta05 costdistance-wait --turns 2 --scheduler-process \
+        --json "$OUT/cd8.json" > "$OUT/run.log" 2>&1
+    echo "costdistance at 8 done at $SECONDS s" >> "$OUT/run.log"
     ;;
 eighteenth_survey)
     # cost distance with the survey round in batches submitted at once

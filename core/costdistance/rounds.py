@@ -53,14 +53,18 @@ from .tiled import (BAND_BYTES_PER_CELL, STATE_BYTES_PER_CELL,
 # A round solves the waiting tiles whose key is within this many tile
 # crossings (tile side x mean band cost) of the least key: more tiles per
 # round keep more workers busy, at the price of tiles solved again when a
-# lower distance reaches them later.
+# lower distance reaches them later.  H200 host's CPUs (neuse40, tiles of
+# 1024, 8 workers, 2026-11-29): 1 and 0.5 solved 3-8 % fewer tiles and
+# saved no time (docs/benchmarks.md, "Nineteenth session").
 ROUND_DELTA_TILES = 2
 # With this on, a tile does not start while a neighbour with a lower or
 # equal key is in flight (its answer would likely lower the tile's band):
 # fewer solves repeated, fewer tiles started at once.  Off by default: on
 # the H100 host's CPUs (neuse40, tiles of 1024, 8 one-thread workers) it
 # cut the solves from 445 to 386 but the run took 51.5 s against 47.0 s
-# (docs/benchmarks.md, "Dask executor").
+# (docs/benchmarks.md, "Dask executor"); on two H200 hosts (2026-11-29,
+# "Nineteenth session") 12-15 % fewer solves, 3 % faster on one and 5 %
+# slower on the other.
 WAIT_FOR_LOWER_NEIGHBOURS = False
 # A solve may relax only the cells whose distance is at most this many tile
 # crossings above the least key waiting or in flight when it starts (its
