@@ -94,6 +94,8 @@
 #                                   beside a lower neighbour in flight
 #                                   against the defaults, 8 workers, three
 #                                   turns; then the defaults at 1
+#   bench/dask_device.sh nineteenth_512 -- cost distance in tiles of 512
+#                                   (936 tiles), 8 then 1 worker
 #   bench/dask_device.sh nineteenth_delta -- cost distance's start slack
 #                                   of 1 and 0.5 tile crossings and the
 #                                   wait for lower neighbours against the
@@ -558,6 +560,15 @@ nineteenth_wait)
     $B --workers 1 --operations costdistance --scheduler-process \
         --json "$OUT/cd1.json" >> "$OUT/run.log" 2>&1
     echo "costdistance at 1 done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+nineteenth_512)
+    # tiles of 512: four times the tiles (more to start at once, each
+    # solve's state a quarter as large) against their per-task costs
+    machine
+    python3 bench/dask.py --neuse40 --tile-size 512 --workdir $W --keep \
+        --workers 8 1 --operations costdistance --scheduler-process \
+        --json "$OUT/cd512.json" > "$OUT/run.log" 2>&1
+    echo "costdistance (tiles of 512) done at $SECONDS s" >> "$OUT/run.log"
     ;;
 nineteenth_delta)
     # the distance rounds' scheduling: fewer tiles solved again (a start

@@ -592,6 +592,36 @@ def test_hops_run_only_when_cells_tie(tmp_path, monkeypatch, ids, out_dir,
         executor.shutdown()
 
 
+@pytest.mark.parametrize("ids", [[3, 3], [3, 5]])
+def test_allocation_of_one_id_reads_no_tree(monkeypatch, ids):
+    """Accumulated cost and allocation without the direction: with one
+    source id no tree is read (the id wherever a source reaches, 0 on
+    nodata and past the maximum cost) and no hops round runs although the
+    raster ties; with two the trees are read.  The in-memory rasters."""
+    calls = _tree_task_spy(monkeypatch)
+    trees = []
+    real = tiled.tile_trees
+    monkeypatch.setattr(tiled.trees, "tile_trees",
+                        lambda *a, **k: trees.append(1) or real(*a, **k))
+    cost = np.random.default_rng(4).random((50, 45)) + 0.5
+    cost[20:30, 5:15] = 1.0  # ties
+    cost[5:9, 30:34] = np.nan
+    sources = [(3, 4), (40, 40)]
+    options = dict(source_ids=ids, max_cost=30.0)
+    expected = in_memory(cost, sources, **options)
+    assert tiles_with_ties(expected, cost, 16)
+    assert (expected.allocation == 0).sum() > np.isnan(cost).sum()
+    result = cost_distance(cost, sources, backend="cpu", tile_size=16,
+                           outputs=("accumulated", "allocation"), **options)
+    np.testing.assert_array_equal(result.accumulated, expected.accumulated)
+    np.testing.assert_array_equal(result.allocation, expected.allocation)
+    assert result.direction is None
+    one = len(set(ids)) == 1
+    assert (result.hops_visits == 0) == one
+    assert bool(trees) != one
+    assert calls  # the output tasks ran
+
+
 @pytest.mark.parametrize("ids", [[1, 1], [1, 2]])
 @pytest.mark.parametrize("connectivity", [4, 16])
 def test_ties_first_with_knight_moves_max_cost_and_nodata(connectivity, ids,

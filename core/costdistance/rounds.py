@@ -311,7 +311,10 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
         bands.incoming = None
         # barriers: -inf in the band distances, as inside the tiles
         bands.distance[np.isnan(bands.cost)] = -np.inf
-        need_trees = "direction" in outputs or "allocation" in outputs
+        # with one source id the allocation is that id wherever a source
+        # reaches: no tree is read (the GPU's output kernel reads them)
+        need_trees = "direction" in outputs or ("allocation" in outputs and (
+            len(distinct_ids) > 1 or backend == "cuda"))
         # (the GPU tiled path always runs the hops: its states, on the
         # device, are read by its own tree kernels)
         trees = Trees(problem, bands, states, tile_sources, solved,

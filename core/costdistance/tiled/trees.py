@@ -357,9 +357,10 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
     hops (:func:`tile_trees`); with ties the blocks are None (made once
     the hops are known).
 
-    ``halo`` is None when neither direction nor allocation is wanted;
-    ``single_id`` is the allocation of every reached cell when there is
-    only one source id (else the halo holds the resolved labels)."""
+    ``halo`` is None when no tree is read (no direction wanted, and no
+    allocation or one source id); ``single_id`` is the allocation of every
+    reached cell when there is only one source id (else the halo holds the
+    resolved labels)."""
     if _on_device(state):
         from .. import _cuda_tiled
         return _cuda_tiled.tile_outputs(
@@ -371,8 +372,11 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
     shape = (window.rows, window.cols)
     distance = state[0].reshape(shape)
     if halo is None:
-        return {"accumulated": np.where(np.isfinite(distance), distance,
-                                        np.nan)}, 0
+        reached = np.isfinite(distance)  # -inf on barriers, +inf unreached
+        blocks = {"accumulated": np.where(reached, distance, np.nan)}
+        if "allocation" in outputs:
+            blocks["allocation"] = np.where(reached, single_id, 0)
+        return blocks, 0
     predecessor, label, _, ties = tile_trees(
         cost_source, window, nodata, state, margin, source_local, source_ids,
         halo, offsets, passed, step_lengths, labels=single_id is None,
