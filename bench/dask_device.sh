@@ -173,6 +173,17 @@ cd_scheduler_process() {
     echo "costdistance (scheduler process) done at $SECONDS s" \
         >> "$OUT/run.log"
 }
+# $B at 8 workers over $2 turns with the operations $3 (a quoted list),
+# then at 1 worker with $4; rows into $OUT/${1}8.json and ${1}1.json
+eight_then_one() {
+    machine
+    $B --workers 8 --operations $3 --turns "$2" --scheduler-process \
+        --json "$OUT/${1}8.json" > "$OUT/run.log" 2>&1
+    echo "8 workers done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 1 --operations $4 --scheduler-process \
+        --json "$OUT/${1}1.json" >> "$OUT/run.log" 2>&1
+    echo "1 worker done at $SECONDS s" >> "$OUT/run.log"
+}
 case "$1" in
 table)
     $B --workers 1 --operations costdistance --json "$OUT/w1-cd.json" \
@@ -527,39 +538,22 @@ nineteenth)
     # without them find a tie (the default since; neuse40's real-valued
     # DEM has none) against always run (-hopsalways), 8 workers ABBA over
     # two turns, then both at 1
-    machine
-    $B --workers 8 --operations costdistance costdistance-hopsalways \
-        --turns 2 --scheduler-process --json "$OUT/cd8.json" \
-        > "$OUT/run.log" 2>&1
-    echo "costdistance at 8 done at $SECONDS s" >> "$OUT/run.log"
-    $B --workers 1 --operations costdistance costdistance-hopsalways \
-        --scheduler-process --json "$OUT/cd1.json" >> "$OUT/run.log" 2>&1
-    echo "costdistance at 1 done at $SECONDS s" >> "$OUT/run.log"
+    eight_then_one cd 2 "costdistance costdistance-hopsalways" \
+        "costdistance costdistance-hopsalways"
     ;;
 nineteenth_ties)
     # the same on costs that tie everywhere (costdistanceties: the DEM
     # rounded down), where the first pass without the hops stops at once
     # and the hops rounds run
-    machine
-    $B --workers 8 --operations costdistanceties costdistanceties-hopsalways \
-        --turns 2 --scheduler-process --json "$OUT/cdties8.json" \
-        > "$OUT/run.log" 2>&1
-    echo "costdistance (ties) at 8 done at $SECONDS s" >> "$OUT/run.log"
-    $B --workers 1 --operations costdistanceties costdistanceties-hopsalways \
-        --scheduler-process --json "$OUT/cdties1.json" >> "$OUT/run.log" 2>&1
-    echo "costdistance (ties) at 1 done at $SECONDS s" >> "$OUT/run.log"
+    eight_then_one cdties 2 \
+        "costdistanceties costdistanceties-hopsalways" \
+        "costdistanceties costdistanceties-hopsalways"
     ;;
 nineteenth_wait)
     # WAIT_FOR_LOWER_NEIGHBOURS on against off (the default), 8 workers
     # ABBA over three turns; the 1-worker run is the same either way (a
     # tile is started alone there)
-    machine
-    $B --workers 8 --operations costdistance costdistance-wait --turns 3 \
-        --scheduler-process --json "$OUT/cd8.json" > "$OUT/run.log" 2>&1
-    echo "costdistance at 8 done at $SECONDS s" >> "$OUT/run.log"
-    $B --workers 1 --operations costdistance --scheduler-process \
-        --json "$OUT/cd1.json" >> "$OUT/run.log" 2>&1
-    echo "costdistance at 1 done at $SECONDS s" >> "$OUT/run.log"
+    eight_then_one cd 3 "costdistance costdistance-wait" costdistance
     ;;
 nineteenth_512)
     # tiles of 512: four times the tiles (more to start at once, each

@@ -633,6 +633,7 @@ def tile_neighbours(grid):
 # round 2: hops
 
 
+@dataclass
 class Trees:
     """What the rounds that read the trees (labels, outputs) share: the
     tiles reached and whether their hops are final yet.
@@ -642,14 +643,12 @@ class Trees:
     tie, then runs the hops and does again the tiles it did not finish
     without a tie (:meth:`ties_first`)."""
 
-    def __init__(self, problem, bands, states, tile_sources, solved,
-                 use_hops):
-        self.problem = problem
-        self.bands = bands
-        self.states = states
-        self.tile_sources = tile_sources
-        self.solved = solved
-        self.use_hops = use_hops
+    problem: Problem
+    bands: Bands
+    states: object  # StateCache (or the GPU's DeviceStates)
+    tile_sources: dict
+    solved: np.ndarray  # by tile: reached
+    use_hops: bool
 
     def run_hops(self, progress):
         hops_rounds(self.problem, self.bands, self.states, self.tile_sources,
