@@ -633,7 +633,7 @@ def tile_neighbours(grid):
 # round 2: hops
 
 
-@dataclass
+@dataclass(eq=False)
 class Trees:
     """What the rounds that read the trees (labels, outputs) share: the
     tiles reached and whether their hops are final yet.

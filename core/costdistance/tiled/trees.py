@@ -358,7 +358,8 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
     the hops are known).
 
     ``halo`` is None when no tree is read (no direction wanted, and no
-    allocation or one source id); ``single_id`` is the allocation of every
+    allocation or one source id: the CPU backend; the GPU always reads its
+    trees); ``single_id`` is the allocation of every
     reached cell when there is only one source id (else the halo holds the
     resolved labels)."""
     if _on_device(state):
@@ -373,7 +374,9 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
     distance = state[0].reshape(shape)
     if halo is None:
         reached = np.isfinite(distance)  # -inf on barriers, +inf unreached
-        blocks = {"accumulated": np.where(reached, distance, np.nan)}
+        blocks = {}
+        if "accumulated" in outputs:
+            blocks["accumulated"] = np.where(reached, distance, np.nan)
         if "allocation" in outputs:
             blocks["allocation"] = np.where(reached, single_id, 0)
         return blocks, 0
