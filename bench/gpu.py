@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from rasters import fractal_surface  # noqa: E402
 
 from gridgraph.core._common import Progress  # noqa: E402
-from gpu_tiled import bench_tiled  # noqa: E402
+from gpu_tiled import bench_tiled, bench_tiled_hops_ab  # noqa: E402
 from gpu_tools import PhaseClock, log, median_time, wall  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*[Gg]rid size.*")
@@ -821,6 +821,11 @@ def markdown(results, header):
         checks = []
         if "identical_to_cpu" in r:
             checks.append("identical to CPU" if r["identical_to_cpu"] else "DIFFERS FROM CPU")
+        if "identical_to_run_1" in r:
+            checks.append("identical to run 1" if r["identical_to_run_1"]
+                          else "DIFFERS FROM RUN 1")
+        if "hops_visits" in r:
+            checks.append(f"{r['hops_visits']} hops visits, {r['tile_solves']} tile solves")
         if "max_relative_difference" in r:
             text = f"max rel. diff {r['max_relative_difference']:.1e}"
             if r.get("bit_identical_cells") == r.get("bit_identical_cells"):  # not NaN
@@ -859,6 +864,10 @@ def main():
     parser.add_argument("--tiled-cpu", action="store_true",
                         help="also time the CPU backend (all cores) on the tiled operations at full size "
                              "and compare every output cell")
+    parser.add_argument("--tiled-hops-ab", type=int, default=0, metavar="TURNS",
+                        help="after the tiled section: the full-size tiled cost distance with "
+                             "the trees read without the hops first against the hops always "
+                             "run, ABBA for TURNS turns (bench/gpu_tiled.py)")
     parser.add_argument("--tiled-clock", action="store_true",
                         help="time each per-tile function of the tiled MST (mstfast)")
     parser.add_argument("--json")
@@ -902,6 +911,7 @@ def main():
         mst_cpu=lambda: bench_mst_cpu(args.size, args.repeat, results, args.mst_cpu_before),
         tiled=lambda: bench_tiled(args.workdir, args.tiled_operations, results,
                                   args.tiled_clock, args.tiled_cpu),
+        tiled_hops_ab=lambda: bench_tiled_hops_ab(args.workdir, args.tiled_hops_ab, results),
         cd_device=lambda: bench_cost_distance_device(args.size, args.repeat, args.bandwidth,
                                                      results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,

@@ -28,6 +28,67 @@ MST_TILED_PHASES = {
 }
 
 
+def _same_outputs(a, b, names=("accumulated", "direction", "allocation")):
+    """Every output of two cost distance results equal (dtype and cells, NaN equal), read
+    in bands of 1024 rows."""
+    for name in names:
+        x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
+        if x.dtype != y.dtype or x.shape != y.shape or not all(
+                np.array_equal(x[r:r + 1024], y[r:r + 1024], equal_nan=True)
+                for r in range(0, x.shape[0], 1024)):
+            return False
+    return True
+
+
+def bench_tiled_hops_ab(workdir, turns, results):
+    """The tiled cost distance on the GPU at full size (as bench_tiled's timed run) with its
+    trees read without the hops first (rounds.HOPS_ONLY_FOR_TIES, the default since the
+    twentieth session) against the hops rounds always run (before), ABBA for ``turns`` turns:
+    end-to-end seconds, phase bounds, hops visits, and every output compared with the first
+    run's."""
+    import tempfile
+
+    from gridgraph.core import cost_distance
+    from gridgraph.core.costdistance import rounds
+    shape = (17630, 12555)
+    dem = np.load(os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy"), mmap_mode="r")
+    bounds = [rounds.SURVEY_SPAN[1], rounds.DISTANCE_SPAN[1], rounds.HOPS_SPAN[1],
+              rounds.LABEL_SPAN[1], 1.0]
+    default = rounds.HOPS_ONLY_FOR_TIES
+    variants = {"hops only for ties": True, "hops always (before)": False}
+    order = [name for turn in range(turns)
+             for name in (list(variants) if turn % 2 == 0 else list(variants)[::-1])]
+    with tempfile.TemporaryDirectory(dir=workdir) as first_out:
+        first = None
+        try:
+            for k, name in enumerate(order):
+                rounds.HOPS_ONLY_FOR_TIES = variants[name]
+                out = first_out if first is None else tempfile.mkdtemp(dir=workdir)
+                progress = PhaseProgress(bounds)
+                start = time.perf_counter()
+                result = cost_distance(dem, [(shape[0] // 2, shape[1] // 2)], 8, backend="cuda",
+                                       memory_limit_mb=4096, out_dir=out, progress=progress)
+                elapsed = time.perf_counter() - start
+                entry = dict(operation=f"tiled costdistance, cuda, 17630 x 12555 (221M cells), "
+                                       f"limit 4096 MB, {name} (run {k + 1})",
+                             end_to_end_s=elapsed, hops_visits=result.hops_visits,
+                             tile_solves=result.tile_solves,
+                             phase_bounds_s={str(b): round(t, 2)
+                                             for b, t in progress.passed.items()})
+                if first is None:
+                    first = result
+                else:
+                    entry["identical_to_run_1"] = _same_outputs(result, first)
+                    del result
+                    import shutil
+                    shutil.rmtree(out, ignore_errors=True)
+                results.append(entry)
+                log(json.dumps(entry, default=float))
+        finally:
+            rounds.HOPS_ONLY_FOR_TIES = default
+            del first
+
+
 def bench_tiled(workdir, operations, results, clock_mst=False, cpu_components=False):
     """The tiled path on the GPU machine at the 40-ft Neuse size (17630 x 12555, 221M cells,
     bench/scale.py's synthetic DEM, MEMORY_LIMIT_MB=4096, outputs to .npy files), CUDA

@@ -55,6 +55,7 @@ from .._cuda_common import (FLAT_THREADS, blocks_for, check_device_memory,
                             release_deferred_frees, usable_device_memory,
                             valid_cells_device)
 from . import _cuda
+from ._cuda import _step_from
 from .tiled.band import band_cells
 from .tiled.budget import HOPS_UNREACHED, PREDECESSOR_UNREACHED
 
@@ -427,6 +428,45 @@ def _output_blocks(rows, cols, margin, frame_dist, pred, frame_label,
 
 
 @cuda.jit(cache=True)
+def _count_ties(cost, dist, hops, frame_rows, frame_cols, margin, rows, cols,
+                connectivity, offsets, passed, half_step, count):
+    """count[0] += the tile's cells (the frame's inner ``rows`` x ``cols``)
+    that are reached, not sources (hops 0) and have two tight neighbours
+    or more: the only cells whose predecessor the hops decide (as
+    ``_cpu.canonical_predecessors`` counts them without the hops)."""
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i >= rows * cols:
+        return
+    r = i // cols
+    row = r + margin
+    col = i - r * cols + margin
+    cell = row * frame_cols + col
+    cb = np.float64(cost[cell])
+    own = dist[cell]
+    if cb != cb or not own < np.inf or hops[cell] == 0:
+        return
+    tight = 0
+    for k in range(connectivity):
+        neighbour, candidate = _step_from(cost, dist, frame_rows, frame_cols,
+                                          row, col, k, offsets, passed,
+                                          half_step, cb, own)
+        if neighbour >= 0 and candidate == own:
+            tight += 1
+    if tight > 1:
+        cuda.atomic.add(count, 0, 1)
+
+
+@cuda.jit(cache=True)
+def _single_allocation(dist, n, single_id, out):
+    """The allocation of a run with one source id: that id where a source
+    reaches (finite distance), 0 elsewhere; no tree read."""
+    i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    if i < n:
+        d = dist[i]
+        out[i] = single_id if (d < np.inf and d > -np.inf) else 0
+
+
+@cuda.jit(cache=True)
 def _finite_or_nan(dist, n, out):
     i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     if i < n:
@@ -572,6 +612,20 @@ class _Frame:
             grid.half_step, pred)
         return pred, grid
 
+    def tied_cells(self, grid):
+        """The tile's cells whose predecessor needs the hops
+        (:func:`_count_ties`); read before the hops rounds ran, only the
+        sources' hops 0 are known."""
+        count = cuda.to_device(np.zeros(1, dtype=np.int64))
+        n = self.rows * self.cols
+        if n:
+            _count_ties[_launch(n)](
+                self.cost, self.dist, self.hops, self.frame_rows,
+                self.frame_cols, self.margin, self.rows, self.cols,
+                grid.connectivity, grid.offsets, grid.passed,
+                grid.half_step, count)
+        return int(device_scalar(count, 0))
+
     def label_trees(self, pred, grid, source_local, source_ids):
         """Every cell's label and flag: those of the first known cell on
         its predecessor path (the halo, or a source with its id: the first
@@ -698,35 +752,46 @@ def _ring_cells(rows, cols, margin):
 
 
 def _trees(tile, margin, source_local, source_ids, halo, offsets,
-           step_lengths, labels):
+           step_lengths, labels, use_hops=True):
+    """``(frame, pred, ties)`` of a tile (``tiled.trees.tile_trees`` on the
+    GPU): without ``use_hops`` ``ties`` counts the cells whose
+    predecessor the hops decide, and with ties the trees are not labelled
+    (read without the hops they may hold a cycle on a zero-cost plateau,
+    where the pointer jumping would never end)."""
     frame = _Frame(tile, margin, halo, labels)
     pred, grid = frame.predecessors(len(offsets), step_lengths)
-    if labels:
+    ties = 0 if use_hops else frame.tied_cells(grid)
+    if labels and not ties:
         frame.label_trees(pred, grid, source_local, source_ids)
-    return frame, pred
+    return frame, pred, ties
 
 
 def tile_band_labels(cost_source, window, nodata, state, margin,
                      source_local, source_ids, halo, offsets, passed,
-                     step_lengths):
-    """``tiled.tile_band_labels`` on the GPU: the band labels and flags
-    (the hops are always known here: that function adds a tie count of
-    0)."""
+                     step_lengths, use_hops=True):
+    """``tiled.tile_band_labels`` on the GPU: ``(band_label, band_flag,
+    ties)``, the labels zeros when the tile's cells tie without the
+    hops."""
     tile = _device_tile(cost_source, window, nodata, state, step_lengths,
                         margin)
     with DEVICE_LOCK:
-        frame, _ = _trees(tile, margin, source_local, source_ids, halo,
-                          offsets, step_lengths, True)
-        _, _, framed = _band(window.rows, window.cols, margin)
+        frame, _, ties = _trees(tile, margin, source_local, source_ids, halo,
+                                offsets, step_lengths, True, use_hops)
+        band, _, framed = _band(window.rows, window.cols, margin)
+        if ties:  # labelled again with the hops
+            return (np.zeros(band.size, np.int64),
+                    np.zeros(band.size, np.uint8), ties)
         return (_gather_host(frame.label, framed),
-                _gather_host(frame.flag, framed))
+                _gather_host(frame.flag, framed), 0)
 
 
 def tile_output_blocks(cost_source, window, nodata, state, margin,
                        source_local, source_ids, halo, offsets, passed,
-                       step_lengths, outputs, single_id, dtypes=None):
-    """``tiled.tile_outputs`` on the GPU, as device arrays (flat) by
-    output name; ``dtypes`` (by name) the sinks' dtypes."""
+                       step_lengths, outputs, single_id, dtypes=None,
+                       use_hops=True):
+    """``tiled.tile_outputs`` on the GPU: ``(blocks, ties)``, the blocks
+    as device arrays (flat) by output name, None when the tile's cells
+    tie without the hops; ``dtypes`` (by name) the sinks' dtypes."""
     from . import GRASS_DIRECTION_DEGREES
     dtypes = dict(dtypes or {})
     rows, cols = window.rows, window.cols
@@ -734,14 +799,26 @@ def tile_output_blocks(cost_source, window, nodata, state, margin,
     tile = _device_tile(cost_source, window, nodata, state, step_lengths,
                         margin)
     with DEVICE_LOCK:
-        if halo is None:
-            accumulated = cuda.device_array(n, dtype=np.float64)
-            if n:
-                _finite_or_nan[_launch(n)](tile.dist, n, accumulated)
-            return {"accumulated": accumulated}
+        if halo is None:  # no tree read: no direction, one source id
+            blocks = {}
+            if "accumulated" in outputs:
+                blocks["accumulated"] = cuda.device_array(n, np.float64)
+                if n:
+                    _finite_or_nan[_launch(n)](tile.dist, n,
+                                               blocks["accumulated"])
+            if "allocation" in outputs:
+                blocks["allocation"] = cuda.device_array(
+                    n, dtypes.get("allocation", np.int64))
+                if n:
+                    _single_allocation[_launch(n)](
+                        tile.dist, n, single_id, blocks["allocation"])
+            return blocks, 0
         single = single_id is not None
-        frame, pred = _trees(tile, margin, source_local, source_ids, halo,
-                             offsets, step_lengths, not single)
+        frame, pred, ties = _trees(tile, margin, source_local, source_ids,
+                                   halo, offsets, step_lengths, not single,
+                                   use_hops)
+        if ties:  # made once the hops are known
+            return None, ties
         blocks = {
             "accumulated": cuda.device_array(
                 n if "accumulated" in outputs else 1, dtype=np.float64),
@@ -758,31 +835,38 @@ def tile_output_blocks(cost_source, window, nodata, state, margin,
                 blocks["accumulated"], blocks["direction"],
                 blocks["allocation"], "accumulated" in outputs,
                 "direction" in outputs, "allocation" in outputs)
-        return {name: blocks[name] for name in outputs}
+        return {name: blocks[name] for name in outputs}, 0
 
 
-def tile_outputs(cost_source, window, nodata, state, *arguments):
-    """``tiled.tile_outputs`` on the GPU: the blocks as host arrays
-    (that function pairs them with a tie count of 0)."""
+def tile_outputs(cost_source, window, nodata, state, *arguments,
+                 use_hops=True):
+    """``tiled.tile_outputs`` on the GPU: ``(blocks, ties)``, the blocks
+    as host arrays (None with ties)."""
     shape = (window.rows, window.cols)
     with DEVICE_LOCK:
-        blocks = tile_output_blocks(cost_source, window, nodata, state,
-                                    *arguments)
+        blocks, ties = tile_output_blocks(cost_source, window, nodata, state,
+                                          *arguments, use_hops=use_hops)
+        if blocks is None:
+            return None, ties
         return {name: copy_to_host(block).reshape(shape)
-                for name, block in blocks.items()}
+                for name, block in blocks.items()}, 0
 
 
-def write_outputs(sinks, cost_source, window, *arguments):
+def write_outputs(sinks, cost_source, window, *arguments, use_hops=True):
     """``tiled.write_outputs`` on the GPU: each block copied to the host
     (pinned staging) and written in row bands in parallel on a pool made
     for the task and shut down when its writes are done or one failed (no
-    thread outlives the task); returns None."""
+    thread outlives the task); returns the tile's tie count (with ties
+    nothing is written)."""
     from concurrent.futures import ThreadPoolExecutor, wait
     rows, cols = window.rows, window.cols
     with DEVICE_LOCK:
-        blocks = tile_output_blocks(
+        blocks, ties = tile_output_blocks(
             cost_source, window, *arguments,
-            dtypes={name: sink.dtype for name, sink in sinks.items()})
+            dtypes={name: sink.dtype for name, sink in sinks.items()},
+            use_hops=use_hops)
+        if blocks is None:
+            return ties
         hosts = {name: copy_to_host(blocks.pop(name)).reshape(rows, cols)
                  for name in sinks}
     bounds = [rows * i // WRITE_BANDS for i in range(WRITE_BANDS + 1)]
@@ -798,3 +882,4 @@ def write_outputs(sinks, cost_source, window, *arguments):
         wait(futures)  # all done (or failed) before the sinks may be aborted
     for future in futures:
         future.result()
+    return 0

@@ -113,14 +113,14 @@ ROUND_TASKS_PER_WORKER = 1
 HOPS_TASKS_PER_WORKER = 2
 # The hops (round 2) only break ties between tight neighbours: a cell with
 # one tight neighbour (one whose distance plus the step is exactly its own)
-# has it for predecessor whatever the hops.  With this on (the CPU
-# backend), the label and output rounds first read the trees without hops
-# and count each tile's cells with two or more tight neighbours; only when
-# some tile has one are the hops rounds run and that tile's labels or
-# blocks made again, as the in-memory CPU and the GPU searches skip their
-# hops pass when no cell ties.  The same outputs either way.  Off: the
-# hops rounds always run before the trees (the code before the nineteenth
-# session; the GPU tiled path, whose states live on the device).
+# has it for predecessor whatever the hops.  With this on, the label and
+# output rounds first read the trees without hops and count each tile's
+# cells with two or more tight neighbours (on the GPU tiles too since the
+# twentieth session: _cuda_tiled._count_ties); only when some tile has one
+# are the hops rounds run and that tile's labels or blocks made again, as
+# the in-memory CPU and the GPU searches skip their hops pass when no cell
+# ties.  The same outputs either way.  Off: the hops rounds always run
+# before the trees (the code before the nineteenth session).
 HOPS_ONLY_FOR_TIES = True
 # Progress spans of the rounds.
 SURVEY_SPAN = (0.0, 0.1)
@@ -312,13 +312,11 @@ def _run(plan, source_raster, source_list, source_nodata, connectivity,
         # barriers: -inf in the band distances, as inside the tiles
         bands.distance[np.isnan(bands.cost)] = -np.inf
         # with one source id the allocation is that id wherever a source
-        # reaches: no tree is read (the GPU's output kernel reads them)
-        need_trees = "direction" in outputs or ("allocation" in outputs and (
-            len(distinct_ids) > 1 or backend == "cuda"))
-        # (the GPU tiled path always runs the hops: its states, on the
-        # device, are read by its own tree kernels)
+        # reaches: no tree is read
+        need_trees = "direction" in outputs or (
+            "allocation" in outputs and len(distinct_ids) > 1)
         trees = Trees(problem, bands, states, tile_sources, solved,
-                      use_hops=not (HOPS_ONLY_FOR_TIES and backend != "cuda"))
+                      use_hops=not HOPS_ONLY_FOR_TIES)
         if need_trees and trees.use_hops:
             trees.run_hops(progress.span(*HOPS_SPAN))
         band_label = band_flag = None
@@ -902,25 +900,20 @@ def _output_blocks(trees, sinks, need_trees, band_label, band_flag,
                    None if band_label is not None else first_id)
 
     def write(index, result):
-        if in_task:
-            ties[index] = result
-        else:
-            blocks, ties[index] = result
+        # the tasks wrote their blocks (in_task) or hand them on here;
+        # a tile with ties wrote nothing and is made once the hops are known
+        blocks, ties[index] = (None, result) if in_task else result
         if ties[index] > 0:
             tied.append(index)
-            return  # written once the hops are known
-        if in_task:
-            return
-        window = problem.window(tiles[index])
-        for name, sink in sinks.items():
-            sink.write(window, blocks[name])
+        elif blocks is not None:
+            window = problem.window(tiles[index])
+            for name, sink in sinks.items():
+                sink.write(window, blocks[name])
 
-    # a partial only without the hops: the GPU's dispatch (write_outputs)
-    # knows tile_outputs itself, and its tiles always have their hops
-    function = tiled.tile_outputs if trees.use_hops else functools.partial(
-        tiled.tile_outputs, use_hops=False)
-    if in_task:
-        function = functools.partial(tiled.write_outputs, sinks, function)
+    function = functools.partial(tiled.write_outputs, sinks,
+                                 tiled.tile_outputs) if in_task \
+        else tiled.tile_outputs
+    function = functools.partial(function, use_hops=trees.use_hops)
     problem.tasks(function, (len(tiles), arguments()), progress, write,
                   until=(lambda: bool(tied)) if stop_at_tie else None)
     return ties

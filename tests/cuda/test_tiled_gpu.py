@@ -5,6 +5,7 @@ outputs identical to the in-memory CPU runs.  Rasters are sized from the
 kernels' tile constants so that the tiled path's tiles (2 x the GPU tile)
 cross several GPU tiles and leave partial tiles at the edges."""
 
+import os
 import pickle
 
 import numpy as np
@@ -124,6 +125,111 @@ def test_tiled_gpu_tasks_on_a_thread_pool():
     _same_cost_outputs(tiled, cost_distance(cost, sources, 8,
                                             source_ids=[1, 2],
                                             backend="cpu"))
+
+
+def _tree_calls(monkeypatch):
+    """Record (function, tile window, use_hops, tie count returned) of the
+    label and output tasks the rounds run (their functions in
+    costdistance.tiled, which hand GPU states to _cuda_tiled)."""
+    from gridgraph.core.costdistance import tiled
+    calls = []
+    for name in ("tile_outputs", "tile_band_labels"):
+        real = getattr(tiled, name)
+
+        def spy(cost_source, window, *arguments, _real=real, _name=name,
+                **options):
+            result = _real(cost_source, window, *arguments, **options)
+            calls.append((_name, (window.row, window.col),
+                          options.get("use_hops", True), int(result[-1])))
+            return result
+
+        monkeypatch.setattr(tiled, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("ids", [[1, 2, 3], [4, 4, 4]])
+def test_tiled_gpu_reads_the_trees_without_hops_first(monkeypatch, ids):
+    """The GPU tiles, as the CPU's, read their trees without the hops
+    first (rounds.HOPS_ONLY_FOR_TIES; the device counts the tied cells,
+    _cuda_tiled._count_ties): real-valued costs run no hops round, a
+    zero-cost plateau stops the first pass at its first tied tile, runs
+    the hops and does the unfinished tiles again.  The same tasks with the
+    same tie counts as the CPU tiles, in the same order, and the in-memory
+    run's rasters."""
+    shape = (3 * CD_SIDE + 3, 3 * CD_SIDE - 1)
+    rng = np.random.default_rng(21)
+    smooth = rng.random(shape) + 0.5
+    smooth[rng.random(shape) < 0.08] = np.nan
+    plateau = smooth.copy()
+    plateau[2 * CD_SIDE:2 * CD_SIDE + 6, 3:9] = 0.0  # ties, in two tiles
+    sources = [(1, 2), (shape[0] - 2, shape[1] - 3), (CD_SIDE + 1, 12)]
+    calls = _tree_calls(monkeypatch)
+    for cost, ties in ((smooth, False), (plateau, True)):
+        for cell in sources:
+            cost[cell] = 1.0
+        expected = cost_distance(cost, sources, 8, source_ids=ids,
+                                 backend="cpu")
+        runs = {}
+        for backend in ("cpu", "cuda"):
+            calls.clear()
+            result = cost_distance(cost, sources, 8, source_ids=ids,
+                                   backend=backend, tile_size=CD_SIDE)
+            _same_cost_outputs(result, expected)
+            assert (result.hops_visits > 0) == ties, backend
+            runs[backend] = list(calls)
+        assert runs["cuda"] == runs["cpu"]
+        first = [found for _, _, use, found in runs["cuda"] if not use]
+        assert first and all(found == 0 for found in first[:-1])
+        assert (first[-1] > 0) == ties
+        assert any(use for _, _, use, _ in runs["cuda"]) == ties
+
+
+@pytest.mark.parametrize("ids", [[1, 2, 3], [4, 4, 4]])
+def test_tiled_gpu_ties_written_to_disk(tmp_path, ids):
+    """A plateau's ties with the outputs written by the GPU tasks
+    (_cuda_tiled.write_outputs: a tile with ties writes nothing and is
+    written again once the hops are known): the in-memory run's rasters,
+    and no file but the outputs left."""
+    shape = (2 * CD_SIDE + 3, 2 * CD_SIDE - 1)
+    cost = _plateau_cost(shape, 17)
+    sources = [(0, 0), (shape[0] - 1, shape[1] - 1), (CD_SIDE, CD_SIDE + 1)]
+    for cell in sources:
+        cost[cell] = 1.0
+    tiled = cost_distance(cost, sources, 8, source_ids=ids, backend="cuda",
+                          tile_size=CD_SIDE, out_dir=str(tmp_path))
+    assert tiled.hops_visits > 0
+    _same_cost_outputs(tiled, cost_distance(cost, sources, 8, source_ids=ids,
+                                            backend="cpu"))
+    assert sorted(os.listdir(tmp_path)) == [
+        "accumulated.npy", "allocation.npy", "direction.npy"]
+
+
+def test_tiled_gpu_allocation_of_one_id_reads_no_tree(monkeypatch):
+    """With one source id and no direction the GPU tiles read no tree
+    (no predecessor kernel): the id wherever a source reaches
+    (_cuda_tiled._single_allocation), and no hops round on a plateau."""
+    shape = (2 * CD_SIDE + 3, 2 * CD_SIDE - 1)
+    cost = _plateau_cost(shape, 23)
+    sources = [(0, 0), (shape[0] - 1, shape[1] - 1)]
+    for cell in sources:
+        cost[cell] = 1.0
+    frames = []
+    predecessors = _cuda_tiled._Frame.predecessors
+
+    def counted(self, *arguments):
+        frames.append(self)
+        return predecessors(self, *arguments)
+
+    monkeypatch.setattr(_cuda_tiled._Frame, "predecessors", counted)
+    outputs = ("accumulated", "allocation")
+    tiled = cost_distance(cost, sources, 8, source_ids=[6, 6],
+                          backend="cuda", tile_size=CD_SIDE, outputs=outputs)
+    assert not frames and tiled.hops_visits == 0
+    cpu = cost_distance(cost, sources, 8, source_ids=[6, 6], backend="cpu")
+    for name in outputs:
+        np.testing.assert_array_equal(getattr(tiled, name),
+                                      getattr(cpu, name), err_msg=name)
+    assert set(np.unique(tiled.allocation).tolist()) == {0, 6}
 
 
 @pytest.mark.parametrize("outputs", [("accumulated",), ("direction",)])

@@ -332,12 +332,12 @@ def tile_band_labels(cost_source, window, nodata, state, margin,
     band cell, its source id (flag 0) or the band index its tree leaves
     the tile through (flag 1), from :func:`tile_trees` with a label-mode-1
     halo.  Returns ``(band_label, band_flag, ties)``; ``use_hops`` and
-    ``ties`` as there (on the GPU the hops are always run: ties 0)."""
+    ``ties`` as there (on the GPU: ``_cuda_tiled.tile_band_labels``)."""
     if _on_device(state):
         from .. import _cuda_tiled
-        return (*_cuda_tiled.tile_band_labels(
+        return _cuda_tiled.tile_band_labels(
             cost_source, window, nodata, state, margin, source_local,
-            source_ids, halo, offsets, passed, step_lengths), 0)
+            source_ids, halo, offsets, passed, step_lengths, use_hops)
     _, label, flag, ties = tile_trees(
         cost_source, window, nodata, state, margin, source_local, source_ids,
         halo, offsets, passed, step_lengths, use_hops=use_hops)
@@ -358,8 +358,7 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
     the hops are known).
 
     ``halo`` is None when no tree is read (no direction wanted, and no
-    allocation or one source id: the CPU backend; the GPU always reads its
-    trees); ``single_id`` is the allocation of every
+    allocation or one source id); ``single_id`` is the allocation of every
     reached cell when there is only one source id (else the halo holds the
     resolved labels)."""
     if _on_device(state):
@@ -367,7 +366,7 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
         return _cuda_tiled.tile_outputs(
             cost_source, window, nodata, state, margin, source_local,
             source_ids, halo, offsets, passed, step_lengths, outputs,
-            single_id), 0
+            single_id, use_hops=use_hops)
     from .. import GRASS_DIRECTION_DEGREES
     from .._cpu import directions_in_degrees
     shape = (window.rows, window.cols)
@@ -397,16 +396,18 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
     return {name: blocks[name] for name in outputs}, ties
 
 
-def write_outputs(sinks, function, cost_source, window, *arguments):
-    """``function``'s blocks (:func:`tile_outputs`, or a partial of it)
-    written to their ``sinks`` (a dict by output name) in the task;
-    returns only the tile's tie count so no block travels back (with ties
-    nothing is written)."""
-    if function is tile_outputs and _on_device(arguments[1]):
+def write_outputs(sinks, function, cost_source, window, *arguments,
+                  use_hops=True):
+    """``function``'s blocks (:func:`tile_outputs`) written to their
+    ``sinks`` (a dict by output name) in the task; returns only the tile's
+    tie count so no block travels back (with ties nothing is written).  A
+    tile state on the GPU is written by ``_cuda_tiled.write_outputs``."""
+    if _on_device(arguments[1]):
         from .. import _cuda_tiled  # blocks computed on the device
-        _cuda_tiled.write_outputs(sinks, cost_source, window, *arguments)
-        return 0
-    blocks, ties = function(cost_source, window, *arguments)
+        return _cuda_tiled.write_outputs(sinks, cost_source, window,
+                                         *arguments, use_hops=use_hops)
+    blocks, ties = function(cost_source, window, *arguments,
+                            use_hops=use_hops)
     if blocks is not None:
         for name, sink in sinks.items():
             sink.write(window, blocks[name])
