@@ -868,6 +868,8 @@ def main():
                         help="after the tiled section: the full-size tiled cost distance with "
                              "the trees read without the hops first against the hops always "
                              "run, ABBA for TURNS turns (bench/gpu_tiled.py)")
+    parser.add_argument("--tiled-hops-ab-ties", action="store_true",
+                        help="--tiled-hops-ab on the DEM rounded down (ties everywhere)")
     parser.add_argument("--tiled-clock", action="store_true",
                         help="time each per-tile function of the tiled MST (mstfast)")
     parser.add_argument("--json")
@@ -911,7 +913,8 @@ def main():
         mst_cpu=lambda: bench_mst_cpu(args.size, args.repeat, results, args.mst_cpu_before),
         tiled=lambda: bench_tiled(args.workdir, args.tiled_operations, results,
                                   args.tiled_clock, args.tiled_cpu),
-        tiled_hops_ab=lambda: bench_tiled_hops_ab(args.workdir, args.tiled_hops_ab, results),
+        tiled_hops_ab=lambda: bench_tiled_hops_ab(args.workdir, args.tiled_hops_ab, results,
+                                                  args.tiled_hops_ab_ties),
         cd_device=lambda: bench_cost_distance_device(args.size, args.repeat, args.bandwidth,
                                                      results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,

@@ -40,18 +40,31 @@ def _same_outputs(a, b, names=("accumulated", "direction", "allocation")):
     return True
 
 
-def bench_tiled_hops_ab(workdir, turns, results):
+def bench_tiled_hops_ab(workdir, turns, results, ties=False):
     """The tiled cost distance on the GPU at full size (as bench_tiled's timed run) with its
     trees read without the hops first (rounds.HOPS_ONLY_FOR_TIES, the default since the
     twentieth session) against the hops rounds always run (before), ABBA for ``turns`` turns:
     end-to-end seconds, phase bounds, hops visits, and every output compared with the first
-    run's."""
+    run's.  ``ties``: on the DEM rounded down to whole units (float32, made once beside it),
+    whose path sums tie everywhere: the first pass stops at once and the hops rounds run."""
     import tempfile
 
     from gridgraph.core import cost_distance
     from gridgraph.core.costdistance import rounds
     shape = (17630, 12555)
-    dem = np.load(os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy"), mmap_mode="r")
+    path = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
+    if ties:
+        rounded = os.path.join(workdir, "int" + os.path.basename(path))
+        if not os.path.exists(rounded):
+            values = np.load(path, mmap_mode="r")
+            out = np.lib.format.open_memmap(rounded + ".partial", "w+", np.float32, shape)
+            for top in range(0, shape[0], 1024):
+                out[top:top + 1024] = np.floor(values[top:top + 1024])
+            out.flush()
+            del out
+            os.replace(rounded + ".partial", rounded)
+        path = rounded
+    dem = np.load(path, mmap_mode="r")
     bounds = [rounds.SURVEY_SPAN[1], rounds.DISTANCE_SPAN[1], rounds.HOPS_SPAN[1],
               rounds.LABEL_SPAN[1], 1.0]
     default = rounds.HOPS_ONLY_FOR_TIES
@@ -70,7 +83,8 @@ def bench_tiled_hops_ab(workdir, turns, results):
                                        memory_limit_mb=4096, out_dir=out, progress=progress)
                 elapsed = time.perf_counter() - start
                 entry = dict(operation=f"tiled costdistance, cuda, 17630 x 12555 (221M cells), "
-                                       f"limit 4096 MB, {name} (run {k + 1})",
+                                       f"limit 4096 MB, {'DEM rounded down (ties), ' if ties else ''}"
+                                       f"{name} (run {k + 1})",
                              end_to_end_s=elapsed, hops_visits=result.hops_visits,
                              tile_solves=result.tile_solves,
                              phase_bounds_s={str(b): round(t, 2)
