@@ -100,6 +100,9 @@
 #                                   of 1 and 0.5 tile crossings and the
 #                                   wait for lower neighbours against the
 #                                   defaults, 8 workers, two turns
+#   bench/dask_device.sh twentieth_tmpfs -- components (two turns) and cost
+#                                   distance with their outputs on ext4 and
+#                                   on a tmpfs, 8 then 1 worker
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -554,6 +557,32 @@ nineteenth_wait)
     # ABBA over three turns; the 1-worker run is the same either way (a
     # tile is started alone there)
     eight_then_one cd 3 "costdistance costdistance-wait" costdistance
+    ;;
+twentieth_tmpfs)
+    # the outputs on the VM's ext4 /tmp against a tmpfs, components (two
+    # turns) and cost distance at 8 workers, then 1: the share of the
+    # 8-worker runs that is writing into one file's page cache on ext4
+    # (dirty page limits and writeback shown before and after)
+    machine
+    T=/dev/shm/gg-dask
+    if [ "$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)" -lt \
+            16000000 ] 2>/dev/null; then
+        mkdir -p /mnt/gg-tmpfs && mount -t tmpfs -o size=16g tmpfs \
+            /mnt/gg-tmpfs && T=/mnt/gg-tmpfs/gg-dask
+    fi
+    mkdir -p "$T"
+    { df -T "$T" "$W"; grep -H . /proc/sys/vm/dirty_*;
+      cat /sys/fs/cgroup/memory.max 2>/dev/null;
+      grep -E "^(nr_dirty|nr_writeback|nr_dirtied|nr_written) " /proc/vmstat
+    } > "$OUT/dirty.txt" 2>&1
+    $B --workers 8 1 --operations components --turns 2 --out-roots "$W" \
+        "$T" --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 1 --operations costdistance --out-roots "$W" "$T" \
+        --scheduler-process --json "$OUT/cd.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    grep -E "^(nr_dirty|nr_writeback|nr_dirtied|nr_written) " /proc/vmstat \
+        >> "$OUT/dirty.txt"
     ;;
 nineteenth_512)
     # tiles of 512: four times the tiles (more to start at once, each

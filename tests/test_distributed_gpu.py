@@ -114,7 +114,9 @@ def test_cuda_tasks_run_on_the_gpu_worker_only(gpu_cluster, tmp_path):
     client = gpu_cluster
     gpu, cpu = workers_of(client)
     rng = np.random.default_rng(4)
-    cost = rng.uniform(1, 5, (16, 16))
+    # whole costs: paths tie, so the trees read without the hops meet a
+    # tie and the hops rounds run (hops_tile) before the outputs
+    cost = rng.integers(1, 5, (16, 16)).astype(np.float64)
     cost[rng.random(cost.shape) < 0.1] = -1
     sources = [(2, 3), (13, 12)]
     expected = cost_distance(cost, sources, source_ids=[1, 2], nodata=-1,
@@ -134,6 +136,7 @@ def test_cuda_tasks_run_on_the_gpu_worker_only(gpu_cluster, tmp_path):
     for name in ("accumulated", "direction", "allocation"):
         np.testing.assert_array_equal(getattr(result, name),
                                       getattr(expected, name), err_msg=name)
+    assert result.hops_visits > 0
     np.testing.assert_array_equal(labels.labels, expected_labels.labels)
     placed = {}
     for task in stream.data:
@@ -143,6 +146,29 @@ def test_cuda_tasks_run_on_the_gpu_worker_only(gpu_cluster, tmp_path):
             continue  # the getitem tasks splitting a result: anywhere
         placed.setdefault(name.split("-")[0], set()).add(task["worker"])
     # the CUDA tasks: on the GPU worker only
-    for name in ("solve_round_tile", "hops_tile", "tile_summary",
-                 "tile_labels"):
+    for name in ("solve_round_tile", "hops_tile", "tile_band_labels",
+                 "tile_outputs", "tile_summary", "tile_labels"):
         assert placed.get(name) == {gpu[0]}, (name, placed)
+
+
+def test_gpu_workers_read_the_trees_without_hops(gpu_cluster, tmp_path):
+    """Real-valued costs (no tie): the GPU workers' label and output tasks
+    read the trees without the hops, no hops round runs, and the outputs,
+    written by the tasks into out_dir, are the in-process CPU run's."""
+    client = gpu_cluster
+    rng = np.random.default_rng(9)
+    cost = rng.uniform(1, 5, (16, 16))
+    cost[rng.random(cost.shape) < 0.1] = -1
+    sources = [(2, 3), (13, 12)]
+    expected = cost_distance(cost, sources, source_ids=[1, 2], nodata=-1,
+                             backend="cpu")
+    cost_file = save_npy(str(tmp_path), "cost", cost)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = cost_distance(cost_file, sources, source_ids=[1, 2], nodata=-1,
+                           backend="cuda", tile_size=TILE, executor=client,
+                           out_dir=str(out))
+    assert result.hops_visits == 0
+    for name in ("accumulated", "direction", "allocation"):
+        np.testing.assert_array_equal(getattr(result, name),
+                                      getattr(expected, name), err_msg=name)
