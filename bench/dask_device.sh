@@ -583,6 +583,8 @@ twentieth_tmpfs)
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
     grep -E "^(nr_dirty|nr_writeback|nr_dirtied|nr_written) " /proc/vmstat \
         >> "$OUT/dirty.txt"
+    rm -rf "$T"
+    if mountpoint -q /mnt/gg-tmpfs; then umount /mnt/gg-tmpfs; fi
     ;;
 nineteenth_512)
     # tiles of 512: four times the tiles (more to start at once, each

@@ -47,6 +47,7 @@ def bench_tiled_hops_ab(workdir, turns, results, ties=False):
     end-to-end seconds, phase bounds, hops visits, and every output compared with the first
     run's.  ``ties``: on the DEM rounded down to whole units (float32, made once beside it),
     whose path sums tie everywhere: the first pass stops at once and the hops rounds run."""
+    import shutil
     import tempfile
 
     from gridgraph.core import cost_distance
@@ -79,8 +80,14 @@ def bench_tiled_hops_ab(workdir, turns, results, ties=False):
                 out = first_out if first is None else tempfile.mkdtemp(dir=workdir)
                 progress = PhaseProgress(bounds)
                 start = time.perf_counter()
-                result = cost_distance(dem, [(shape[0] // 2, shape[1] // 2)], 8, backend="cuda",
-                                       memory_limit_mb=4096, out_dir=out, progress=progress)
+                try:
+                    result = cost_distance(dem, [(shape[0] // 2, shape[1] // 2)], 8,
+                                           backend="cuda", memory_limit_mb=4096, out_dir=out,
+                                           progress=progress)
+                except BaseException:
+                    if out != first_out:
+                        shutil.rmtree(out, ignore_errors=True)
+                    raise
                 elapsed = time.perf_counter() - start
                 entry = dict(operation=f"tiled costdistance, cuda, 17630 x 12555 (221M cells), "
                                        f"limit 4096 MB, {'DEM rounded down (ties), ' if ties else ''}"
@@ -94,7 +101,6 @@ def bench_tiled_hops_ab(workdir, turns, results, ties=False):
                 else:
                     entry["identical_to_run_1"] = _same_outputs(result, first)
                     del result
-                    import shutil
                     shutil.rmtree(out, ignore_errors=True)
                 results.append(entry)
                 log(json.dumps(entry, default=float))

@@ -152,9 +152,10 @@ def test_cuda_tasks_run_on_the_gpu_worker_only(gpu_cluster, tmp_path):
 
 
 def test_gpu_workers_read_the_trees_without_hops(gpu_cluster, tmp_path):
-    """Real-valued costs (no tie): the GPU workers' label and output tasks
-    read the trees without the hops, no hops round runs, and the outputs,
-    written by the tasks into out_dir, are the in-process CPU run's."""
+    """Real-valued costs (no tie): no hops round runs (the label and
+    output tasks, on the GPU worker as the test above checks, read the
+    trees without the hops), and the outputs, written by the tasks into
+    out_dir, are the in-process CPU run's."""
     client = gpu_cluster
     rng = np.random.default_rng(9)
     cost = rng.uniform(1, 5, (16, 16))

@@ -201,6 +201,13 @@ class DeviceStates:
         state = self.host.get(tile)
         return None if state is None else HostTile(state)
 
+    def returned(self):
+        """Every task that read states without putting them back (label
+        and output tasks, which only read) has finished: their tiles may
+        be spilled again (a first pass stopped at a tie is followed by the
+        hops rounds, which put new states)."""
+        self.lent.clear()
+
     def put(self, tile, state):
         self.lent.discard(tile)
         old = self.device.pop(tile, None)

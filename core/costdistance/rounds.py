@@ -157,6 +157,11 @@ class StateCache:
             return tuple(self.scratch.get(tile))
         return None
 
+    def returned(self):
+        """The tasks that read states without putting them back (label and
+        output tasks) have all finished: nothing to do here (the GPU's
+        DeviceStates may spill their tiles again)."""
+
     def put(self, tile, state):
         if distributed.is_future(state):
             old = self.remote.get(tile)
@@ -665,6 +670,10 @@ class Trees:
         again = np.asarray(tiles)[ties != 0]
         if again.size == 0:
             return
+        # its tasks all finished (run_tasks(until=...) waits for those in
+        # flight): the states they read may be spilled again while the
+        # hops rounds put new ones
+        self.states.returned()
         # the bar stands where the first pass's finished tasks put it
         at = start + (stop - start) * np.count_nonzero(ties >= 0) / len(ties)
         middle = at + (stop - at) * TIES_HOPS_SHARE

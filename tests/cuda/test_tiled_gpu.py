@@ -147,8 +147,10 @@ def _tree_calls(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("ids", [[1, 2, 3], [4, 4, 4]])
-def test_tiled_gpu_reads_the_trees_without_hops_first(monkeypatch, ids):
+@pytest.mark.parametrize("ids,connectivity", [([1, 2, 3], 8), ([4, 4, 4], 8),
+                                              ([1, 2, 3], 16)])
+def test_tiled_gpu_reads_the_trees_without_hops_first(monkeypatch, ids,
+                                                       connectivity):
     """The GPU tiles, as the CPU's, read their trees without the hops
     first (rounds.HOPS_ONLY_FOR_TIES; the device counts the tied cells,
     _cuda_tiled._count_ties): real-valued costs run no hops round, a
@@ -167,13 +169,14 @@ def test_tiled_gpu_reads_the_trees_without_hops_first(monkeypatch, ids):
     for cost, ties in ((smooth, False), (plateau, True)):
         for cell in sources:
             cost[cell] = 1.0
-        expected = cost_distance(cost, sources, 8, source_ids=ids,
-                                 backend="cpu")
+        expected = cost_distance(cost, sources, connectivity,
+                                 source_ids=ids, backend="cpu")
         runs = {}
         for backend in ("cpu", "cuda"):
             calls.clear()
-            result = cost_distance(cost, sources, 8, source_ids=ids,
-                                   backend=backend, tile_size=CD_SIDE)
+            result = cost_distance(cost, sources, connectivity,
+                                   source_ids=ids, backend=backend,
+                                   tile_size=CD_SIDE)
             _same_cost_outputs(result, expected)
             assert (result.hops_visits > 0) == ties, backend
             runs[backend] = list(calls)
@@ -187,9 +190,9 @@ def test_tiled_gpu_reads_the_trees_without_hops_first(monkeypatch, ids):
 @pytest.mark.parametrize("ids", [[1, 2, 3], [4, 4, 4]])
 def test_tiled_gpu_ties_written_to_disk(tmp_path, ids):
     """A plateau's ties with the outputs written by the GPU tasks
-    (_cuda_tiled.write_outputs: a tile with ties writes nothing and is
-    written again once the hops are known): the in-memory run's rasters,
-    and no file but the outputs left."""
+    (_cuda_tiled.write_outputs, whose tiles with ties are written once the
+    hops are known): the in-memory run's rasters, and no file but the
+    outputs left."""
     shape = (2 * CD_SIDE + 3, 2 * CD_SIDE - 1)
     cost = _plateau_cost(shape, 17)
     sources = [(0, 0), (shape[0] - 1, shape[1] - 1), (CD_SIDE, CD_SIDE + 1)]
@@ -206,7 +209,8 @@ def test_tiled_gpu_ties_written_to_disk(tmp_path, ids):
 
 def test_tiled_gpu_allocation_of_one_id_reads_no_tree(monkeypatch):
     """With one source id and no direction the GPU tiles read no tree
-    (no predecessor kernel): the id wherever a source reaches
+    (no predecessor kernel): the id wherever a source reaches within the
+    maximum cost, 0 past it and on barriers
     (_cuda_tiled._single_allocation), and no hops round on a plateau."""
     shape = (2 * CD_SIDE + 3, 2 * CD_SIDE - 1)
     cost = _plateau_cost(shape, 23)
@@ -222,14 +226,17 @@ def test_tiled_gpu_allocation_of_one_id_reads_no_tree(monkeypatch):
 
     monkeypatch.setattr(_cuda_tiled._Frame, "predecessors", counted)
     outputs = ("accumulated", "allocation")
-    tiled = cost_distance(cost, sources, 8, source_ids=[6, 6],
-                          backend="cuda", tile_size=CD_SIDE, outputs=outputs)
+    options = dict(source_ids=[6, 6], max_cost=3.0)
+    tiled = cost_distance(cost, sources, 8, backend="cuda",
+                          tile_size=CD_SIDE, outputs=outputs, **options)
     assert not frames and tiled.hops_visits == 0
-    cpu = cost_distance(cost, sources, 8, source_ids=[6, 6], backend="cpu")
+    cpu = cost_distance(cost, sources, 8, backend="cpu", **options)
     for name in outputs:
         np.testing.assert_array_equal(getattr(tiled, name),
                                       getattr(cpu, name), err_msg=name)
     assert set(np.unique(tiled.allocation).tolist()) == {0, 6}
+    # cut off by the maximum cost: reachable cells left at 0
+    assert ((tiled.allocation == 0) & ~np.isnan(cost)).any()
 
 
 @pytest.mark.parametrize("outputs", [("accumulated",), ("direction",)])
@@ -525,6 +532,45 @@ def test_device_states_never_spill_a_lent_tile():
     np.testing.assert_array_equal(spilled[0], [2.0, 2.0])
     states.put(1, first)  # back from its task: may be spilled now
     assert states.get(99) is None
+
+
+def test_device_states_returned_after_a_first_pass(monkeypatch):
+    """Label and output tasks only read their states (nothing put back):
+    once a first pass without the hops has stopped at a tie, its tiles
+    are handed back (DeviceStates.returned) before the hops rounds put new
+    states, so those may spill them again."""
+    host = _HostCache()
+    states = _cuda_tiled.DeviceStates(host, budget_bytes=150)
+    first, second = _FakeDeviceTile(1.0), _FakeDeviceTile(2.0)
+    states.put(1, first)
+    assert states.get(1) is first  # read by a label task
+    states.returned()
+    states.put(2, second)  # over budget: 1 is no longer lent
+    assert first.copied == 1 and 1 in host and states.used == 100
+
+    # a plateau with three source ids: the label round's first pass reads
+    # device states, stops at a tie and hands them back before the hops
+    from gridgraph.core.costdistance import rounds
+    shape = (2 * CD_SIDE + 3, 2 * CD_SIDE - 1)
+    cost = _plateau_cost(shape, 29)
+    sources = [(0, 0), (shape[0] - 1, shape[1] - 1), (CD_SIDE, CD_SIDE + 1)]
+    for cell in sources:
+        cost[cell] = 1.0
+    monkeypatch.setattr(_cuda_tiled, "DEVICE_STATE_BYTES", 1 << 30)
+    lent = []
+    run_hops = rounds.Trees.run_hops
+
+    def counted(self, progress):
+        lent.append(sorted(self.states.lent))
+        return run_hops(self, progress)
+
+    monkeypatch.setattr(rounds.Trees, "run_hops", counted)
+    tiled = cost_distance(cost, sources, 8, source_ids=[1, 2, 3],
+                          backend="cuda", tile_size=CD_SIDE)
+    assert lent == [[]] and tiled.hops_visits > 0
+    _same_cost_outputs(tiled, cost_distance(cost, sources, 8,
+                                            source_ids=[1, 2, 3],
+                                            backend="cpu"))
 
 
 def test_dask_worker_tasks_return_host_states():
