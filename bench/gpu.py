@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from rasters import fractal_surface  # noqa: E402
 
 from gridgraph.core._common import Progress  # noqa: E402
-from gpu_tiled import bench_tiled, bench_tiled_hops_ab  # noqa: E402
+from gpu_tiled import bench_tiled, bench_tiled_hops_ab, bench_tiled_one_id  # noqa: E402
 from gpu_tools import PhaseClock, log, median_time, wall  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*[Gg]rid size.*")
@@ -915,6 +915,8 @@ def main():
                                   args.tiled_clock, args.tiled_cpu),
         tiled_hops_ab=lambda: bench_tiled_hops_ab(args.workdir, args.tiled_hops_ab, results,
                                                   args.tiled_hops_ab_ties),
+        tiled_one_id=lambda: bench_tiled_one_id(args.workdir, max(args.tiled_hops_ab, 1),
+                                                results),
         cd_device=lambda: bench_cost_distance_device(args.size, args.repeat, args.bandwidth,
                                                      results),
         costdistance=lambda: bench_cost_distance(args.size, args.parity_size, args.repeat,

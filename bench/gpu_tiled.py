@@ -109,6 +109,61 @@ def bench_tiled_hops_ab(workdir, turns, results, ties=False):
             del first
 
 
+def bench_tiled_one_id(workdir, turns, results):
+    """The tiled cost distance on the GPU at full size with one source id: the accumulated
+    cost and the allocation (no tree read: the id wherever the distance is finite) against
+    all three outputs (trees read for the direction), ABBA for ``turns`` turns; the
+    accumulated cost and the allocation compared with the first all-outputs run's."""
+    import shutil
+    import tempfile
+
+    from gridgraph.core import cost_distance
+    shape = (17630, 12555)
+    raster = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
+    if not os.path.exists(raster):  # as bench_tiled makes it
+        sys.path.insert(0, HERE)
+        import scale
+        os.makedirs(workdir, exist_ok=True)
+        scale.synthetic_dem(raster, shape)
+    dem = np.load(raster, mmap_mode="r")
+    variants = {"accumulated and allocation (no tree)": ("accumulated", "allocation"),
+                "all outputs": ("accumulated", "direction", "allocation")}
+    order = [name for turn in range(turns)
+             for name in (list(variants) if turn % 2 else list(variants)[::-1])]
+    small = np.ascontiguousarray(dem[:300, :300])
+    for outputs in variants.values():  # the kernels compiled outside the timing
+        with tempfile.TemporaryDirectory(dir=workdir) as out:
+            cost_distance(small, [(150, 150)], 8, backend="cuda", tile_size=128,
+                          out_dir=out, outputs=outputs)
+    with tempfile.TemporaryDirectory(dir=workdir) as first_out:
+        first = None
+        for k, name in enumerate(order):
+            out = first_out if first is None else tempfile.mkdtemp(dir=workdir)
+            try:
+                start = time.perf_counter()
+                result = cost_distance(dem, [(shape[0] // 2, shape[1] // 2)], 8,
+                                       backend="cuda", memory_limit_mb=4096, out_dir=out,
+                                       outputs=variants[name])
+                elapsed = time.perf_counter() - start
+                entry = dict(operation=f"tiled costdistance, cuda, 17630 x 12555 (221M "
+                                       f"cells), limit 4096 MB, one source id, {name} "
+                                       f"(run {k + 1})",
+                             end_to_end_s=elapsed, hops_visits=result.hops_visits,
+                             tile_solves=result.tile_solves)
+                if first is None:
+                    first = result
+                else:
+                    entry["identical_to_run_1"] = _same_outputs(
+                        result, first, ("accumulated", "allocation"))
+                    del result
+            finally:
+                if out != first_out:
+                    shutil.rmtree(out, ignore_errors=True)
+            results.append(entry)
+            log(json.dumps(entry, default=float))
+        del first
+
+
 def bench_tiled(workdir, operations, results, clock_mst=False, cpu_components=False):
     """The tiled path on the GPU machine at the 40-ft Neuse size (17630 x 12555, 221M cells,
     bench/scale.py's synthetic DEM, MEMORY_LIMIT_MB=4096, outputs to .npy files), CUDA
