@@ -110,23 +110,6 @@ def make_inputs(workdir, shape):
     return dem, mask
 
 
-def integer_dem(dem):
-    """The DEM rounded down to whole units (float32, made once beside it):
-    costs whose path sums tie everywhere, for the cost distance's hops
-    rounds (operation ``costdistanceties``)."""
-    path = os.path.join(os.path.dirname(dem), "int" + os.path.basename(dem))
-    if not os.path.exists(path):
-        values = np.load(dem, mmap_mode="r")
-        out = np.lib.format.open_memmap(path + ".partial", "w+", np.float32,
-                                        values.shape)
-        for top in range(0, values.shape[0], 1024):
-            out[top:top + 1024] = np.floor(values[top:top + 1024])
-        out.flush()
-        del out
-        os.replace(path + ".partial", path)
-    return path
-
-
 def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
         progress=None):
     from gridgraph.core import (connected_components, cost_distance,
@@ -153,7 +136,7 @@ def run(operation, dem, mask, executor, tile_size, out_dir, backend="cpu",
         return (outputs,
                 f"total {result.total_weight!r}, {result.trees} tree(s)")
     if operation == "costdistanceties":
-        values = np.load(integer_dem(dem), mmap_mode="r")
+        values = np.load(scale.integer_dem(dem), mmap_mode="r")
     centre = [(values.shape[0] // 2, values.shape[1] // 2)]
     result = cost_distance(values, centre, connectivity=8,
                            tile_size=tile_size, executor=executor,
@@ -906,7 +889,7 @@ def main():
         dem, mask = make_inputs(args.workdir, shape)
         if any(name.startswith("costdistanceties") for name in
                args.operations):
-            integer_dem(dem)  # made before the timed runs (once)
+            scale.integer_dem(dem)  # made before the timed runs (once)
         # one-thread workers: numba's kernels inside a task use one thread
         # too (by default each worker process starts a pool of every core)
         os.environ["NUMBA_NUM_THREADS"] = str(args.worker_numba_threads)

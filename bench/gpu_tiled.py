@@ -40,121 +40,49 @@ def _same_outputs(a, b, names=("accumulated", "direction", "allocation")):
     return True
 
 
-def bench_tiled_hops_ab(workdir, turns, results, ties=False):
-    """The tiled cost distance on the GPU at full size (as bench_tiled's timed run) with its
-    trees read without the hops first (rounds.HOPS_ONLY_FOR_TIES, the default since the
-    twentieth session) against the hops rounds always run (before), ABBA for ``turns`` turns:
-    end-to-end seconds, phase bounds, hops visits, and every output compared with the first
-    run's.  ``ties``: on the DEM rounded down to whole units (float32, made once beside it),
-    whose path sums tie everywhere: the first pass stops at once and the hops rounds run."""
+NEUSE40 = (17630, 12555)
+
+
+def neuse40_dem(workdir):
+    """bench/scale.py's synthetic DEM at the 40-ft Neuse size in ``workdir`` (made once):
+    its path."""
+    sys.path.insert(0, HERE)
+    import scale
+    os.makedirs(workdir, exist_ok=True)
+    raster = os.path.join(workdir, f"dem-{NEUSE40[0]}x{NEUSE40[1]}.npy")
+    if not os.path.exists(raster):
+        start = time.perf_counter()
+        scale.synthetic_dem(raster, NEUSE40)
+        log(f"DEM written in {time.perf_counter() - start:.1f} s")
+    return raster
+
+
+def _abba(workdir, variants, turns, run, label, compared, results):
+    """``run(value, out_dir)`` -> ``(result, entry fields)`` for each of ``variants`` (name ->
+    value, the first one first), ABBA for ``turns`` turns, each run writing into a folder of
+    its own in ``workdir`` (removed after it, the first run's at the end); every run's
+    ``compared`` outputs compared with the first run's.  One entry a run into ``results``."""
     import shutil
     import tempfile
 
-    from gridgraph.core import cost_distance
-    from gridgraph.core.costdistance import rounds
-    shape = (17630, 12555)
-    path = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
-    if ties:
-        rounded = os.path.join(workdir, "int" + os.path.basename(path))
-        if not os.path.exists(rounded):
-            values = np.load(path, mmap_mode="r")
-            out = np.lib.format.open_memmap(rounded + ".partial", "w+", np.float32, shape)
-            for top in range(0, shape[0], 1024):
-                out[top:top + 1024] = np.floor(values[top:top + 1024])
-            out.flush()
-            del out
-            os.replace(rounded + ".partial", rounded)
-        path = rounded
-    dem = np.load(path, mmap_mode="r")
-    bounds = [rounds.SURVEY_SPAN[1], rounds.DISTANCE_SPAN[1], rounds.HOPS_SPAN[1],
-              rounds.LABEL_SPAN[1], 1.0]
-    default = rounds.HOPS_ONLY_FOR_TIES
-    variants = {"hops only for ties": True, "hops always (before)": False}
+    names = list(variants)
     order = [name for turn in range(turns)
-             for name in (list(variants) if turn % 2 == 0 else list(variants)[::-1])]
-    with tempfile.TemporaryDirectory(dir=workdir) as first_out:
-        first = None
-        try:
-            for k, name in enumerate(order):
-                rounds.HOPS_ONLY_FOR_TIES = variants[name]
-                out = first_out if first is None else tempfile.mkdtemp(dir=workdir)
-                progress = PhaseProgress(bounds)
-                start = time.perf_counter()
-                try:
-                    result = cost_distance(dem, [(shape[0] // 2, shape[1] // 2)], 8,
-                                           backend="cuda", memory_limit_mb=4096, out_dir=out,
-                                           progress=progress)
-                except BaseException:
-                    if out != first_out:
-                        shutil.rmtree(out, ignore_errors=True)
-                    raise
-                elapsed = time.perf_counter() - start
-                entry = dict(operation=f"tiled costdistance, cuda, 17630 x 12555 (221M cells), "
-                                       f"limit 4096 MB, {'DEM rounded down (ties), ' if ties else ''}"
-                                       f"{name} (run {k + 1})",
-                             end_to_end_s=elapsed, hops_visits=result.hops_visits,
-                             tile_solves=result.tile_solves,
-                             phase_bounds_s={str(b): round(t, 2)
-                                             for b, t in progress.passed.items()})
-                if first is None:
-                    first = result
-                else:
-                    entry["identical_to_run_1"] = _same_outputs(result, first)
-                    del result
-                    shutil.rmtree(out, ignore_errors=True)
-                results.append(entry)
-                log(json.dumps(entry, default=float))
-        finally:
-            rounds.HOPS_ONLY_FOR_TIES = default
-            del first
-
-
-def bench_tiled_one_id(workdir, turns, results):
-    """The tiled cost distance on the GPU at full size with one source id: the accumulated
-    cost and the allocation (no tree read: the id wherever the distance is finite) against
-    all three outputs (trees read for the direction), ABBA for ``turns`` turns; the
-    accumulated cost and the allocation compared with the first all-outputs run's."""
-    import shutil
-    import tempfile
-
-    from gridgraph.core import cost_distance
-    shape = (17630, 12555)
-    raster = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
-    if not os.path.exists(raster):  # as bench_tiled makes it
-        sys.path.insert(0, HERE)
-        import scale
-        os.makedirs(workdir, exist_ok=True)
-        scale.synthetic_dem(raster, shape)
-    dem = np.load(raster, mmap_mode="r")
-    variants = {"accumulated and allocation (no tree)": ("accumulated", "allocation"),
-                "all outputs": ("accumulated", "direction", "allocation")}
-    order = [name for turn in range(turns)
-             for name in (list(variants) if turn % 2 else list(variants)[::-1])]
-    small = np.ascontiguousarray(dem[:300, :300])
-    for outputs in variants.values():  # the kernels compiled outside the timing
-        with tempfile.TemporaryDirectory(dir=workdir) as out:
-            cost_distance(small, [(150, 150)], 8, backend="cuda", tile_size=128,
-                          out_dir=out, outputs=outputs)
+             for name in (names if turn % 2 == 0 else names[::-1])]
     with tempfile.TemporaryDirectory(dir=workdir) as first_out:
         first = None
         for k, name in enumerate(order):
             out = first_out if first is None else tempfile.mkdtemp(dir=workdir)
             try:
                 start = time.perf_counter()
-                result = cost_distance(dem, [(shape[0] // 2, shape[1] // 2)], 8,
-                                       backend="cuda", memory_limit_mb=4096, out_dir=out,
-                                       outputs=variants[name])
-                elapsed = time.perf_counter() - start
-                entry = dict(operation=f"tiled costdistance, cuda, 17630 x 12555 (221M "
-                                       f"cells), limit 4096 MB, one source id, {name} "
-                                       f"(run {k + 1})",
-                             end_to_end_s=elapsed, hops_visits=result.hops_visits,
-                             tile_solves=result.tile_solves)
+                result, fields = run(variants[name], out)
+                entry = dict(operation=f"{label}, {name} (run {k + 1})",
+                             end_to_end_s=time.perf_counter() - start,
+                             hops_visits=result.hops_visits, tile_solves=result.tile_solves,
+                             **fields)
                 if first is None:
                     first = result
                 else:
-                    entry["identical_to_run_1"] = _same_outputs(
-                        result, first, ("accumulated", "allocation"))
+                    entry["identical_to_run_1"] = _same_outputs(result, first, compared)
                     del result
             finally:
                 if out != first_out:
@@ -164,6 +92,76 @@ def bench_tiled_one_id(workdir, turns, results):
         del first
 
 
+def _warm_up_cost_distance(dem, workdir, outputs_sets):
+    """The CUDA kernels of the tiled cost distance compiled outside the timing: a small run
+    for each set of outputs."""
+    import tempfile
+
+    from gridgraph.core import cost_distance
+    small = np.ascontiguousarray(dem[:300, :300])
+    for outputs in outputs_sets:
+        with tempfile.TemporaryDirectory(dir=workdir) as out:
+            cost_distance(small, [(150, 150)], 8, backend="cuda", tile_size=128,
+                          out_dir=out, outputs=outputs)
+
+
+def bench_tiled_hops_ab(workdir, turns, results, ties=False):
+    """The tiled cost distance on the GPU at full size (as bench_tiled's timed run) with its
+    trees read without the hops first (rounds.HOPS_ONLY_FOR_TIES, the default since the
+    twentieth session) against the hops rounds always run (before), ABBA for ``turns`` turns:
+    end-to-end seconds, phase bounds, hops visits, and every output compared with the first
+    run's.  ``ties``: on the DEM rounded down to whole units (bench/scale.py's
+    integer_dem), whose path sums tie everywhere: the first pass stops at once and the hops
+    rounds run."""
+    sys.path.insert(0, HERE)
+    import scale
+
+    from gridgraph.core import cost_distance
+    from gridgraph.core.costdistance import rounds
+    path = neuse40_dem(workdir)
+    dem = np.load(scale.integer_dem(path) if ties else path, mmap_mode="r")
+    bounds = [rounds.SURVEY_SPAN[1], rounds.DISTANCE_SPAN[1], rounds.HOPS_SPAN[1],
+              rounds.LABEL_SPAN[1], 1.0]
+    _warm_up_cost_distance(dem, workdir, [None])
+
+    def run(hops_only_for_ties, out):
+        rounds.HOPS_ONLY_FOR_TIES = hops_only_for_ties
+        progress = PhaseProgress(bounds)
+        result = cost_distance(dem, [(NEUSE40[0] // 2, NEUSE40[1] // 2)], 8, backend="cuda",
+                               memory_limit_mb=4096, out_dir=out, progress=progress)
+        return result, dict(phase_bounds_s={str(b): round(t, 2)
+                                            for b, t in progress.passed.items()})
+
+    default = rounds.HOPS_ONLY_FOR_TIES
+    try:
+        _abba(workdir, {"hops only for ties": True, "hops always (before)": False}, turns,
+              run, "tiled costdistance, cuda, 17630 x 12555 (221M cells), limit 4096 MB"
+              + (", DEM rounded down (ties)" if ties else ""),
+              ("accumulated", "direction", "allocation"), results)
+    finally:
+        rounds.HOPS_ONLY_FOR_TIES = default
+
+
+def bench_tiled_one_id(workdir, turns, results):
+    """The tiled cost distance on the GPU at full size with one source id: all three outputs
+    (trees read for the direction) against the accumulated cost and the allocation (no tree
+    read: the id wherever the distance is finite), ABBA for ``turns`` turns; the accumulated
+    cost and the allocation compared with the first (all-outputs) run's."""
+    from gridgraph.core import cost_distance
+    dem = np.load(neuse40_dem(workdir), mmap_mode="r")
+    variants = {"all outputs": ("accumulated", "direction", "allocation"),
+                "accumulated and allocation (no tree)": ("accumulated", "allocation")}
+    _warm_up_cost_distance(dem, workdir, list(variants.values()))
+
+    def run(outputs, out):
+        return cost_distance(dem, [(NEUSE40[0] // 2, NEUSE40[1] // 2)], 8, backend="cuda",
+                             memory_limit_mb=4096, out_dir=out, outputs=outputs), {}
+
+    _abba(workdir, variants, turns, run,
+          "tiled costdistance, cuda, 17630 x 12555 (221M cells), limit 4096 MB, one source id",
+          ("accumulated", "allocation"), results)
+
+
 def bench_tiled(workdir, operations, results, clock_mst=False, cpu_components=False):
     """The tiled path on the GPU machine at the 40-ft Neuse size (17630 x 12555, 221M cells,
     bench/scale.py's synthetic DEM, MEMORY_LIMIT_MB=4096, outputs to .npy files), CUDA
@@ -171,19 +169,10 @@ def bench_tiled(workdir, operations, results, clock_mst=False, cpu_components=Fa
     progress, and where the threads spent it (sampled every 10 ms)."""
     import tempfile
 
-    sys.path.insert(0, HERE)
-    import scale
-
     from gridgraph.core import connected_components, cost_distance, minimum_spanning_tree
     from gridgraph.core.costdistance import rounds
-    os.makedirs(workdir, exist_ok=True)
-    shape = (17630, 12555)
-    raster = os.path.join(workdir, f"dem-{shape[0]}x{shape[1]}.npy")
-    if not os.path.exists(raster):
-        start = time.perf_counter()
-        scale.synthetic_dem(raster, shape)
-        log(f"DEM written in {time.perf_counter() - start:.1f} s")
-    dem = np.load(raster, mmap_mode="r")
+    shape = NEUSE40
+    dem = np.load(neuse40_dem(workdir), mmap_mode="r")
     small = np.ascontiguousarray(dem[:300, :300])
     runs = {
         "costdistance": (lambda progress, out: cost_distance(

@@ -146,6 +146,24 @@ def synthetic_dem(path, shape, seed=0, strip_rows=1024):
     return path
 
 
+def integer_dem(dem):
+    """The DEM rounded down to whole units (float32, made once beside it):
+    costs whose path sums tie everywhere, for the cost distance's hops
+    rounds (bench/dask.py's ``costdistanceties``, bench/gpu.py's
+    ``--tiled-hops-ab-ties``)."""
+    path = os.path.join(os.path.dirname(dem), "int" + os.path.basename(dem))
+    if not os.path.exists(path):
+        values = np.load(dem, mmap_mode="r")
+        out = np.lib.format.open_memmap(path + ".partial", "w+", np.float32,
+                                        values.shape)
+        for top in range(0, values.shape[0], 1024):
+            out[top:top + 1024] = np.floor(values[top:top + 1024])
+        out.flush()
+        del out
+        os.replace(path + ".partial", path)
+    return path
+
+
 def run_probe(raster_path, out_dir, operation, limit_mb, backend="cpu"):
     start = time.perf_counter()
     completed = subprocess.run(

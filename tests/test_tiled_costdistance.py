@@ -503,10 +503,11 @@ def tiles_with_ties(expected, cost, tile_size, connectivity=8):
     return set((rows // tile_size * tile_cols + cols // tile_size).tolist())
 
 
-def _tree_task_spy(monkeypatch):
-    """Record (function name, tile number, use_hops, tie count returned) of
-    each output and label task (wrapping the functions the rounds pass to
-    their tasks), for a 16-cell grid of 5 tile columns."""
+def tree_task_spy(monkeypatch, tile_size=16, tile_cols=5):
+    """Record (function name, tile number (row-major), use_hops, tie count
+    returned) of each output and label task (wrapping the functions the
+    rounds pass to their tasks, which hand GPU states to _cuda_tiled),
+    for a grid of ``tile_size`` tiles in ``tile_cols`` columns."""
     calls = []
     for name in ("tile_outputs", "tile_band_labels"):
         real = getattr(tiled, name)
@@ -514,8 +515,9 @@ def _tree_task_spy(monkeypatch):
         def spy(cost_source, window, *arguments, _real=real, _name=name,
                 **options):
             result = _real(cost_source, window, *arguments, **options)
-            calls.append((_name, window.row // 16 * 5 + window.col // 16,
-                          options.get("use_hops", True), result[-1]))
+            calls.append((_name, window.row // tile_size * tile_cols
+                          + window.col // tile_size,
+                          options.get("use_hops", True), int(result[-1])))
             return result
 
         monkeypatch.setattr(tiled, name, spy)
@@ -543,7 +545,7 @@ def test_hops_run_only_when_cells_tie(tmp_path, monkeypatch, ids, out_dir,
     sources = [(3, 4), (60, 50), (35, 33)]
     tile = 16
     reached = set(range((-(-70 // tile)) * (-(-66 // tile))))
-    calls = _tree_task_spy(monkeypatch)
+    calls = tree_task_spy(monkeypatch)
     executor = concurrent.futures.ThreadPoolExecutor(2) if pool else None
     for cost, ties in ((smooth, False), (plateau, True)):
         expected = in_memory(cost, sources, source_ids=ids)
@@ -600,7 +602,7 @@ def test_allocation_of_one_id_reads_no_tree(monkeypatch, ids, outputs):
     source id no tree is read (the id wherever a source reaches, 0 on
     nodata and past the maximum cost) and no hops round runs although the
     raster ties; with two the trees are read.  The in-memory rasters."""
-    calls = _tree_task_spy(monkeypatch)
+    calls = tree_task_spy(monkeypatch)
     trees = []
     real = tiled.tile_trees
     monkeypatch.setattr(tiled.trees, "tile_trees",

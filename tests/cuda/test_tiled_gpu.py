@@ -7,6 +7,7 @@ cross several GPU tiles and leave partial tiles at the edges."""
 
 import os
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,11 @@ from gridgraph.core import connected_components, cost_distance
 from gridgraph.core.components import _cuda as components_cuda
 from gridgraph.core.components import _cuda_tiled as components_tiled
 from gridgraph.core.costdistance import _cuda, _cuda_tiled
+
+# the CPU tiles' task spy, from the tests folder
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+from test_tiled_costdistance import tree_task_spy  # noqa: E402
 
 CD_SIDE = 2 * _cuda.TILE  # the tiled path's tile: 8 on the simulator
 CC_SIDE = 2 * components_cuda.TILE_W
@@ -127,26 +133,6 @@ def test_tiled_gpu_tasks_on_a_thread_pool():
                                             backend="cpu"))
 
 
-def _tree_calls(monkeypatch):
-    """Record (function, tile window, use_hops, tie count returned) of the
-    label and output tasks the rounds run (their functions in
-    costdistance.tiled, which hand GPU states to _cuda_tiled)."""
-    from gridgraph.core.costdistance import tiled
-    calls = []
-    for name in ("tile_outputs", "tile_band_labels"):
-        real = getattr(tiled, name)
-
-        def spy(cost_source, window, *arguments, _real=real, _name=name,
-                **options):
-            result = _real(cost_source, window, *arguments, **options)
-            calls.append((_name, (window.row, window.col),
-                          options.get("use_hops", True), int(result[-1])))
-            return result
-
-        monkeypatch.setattr(tiled, name, spy)
-    return calls
-
-
 @pytest.mark.parametrize("ids,connectivity", [([1, 2, 3], 8), ([4, 4, 4], 8),
                                               ([1, 2, 3], 16)])
 def test_tiled_gpu_reads_the_trees_without_hops_first(monkeypatch, ids,
@@ -165,7 +151,7 @@ def test_tiled_gpu_reads_the_trees_without_hops_first(monkeypatch, ids,
     plateau = smooth.copy()
     plateau[2 * CD_SIDE:2 * CD_SIDE + 6, 3:9] = 0.0  # ties, in two tiles
     sources = [(1, 2), (shape[0] - 2, shape[1] - 3), (CD_SIDE + 1, 12)]
-    calls = _tree_calls(monkeypatch)
+    calls = tree_task_spy(monkeypatch, CD_SIDE, -(-shape[1] // CD_SIDE))
     for cost, ties in ((smooth, False), (plateau, True)):
         for cell in sources:
             cost[cell] = 1.0
