@@ -505,17 +505,19 @@ def merge(grid, summaries, eight, compare_values):
     ``summaries`` maps (tile_row, tile_col) to its :class:`TileSummary`.
     Returns ``(answers, count)``, answers mapping each tile to its
     :class:`TileAnswer`.
+
+    On neuse40's 234 tiles this runs between the rounds while every worker
+    waits (an 8-worker run's critical path): the border lines are joined
+    in one kernel call and the numbering in another (:func:`_number`),
+    with no array of the raster's rows made twice (the H200 host's driver
+    took 22 ms before, 40 % of it faulting in fresh pages).
     """
     tiles = sorted(summaries)
-    offsets = {}
-    total = 0
-    for tile in tiles:
-        offsets[tile] = total
-        total += summaries[tile].first_cell.size
-    first_cell = np.empty(total, dtype=np.int64)
-    for tile in tiles:
-        n = summaries[tile].first_cell.size
-        first_cell[offsets[tile]:offsets[tile] + n] = summaries[tile].first_cell
+    parts = [summaries[tile] for tile in tiles]
+    at = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([part.first_cell.size for part in parts], out=at[1:])
+    total = int(at[-1])
+    first_cell = _concatenated([part.first_cell for part in parts])
     parent = np.arange(total, dtype=np.int64)
     # every seam and corner in one kernel call (a call per seam cost ~18 us
     # of argument checks: 8 of the merge's 12 ms on neuse40's 234 tiles)
@@ -524,57 +526,88 @@ def merge(grid, summaries, eight, compare_values):
         tile_index[tile] = k
     lines = []
     for side in ("top", "bottom", "left", "right"):
-        labels = [getattr(summaries[tile], side) for tile in tiles]
-        at = np.zeros(len(tiles) + 1, np.int64)
-        np.cumsum([line.size for line in labels], out=at[1:])
+        labels = [getattr(part, side) for part in parts]
+        line_at = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum([line.size for line in labels], out=line_at[1:])
         lines += [_concatenated(labels), _concatenated(
-            [getattr(summaries[tile], side + "_values") for tile in tiles]),
-            at]
-    _join_seams(parent, first_cell, np.array([offsets[t] for t in tiles],
-                                             np.int64),
-                tile_index, *lines, eight, compare_values)
-    root = _roots(parent)
-    is_root = root == np.arange(total)
+            [getattr(part, side + "_values") for part in parts]), line_at]
+    _join_seams(parent, first_cell, at[:-1], tile_index, *lines, eight,
+                compare_values)
 
     # Component starts per (raster row, tile column): interior starts from
-    # the messages plus the roots, whose first cell starts their component.
+    # the messages (set here) plus the roots, whose first cell starts their
+    # component (added by _number, which turns them into the starts before)
     rows, cols = grid.shape
     size = grid.tile_size
-    starts = np.zeros((rows, grid.tile_cols), dtype=np.int64)
-    for (tr, tc) in tiles:
-        row_starts = summaries[(tr, tc)].row_starts
-        starts[tr * size:tr * size + row_starts.size, tc] = row_starts
-    root_cells = first_cell[is_root]
-    root_rows = root_cells // cols
-    root_tile_cols = (root_cells % cols) // size
-    np.add.at(starts, (root_rows, root_tile_cols), 1)
-    before = np.cumsum(starts.reshape(-1)) - starts.reshape(-1)
-    count = int(starts.sum())
-    before = before.reshape(starts.shape)
-
-    # A root's number: 1 + starts before its row segment + interior starts
-    # before it in the segment + roots before it in the segment.
-    interior_before = np.concatenate(
-        [summaries[t].interior_before for t in tiles]) if tiles else \
-        np.empty(0, np.int64)
-    root_ids = np.flatnonzero(is_root)
-    order = np.argsort(first_cell[root_ids], kind="stable")
-    root_ids = root_ids[order]
-    segment = root_rows[order] * grid.tile_cols + root_tile_cols[order]
-    rank_in_segment = _rank_in_runs(segment)
-    number = np.zeros(total, dtype=np.int64)
-    number[root_ids] = (1 + before.reshape(-1)[segment]
-                        + interior_before[root_ids] + rank_in_segment)
-    number = number[root]
+    before = np.zeros((rows, grid.tile_cols), dtype=np.int64)
+    for (tr, tc), part in zip(tiles, parts):
+        before[tr * size:tr * size + part.row_starts.size, tc] = \
+            part.row_starts
+    number, is_root, count = _number(
+        parent, first_cell, _concatenated(
+            [part.interior_before for part in parts]), before, cols, size)
 
     answers = {}
-    for (tr, tc) in tiles:
-        start, n = offsets[(tr, tc)], summaries[(tr, tc)].first_cell.size
-        window = grid.window(tr, tc)
+    for k, (tr, tc) in enumerate(tiles):
+        start, stop = at[k], at[k + 1]
+        row = tr * size
         answers[(tr, tc)] = TileAnswer(
-            number=number[start:start + n], is_root=is_root[start:start + n],
-            starts_before=before[window.row:window.row + window.rows, tc])
-    return answers, count
+            number=number[start:stop], is_root=is_root[start:stop],
+            starts_before=before[row:row + parts[k].row_starts.size, tc])
+    return answers, int(count)
+
+
+@njit(cache=True, nogil=True)
+def _number(parent, first_cell, interior_before, starts, raster_cols,
+            tile_size):
+    """The components' numbers from the joined border labels: ``(number
+    of each border label, whether it is its component's root, count)``.
+    ``starts`` (raster rows x tile columns) holds the interior components
+    starting in each row segment; it is turned in place into the
+    components starting before each segment in scan order.
+
+    A root's number: 1 + starts before its row segment + interior starts
+    before it in the segment + roots before it in the segment."""
+    total = parent.size
+    root = np.empty(total, dtype=np.int64)
+    for node in range(total):
+        root[node] = _find(parent, node)
+    is_root = np.empty(total, dtype=np.bool_)
+    roots = 0
+    for node in range(total):
+        is_root[node] = root[node] == node
+        if is_root[node]:
+            roots += 1
+    tile_cols = starts.shape[1]
+    root_ids = np.empty(roots, dtype=np.int64)
+    k = 0
+    for node in range(total):
+        if is_root[node]:
+            root_ids[k] = node
+            k += 1
+            cell = first_cell[node]
+            starts[cell // raster_cols, (cell % raster_cols) // tile_size] += 1
+    flat = starts.reshape(-1)
+    count = 0
+    for i in range(flat.size):
+        here = flat[i]
+        flat[i] = count
+        count += here
+    # the roots in scan order of their first cells (distinct cells)
+    root_ids = root_ids[np.argsort(first_cell[root_ids])]
+    number = np.zeros(total, dtype=np.int64)
+    segment = -1
+    rank = 0
+    for node in root_ids:
+        cell = first_cell[node]
+        here = (cell // raster_cols) * tile_cols + \
+            (cell % raster_cols) // tile_size
+        rank = rank + 1 if here == segment else 0
+        segment = here
+        number[node] = 1 + flat[here] + interior_before[node] + rank
+    for node in range(total):
+        number[node] = number[root[node]]
+    return number, is_root, count
 
 
 @njit(cache=True, nogil=True)
@@ -684,24 +717,6 @@ def _join_cells(parent, first_cell, line_a, values_a, at_a, offset_a, line_b,
                compare_values):
         _union(parent, first_cell, offset_a + line_a[at_a] - 1,
                offset_b + line_b[at_b] - 1)
-
-
-@njit(cache=True, nogil=True)
-def _roots(parent):
-    root = np.empty(parent.size, dtype=np.int64)
-    for node in range(parent.size):
-        root[node] = _find(parent, node)
-    return root
-
-
-@njit(cache=True, nogil=True)
-def _rank_in_runs(keys):
-    """Position of each entry within its run of equal consecutive keys."""
-    rank = np.zeros(keys.size, dtype=np.int64)
-    for i in range(1, keys.size):
-        if keys[i] == keys[i - 1]:
-            rank[i] = rank[i - 1] + 1
-    return rank
 
 
 def tile_labels(source, window, shape, connectivity, mode, nodata, answer,
