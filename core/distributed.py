@@ -192,16 +192,93 @@ def batch_interval(client, seconds):
 
 def _set_intervals(client, seconds):
     """Set the intervals to ``seconds``; returns what sets them back."""
-    client_id = client.id
-    to_client, to_worker = DASK_TO_CLIENT_S, DASK_TO_WORKER_S
-    from_worker = DASK_FROM_WORKER_S
+    intervals = RunIntervals(client, seconds)
+    intervals.set_here_and_on_scheduler()
+    intervals.set_on_workers()
 
-    # defined here so that cloudpickle sends them by value: the scheduler
-    # need not have GridGraph installed.  ``old``: name -> interval to set
-    # back (a stream not in it, such as a worker's that joined since, is
-    # left as it is).  An interval found at ``seconds`` was set by another
-    # run still going on the same cluster: Dask's own is set back for it
-    # (set back to the other run's value it would stay there after both)
+    def restore():
+        intervals.restore_here_and_on_scheduler()
+        if intervals.workers_old:
+            try:
+                client.run(worker_interval, old=intervals.workers_old,
+                           on_error="ignore")
+            except Exception:  # noqa: BLE001 - a cluster gone
+                pass
+    return restore
+
+
+def worker_interval(dask_worker=None, interval=None, old=None):
+    """Runs on a worker (``client.run``): its stream to the scheduler's
+    batching interval set to ``interval``, or set back to ``old[its
+    address]`` (a worker not in ``old``, such as one that joined since, is
+    left as it is).  Returns the interval found; one found at
+    ``interval`` was set by another run still going on the same cluster,
+    for which Dask's own is returned (set back to the other run's value
+    it would stay there after both)."""
+    stream = dask_worker.batched_stream
+    found = stream.interval if stream.interval != interval \
+        else DASK_FROM_WORKER_S
+    stream.interval = interval if old is None else \
+        old.get(dask_worker.address, stream.interval)
+    return found
+
+
+class RunIntervals:
+    """Dask's batching intervals (:func:`batch_interval`) of one run: this
+    client's stream and the scheduler's streams set here, the workers'
+    set by :meth:`set_on_workers` or by the preflight's ``client.run``
+    (:func:`worker_check`'s ``interval``, one round trip fewer) and set
+    back with the run's other worker settings (:func:`run_end_on_worker`).
+    ``workers_old``: address -> the interval each worker had (None until
+    known)."""
+
+    def __init__(self, client, seconds):
+        self.client = client
+        self.seconds = seconds
+        self.own = None
+        self.scheduler = None
+        self.workers_old = None
+
+    def set_here_and_on_scheduler(self):
+        client, seconds = self.client, self.seconds
+        own = getattr(client.scheduler_comm, "interval", None)
+        if own == seconds:
+            own = DASK_FROM_CLIENT_S
+        if own is not None:
+            client.scheduler_comm.interval = seconds
+        self.own = own
+        try:
+            self.scheduler = client.run_on_scheduler(
+                _scheduler_interval(client.id), interval=seconds)
+        except Exception:  # noqa: BLE001 - a refused or older scheduler
+            self.scheduler = None
+
+    def set_on_workers(self):
+        try:
+            self.workers_old = self.client.run(
+                worker_interval, interval=self.seconds, on_error="ignore")
+        except Exception:  # noqa: BLE001
+            self.workers_old = None
+
+    def restore_here_and_on_scheduler(self):
+        client = self.client
+        if self.own is not None and client.scheduler_comm is not None:
+            client.scheduler_comm.interval = self.own
+        try:
+            if self.scheduler:
+                client.run_on_scheduler(_scheduler_interval(client.id),
+                                        old=self.scheduler)
+        except Exception:  # noqa: BLE001 - a cluster gone after a failure
+            pass
+
+
+def _scheduler_interval(client_id):
+    """The function that sets the scheduler's streams' intervals (run by
+    ``run_on_scheduler``), defined here so that cloudpickle sends it by
+    value: the scheduler need not have GridGraph installed.  ``old``:
+    name -> interval to set back, as :func:`worker_interval`."""
+    to_client, to_worker = DASK_TO_CLIENT_S, DASK_TO_WORKER_S
+
     def on_scheduler(dask_scheduler=None, interval=None, old=None):
         streams = dict(dask_scheduler.stream_comms)
         if client_id in dask_scheduler.client_comms:
@@ -213,50 +290,67 @@ def _set_intervals(client, seconds):
             stream.interval = interval if old is None else \
                 old.get(name, stream.interval)
         return found
+    return on_scheduler
 
-    def on_worker(dask_worker=None, interval=None, old=None):
-        stream = dask_worker.batched_stream
-        found = stream.interval if stream.interval != interval \
-            else from_worker
-        stream.interval = interval if old is None else \
-            old.get(dask_worker.address, stream.interval)
-        return found
 
-    own = getattr(client.scheduler_comm, "interval", None)
-    if own == seconds:
-        own = DASK_FROM_CLIENT_S
-    if own is not None:
-        client.scheduler_comm.interval = seconds
-    try:
-        scheduler = client.run_on_scheduler(on_scheduler, interval=seconds)
-    except Exception:  # noqa: BLE001 - a refused or older scheduler
-        scheduler = None
-    try:
-        workers = client.run(on_worker, interval=seconds, on_error="ignore")
-    except Exception:  # noqa: BLE001
-        workers = None
-
-    def restore():
-        if own is not None and client.scheduler_comm is not None:
-            client.scheduler_comm.interval = own
-        try:
-            if scheduler:
-                client.run_on_scheduler(on_scheduler, old=scheduler)
-            if workers:
-                client.run(on_worker, old=workers, on_error="ignore")
-        except Exception:  # noqa: BLE001 - a cluster gone after a failure
-            pass
-    return restore
+def run_end_on_worker(dask_worker=None, interval=None, old=None):
+    """Runs on every worker at a tiled run's end (``client.run``, one
+    round trip): the stream's batching interval set back
+    (:func:`worker_interval`: to ``old``, or, where the preflight that
+    would have told it failed, Dask's own if it is still at the run's
+    ``interval``) and the worker's own malloc settings back where a step
+    kept freed memory (:func:`tile_tasks.own_malloc_settings_if_kept`)."""
+    from .tile_tasks import own_malloc_settings_if_kept
+    if old is not None:
+        worker_interval(dask_worker, old=old)
+    elif interval is not None and \
+            dask_worker.batched_stream.interval == interval:
+        dask_worker.batched_stream.interval = DASK_FROM_WORKER_S
+    own_malloc_settings_if_kept()
 
 
 # --------------------------------------------------------------------------
 # the cluster's size
 
 
-def cluster_workers(client):
-    """``{address: (threads, memory_limit_bytes or None)}`` of the workers;
+# The workers the scheduler listed at a tiled run's preflight, by client
+# id, for the length of the run (tile_executor): the run's sizing calls
+# (threads, memory, hosts) read them instead of asking the scheduler again,
+# a round trip each (~1 ms on the H200 host, five in a components run).
+# A worker that joins during the run gets tasks all the same; only the
+# sizes the run was planned with stay as they were.
+_RUN_WORKERS = {}
+
+
+def _workers_info(client):
+    """The scheduler's ``workers`` of ``scheduler_info()``: the running
+    tiled run's list (:data:`_RUN_WORKERS`), else asked now."""
+    kept = _RUN_WORKERS.get(getattr(client, "id", None))
+    if kept:
+        return kept[-1]
+    return client.scheduler_info()["workers"]
+
+
+@contextmanager
+def _run_workers(client, workers):
+    """``workers`` (a ``scheduler_info()["workers"]``) stand for the
+    cluster's for the ``with`` block (:data:`_RUN_WORKERS`; runs may
+    nest)."""
+    stack = _RUN_WORKERS.setdefault(client.id, [])
+    stack.append(workers)
+    try:
+        yield
+    finally:
+        stack.pop()
+        if not stack:
+            _RUN_WORKERS.pop(client.id, None)
+
+
+def cluster_workers(client, info=None):
+    """``{address: (threads, memory_limit_bytes or None)}`` of the workers
+    (``info``: a ``scheduler_info()["workers"]`` already asked for);
     refuses a cluster without workers."""
-    workers = client.scheduler_info()["workers"]
+    workers = _workers_info(client) if info is None else info
     if not workers:
         raise ClusterError(
             f"the Dask cluster at {client.scheduler.address} has no worker: "
@@ -268,8 +362,7 @@ def cluster_workers(client):
 
 def cluster_hosts(client):
     """The hosts (addresses) the cluster's workers listen on."""
-    return {info.get("host") for info in
-            client.scheduler_info()["workers"].values()}
+    return {info.get("host") for info in _workers_info(client).values()}
 
 
 def one_host(executor):
@@ -287,16 +380,18 @@ def one_host(executor):
         return len(cluster_hosts(client)) <= 1
 
 
-def cluster_threads(client):
-    """How many tile tasks the cluster runs at once (its threads)."""
-    return sum(threads for threads, _ in cluster_workers(client).values())
+def cluster_threads(client, workers=None):
+    """How many tile tasks the cluster runs at once (its threads;
+    ``workers``: a :func:`cluster_workers` already asked for)."""
+    workers = cluster_workers(client) if workers is None else workers
+    return sum(threads for threads, _ in workers.values())
 
 
-def memory_per_thread(client):
+def memory_per_thread(client, workers=None):
     """The smallest worker memory limit per thread, in bytes (None when no
-    worker has a limit)."""
-    shares = [limit / threads
-              for threads, limit in cluster_workers(client).values()
+    worker has a limit; ``workers`` as for :func:`cluster_threads`)."""
+    workers = cluster_workers(client) if workers is None else workers
+    shares = [limit / threads for threads, limit in workers.values()
               if limit is not None]
     return int(min(shares)) if shares else None
 
@@ -310,7 +405,7 @@ GPU_RESOURCE = "GPU"
 
 def gpu_workers(client):
     """Addresses of the workers that have the ``GPU`` resource."""
-    workers = client.scheduler_info()["workers"]
+    workers = _workers_info(client)
     return sorted(address for address, info in workers.items()
                   if (info.get("resources") or {}).get(GPU_RESOURCE, 0) >= 1)
 
@@ -457,16 +552,24 @@ def source_path(source):
     return getattr(source, "path", None)
 
 
-def worker_check(sources, out_dir, token, warm_up, warmed=None):
+def worker_check(sources, out_dir, token, warm_up, warmed=None,
+                 interval=None, dask_worker=None):
     """Runs on a worker: what :func:`preflight` compares.  Returns a dict;
     problems are reported as strings, never raised, so every worker's
     answer arrives.  ``warmed``: instead of running ``warm_up``, report
     (``"warmed"``) whether this process has passed the warm-up of that
-    key already."""
+    key already.  ``interval`` (with ``dask_worker``, as ``client.run``
+    gives it): the worker's stream batching interval set for the run, the
+    one found reported (``"interval"``; :class:`RunIntervals`)."""
     from . import tiling
     answer = {"fingerprint": code_fingerprint(), "pid": os.getpid(),
               "sources": [], "problems": [],
               "warmed": warmed is not None and warmed in _WARMED_UP}
+    if interval is not None and dask_worker is not None:
+        try:
+            answer["interval"] = worker_interval(dask_worker, interval)
+        except AttributeError:  # another Dask: its own intervals stay
+            pass
     for source in sources:
         try:
             shape, dtype = tiling.reopen_source(source)
@@ -527,17 +630,21 @@ def _warm_up_key(warm_up):
 PREFLIGHT_BY_RUN = True
 
 
-def _worker_answers(client, workers, sources, out_dir, token, warm_up):
+def _worker_answers(client, workers, sources, out_dir, token, warm_up,
+                    interval=None):
     """Each worker's :func:`worker_check` answer, in ``workers``' order
-    (:data:`PREFLIGHT_BY_RUN`)."""
+    (:data:`PREFLIGHT_BY_RUN`; ``interval``: set on the workers by the
+    ``client.run``, each answer then reporting the one found)."""
     answers = {}
     if PREFLIGHT_BY_RUN:
         key = None if warm_up is None else _warm_up_key(warm_up)
         answers = client.run(worker_check, sources, out_dir, token, None,
-                             key, workers=workers)
-        if warm_up is not None:
-            answers = {address: answer for address, answer in
-                       answers.items() if answer["warmed"]}
+                             key, interval, workers=workers)
+    found = {address: answer["interval"] for address, answer in
+             answers.items() if "interval" in answer}
+    if warm_up is not None:
+        answers = {address: answer for address, answer in answers.items()
+                   if answer["warmed"]}
     cold = [address for address in workers if address not in answers]
     futures = [client.submit(worker_check, sources, out_dir, token,
                              warm_up, workers=[address],
@@ -545,17 +652,23 @@ def _worker_answers(client, workers, sources, out_dir, token, warm_up):
                              key=f"gridgraph-preflight-{uuid.uuid4().hex}")
                for address in cold]
     answers.update(zip(cold, client.gather(futures)))
+    for address, interval_found in found.items():
+        answers[address]["interval"] = interval_found
     return [answers[address] for address in workers]
 
 
-def preflight(client, sources, out_dir=None, warm_up=None):
+def preflight(client, sources, out_dir=None, warm_up=None, interval=None,
+              info=None):
     """Check every worker before any tile work; raise :class:`ClusterError`
     naming the workers that cannot take part and why.
 
     ``sources`` are the raster sources the tasks will read (file-backed;
     an in-memory one is refused here), ``out_dir`` the folder workers will
     write into, ``warm_up`` a function of no argument that compiles the
-    operation's kernels.
+    operation's kernels.  ``interval``: each worker's stream batching
+    interval set on the way (:func:`worker_check`); ``info``: the
+    scheduler's ``workers`` already asked for.  Returns the answers in
+    address order.
     """
     for source in sources:
         if source_path(source) is None:
@@ -572,10 +685,10 @@ def preflight(client, sources, out_dir=None, warm_up=None):
         with open(os.path.join(out_dir, token[0]), "w") as handle:
             handle.write(token[1])
     try:
-        workers = sorted(cluster_workers(client))
+        workers = sorted(cluster_workers(client, info))
         try:
             answers = _worker_answers(client, workers, sources, out_dir,
-                                      token, warm_up)
+                                      token, warm_up, interval)
         except Exception as error:
             raise ClusterError(
                 f"the preflight check could not run on the Dask workers "
@@ -650,16 +763,36 @@ def tile_executor(executor, sources, out_dir=None, warm_up=None):
     with client_for(executor) as client:
         usable = out_dir is not None and os.path.isdir(out_dir) and \
             os.access(out_dir, os.W_OK)
-        preflight(client, sources, out_dir if usable else None, warm_up)
+        seconds = DASK_BATCH_INTERVAL_S
+        intervals = RunIntervals(client, seconds)
         try:
-            with batch_interval(client, DASK_BATCH_INTERVAL_S):
+            if seconds is not None:
+                intervals.set_here_and_on_scheduler()
+            # the workers' intervals are set by the preflight's own
+            # client.run, and set back with the malloc settings by one
+            # client.run at the end: two round trips fewer a run
+            info = client.scheduler_info()["workers"]
+            answers = preflight(client, sources,
+                                out_dir if usable else None, warm_up,
+                                interval=seconds, info=info)
+            if seconds is not None:
+                intervals.workers_old = {
+                    address: answer["interval"] for address, answer in
+                    zip(sorted(info), answers) if "interval" in answer}
+                if not PREFLIGHT_BY_RUN:
+                    intervals.set_on_workers()
+            with _run_workers(client, info):
                 yield client
         finally:
+            intervals.restore_here_and_on_scheduler()
             # steps that started after their pool's close (recomputed from
             # lineage, or not yet cancelled) keep freed memory: the
             # workers' own malloc settings back at the run's end
-            from .tile_tasks import workers_malloc_settings_back
-            workers_malloc_settings_back(client)
+            try:
+                client.run(run_end_on_worker, interval=seconds,
+                           old=intervals.workers_old, on_error="ignore")
+            except Exception:  # noqa: BLE001 - a cluster gone: nothing kept
+                pass
 
 
 def is_future(value):

@@ -886,8 +886,8 @@ class TaskPool:
                 executor.subscribe_topic(self._topic, self._listener)
             if locality and keep and resources is None:
                 self._threads = {
-                    address: worker["nthreads"] for address, worker in
-                    executor.scheduler_info()["workers"].items()}
+                    address: threads for address, (threads, _) in
+                    distributed.cluster_workers(executor).items()}
                 self._busy = dict.fromkeys(self._threads, 0)
 
     def __len__(self):

@@ -356,8 +356,9 @@ def plan(shape, tile_size, memory_limit_mb, in_memory_bytes_per_cell,
                 workers)
         return TileGrid(shape, tile_size)
     with distributed.client_for(executor) as client:
-        threads = distributed.cluster_threads(client)
-        per_thread = distributed.memory_per_thread(client)
+        workers = distributed.cluster_workers(client)  # one round trip
+        threads = distributed.cluster_threads(client, workers)
+        per_thread = distributed.memory_per_thread(client, workers)
     if tile_size is None:
         task_bytes = limit / threads if per_thread is None else (
             per_thread if memory_limit_mb in (None, 0)

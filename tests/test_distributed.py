@@ -638,6 +638,59 @@ def test_batch_intervals_of_overlapping_runs_set_back(client):
     assert batch_intervals(client) == before
 
 
+@pytest.mark.parametrize("by_run", [True, False])
+def test_a_run_asks_the_workers_twice(client, tmp_path, monkeypatch,
+                                      by_run):
+    """A tiled run on a warm cluster: the workers' batching intervals are
+    set by the preflight's own client.run (by a client.run of their own
+    with the preflight as tasks, PREFLIGHT_BY_RUN off) and set back, with
+    the malloc settings, by one client.run at the end: two calls in all.
+    The scheduler is asked for its workers three times: for the backend
+    (GPU workers?), the tile plan and the run.  The intervals are none
+    during the run and Dask's own after."""
+    monkeypatch.setattr(distributed, "PREFLIGHT_BY_RUN", by_run)
+    memmap = save_npy(tmp_path, "v", (np.random.default_rng(5).random(
+        (40, 44)) < 0.5).astype(np.uint8))
+    expected = connected_components(np.asarray(memmap), connectivity=8)
+    connected_components(memmap, tile_size=TILE, executor=client)  # warm
+    before = batch_intervals(client)
+    calls = []
+    during = []
+    for name in ("run", "scheduler_info"):
+        real = getattr(client, name)
+
+        def spy(*arguments, _real=real, _name=name, **keywords):
+            calls.append(_name)
+            return _real(*arguments, **keywords)
+        monkeypatch.setattr(client, name, spy)
+
+    def look(fraction):
+        if not during:
+            during.append(list(calls))
+    result = connected_components(memmap, connectivity=8, tile_size=TILE,
+                                  executor=client, progress=look)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert calls.count("run") == 2
+    assert calls.count("scheduler_info") == 3
+    assert during[0][-1] == "run" and "scheduler_info" in during[0]
+    assert batch_intervals(client) == before
+
+
+def test_intervals_set_back_after_a_failed_preflight(client, tmp_path,
+                                                     monkeypatch):
+    """A preflight that finds a problem (a worker running other code)
+    after it set the workers' batching intervals: the run fails and every
+    interval is Dask's own again."""
+    before = batch_intervals(client)
+    memmap = save_npy(tmp_path, "v", np.ones((16, 16)))
+    monkeypatch.setattr(distributed, "code_fingerprint", lambda: "0.0+old")
+    with pytest.raises(GridGraphError, match="the driver 0.0\\+old"):
+        connected_components(memmap, tile_size=TILE, executor=client)
+    monkeypatch.undo()
+    assert batch_intervals(client) == before
+
+
 def test_cost_distance_source_raster_and_subset(client, tmp_path):
     cost = costs((18, 17), 9)
     sources = np.zeros(cost.shape, np.int32)
