@@ -103,6 +103,11 @@
 #   bench/dask_device.sh twentieth_tmpfs -- components (two turns) and cost
 #                                   distance with their outputs on ext4 and
 #                                   on a tmpfs, 8 then 1 worker
+#   bench/dask_device.sh twentyfirst -- components with the label
+#                                   round's runs shorter towards the end
+#                                   against one length (-eventail), 8, 1, 8
+#                                   workers ABBA with timelines; cost
+#                                   distance and the MST at 8 and 1
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -585,6 +590,26 @@ twentieth_tmpfs)
         >> "$OUT/dirty.txt"
     rm -rf "$T"
     if mountpoint -q /mnt/gg-tmpfs; then umount /mnt/gg-tmpfs; fi
+    ;;
+twentyfirst)
+    # components with the label round's runs shorter towards the end (the
+    # default) against runs of one length (-eventail), 8, 1, 8 workers,
+    # ABBA, timelines (the workers' settings in two round trips and the
+    # merge's numbering in one kernel in both); then cost distance and
+    # the MST with the defaults at 8 and 1
+    machine
+    $B --workers 8 1 8 --operations components components-eventail \
+        --turns 2 --timeline --scheduler-process --json "$OUT/cc.json" \
+        > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 1 --operations costdistance --scheduler-process \
+        --json "$OUT/cd.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    if [ "$SECONDS" -lt 330 ]; then
+        $B --workers 8 1 --operations mst --scheduler-process \
+            --json "$OUT/mst.json" >> "$OUT/run.log" 2>&1
+        echo "mst done at $SECONDS s" >> "$OUT/run.log"
+    fi
     ;;
 nineteenth_512)
     # tiles of 512: four times the tiles (more to start at once, each
