@@ -235,8 +235,7 @@ def settings():
         if hasattr(rounds, name)}
     from gridgraph.core import tile_io
     for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE",
-                 "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES",
-                 "LABEL_RUN_TAIL"):
+                 "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
@@ -329,9 +328,11 @@ COMPONENT_VARIANTS = {
     # worker) against none (the default since)
     "costdistance-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
     "components-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
-    # the twenty-first session: the label round's runs of one length to
-    # the end (before) against shorter towards the end (the default)
-    "components-eventail": [("components.tiled", "LABEL_RUN_TAIL", None)],
+    # (the twenty-first session's label runs shorter towards the end,
+    # LABEL_RUN_TAIL, measured as "components" against
+    # "components-eventail": the workers ran out of work within ~15 ms of
+    # each other but did ~10 % more label-round work in 55 tasks instead
+    # of 36, no faster; removed with its switch)
     "mst-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
     # the fifteenth session's scheduling variants of the cost distance:
     # the hops rounds without the wait for lower neighbours, or with twice

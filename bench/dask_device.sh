@@ -593,7 +593,8 @@ twentieth_tmpfs)
     ;;
 twentyfirst)
     # components with the label round's runs shorter towards the end (the
-    # default) against runs of one length (-eventail), 8, 1, 8 workers,
+    # default in that call, removed after it) against runs of one length
+    # (-eventail, removed with it), 8, 1, 8 workers,
     # ABBA, timelines (the workers' settings in two round trips and the
     # merge's numbering in one kernel in both); then cost distance and
     # the MST with the defaults at 8 and 1

@@ -216,37 +216,17 @@ class TileGrid:
         tiles.sort(key=lambda rc: morton_key(*rc))
         return tiles
 
-    def row_runs(self, length, shrink_for=None):
+    def row_runs(self, length):
         """The tiles as runs of adjacent tiles of one tile row, row by row
         (lists of ``(tile_row, tile_col)``): each tile row cut into
         ``ceil(tile_cols / length)`` runs of near equal length (None: a
         run per tile row).  The run's tiles share the file pages where
-        they meet, and its rows are one segment of the file each.
-
-        ``shrink_for`` (a number of runs at once, e.g. twice the workers):
-        towards the end the runs get shorter, as in guided
-        self-scheduling: a tile row's runs hold at most the cells left
-        from that row on divided by ``shrink_for``, and at least one
-        full tile's cells (a short last tile row keeps longer runs).  The
-        round's last runs are then single tiles, so the workers run out
-        of work within about a tile of each other instead of a run."""
+        they meet, and its rows are one segment of the file each."""
         cols = self.tile_cols
-        longest = cols if length is None else max(1, int(length))
-        left = self.shape[0] * self.shape[1]
-        runs = []
-        for r in range(self.tile_rows):
-            height = self.window(r, 0).rows
-            run_length = longest
-            if shrink_for:
-                most = max(self.tile_size ** 2, left / shrink_for)
-                run_length = max(1, min(longest, int(
-                    most // (height * self.tile_size))))
-            parts = -(-cols // run_length)
-            bounds = [cols * k // parts for k in range(parts + 1)]
-            runs += [[(r, c) for c in range(bounds[k], bounds[k + 1])]
-                     for k in range(parts)]
-            left -= height * self.shape[1]
-        return runs
+        parts = 1 if length is None else -(-cols // max(1, int(length)))
+        bounds = [cols * k // parts for k in range(parts + 1)]
+        return [[(r, c) for c in range(bounds[k], bounds[k + 1])]
+                for r in range(self.tile_rows) for k in range(parts)]
 
 
 def auto_tile_size(shape, limit_bytes, tile_bytes_per_cell, workers=1,

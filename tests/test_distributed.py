@@ -984,51 +984,23 @@ def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     assert os.listdir(out) == []
 
 
-@pytest.mark.parametrize("runs,mapped,at_once,tail", [
-    (None, True, False, 1), (2, True, False, 1), ("auto", False, False, 1),
-    ("row", True, False, 1), ("auto", True, True, 1),
-    ("auto", True, True, None)], ids=["tiles", "runs2", "auto-pwrite",
-                                      "rows", "auto", "auto-even"])
+@pytest.mark.parametrize("runs,mapped,at_once", [
+    (None, True, False), (2, True, False), ("auto", False, False),
+    ("row", True, False), ("auto", True, True)])
 def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
-                                       mapped, at_once, tail):
+                                       mapped, at_once):
     """The label round in runs of adjacent tiles (LABEL_RUN_TILES: tile by
-    tile, 2, about a batch, whole tile rows; shorter towards the end or
-    not, LABEL_RUN_TAIL), written by the workers into out_dir through one
-    mapping a run (its pages populated first, the default on the workers)
-    or gathered and written with pwrite: the in-process labels, nothing
-    else left; each round submitted at once (DASK_SUBMIT_ROUND_AT_ONCE)
-    or task by task."""
+    tile, 2, about a batch, whole tile rows), written by the workers into
+    out_dir through one mapping a run (its pages populated first, the
+    default on the workers) or gathered and written with pwrite: the
+    in-process labels, nothing else left; each round submitted at once
+    (DASK_SUBMIT_ROUND_AT_ONCE) or task by task."""
     from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", runs)
-    monkeypatch.setattr(components_tiled, "LABEL_RUN_TAIL", tail)
     monkeypatch.setattr(components_tiled, "MAPPED_LABEL_WRITES", mapped)
     monkeypatch.setattr(tile_tasks, "DASK_SUBMIT_ROUND_AT_ONCE", at_once)
     assert_components_on_dask(client, tmp_path, 13)
-
-
-def test_components_label_runs_shrinking_on_dask(client, tmp_path,
-                                                monkeypatch):
-    """The label round's runs shorter towards the end (LABEL_RUN_TAIL 4
-    on the 2-worker cluster: runs of at most 1/8 of the cells left), on 4
-    x 13 tiles: the first tile row in runs of 4-5 tiles (about a batch),
-    single tiles last, and the in-process labels."""
-    from gridgraph.core import tiling
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "LABEL_RUN_TAIL", 4)
-    planned = []
-    real_row_runs = tiling.TileGrid.row_runs
-
-    def row_runs(grid, length, shrink_for=None):
-        planned.append(real_row_runs(grid, length, shrink_for))
-        return planned[-1]
-
-    monkeypatch.setattr(tiling.TileGrid, "row_runs", row_runs)
-    assert_components_on_dask(client, tmp_path, 14,
-                              shape=(4 * TILE, 13 * TILE))
-    lengths = [len(run) for run in planned[-1]]
-    assert sum(lengths) == 52
-    assert lengths[:3] == [4, 4, 5] and lengths[-1] == 1
 
 
 @pytest.mark.parametrize("on_worker", [True, False])

@@ -428,48 +428,6 @@ def test_row_runs_cover_each_tile_row_in_order():
         == tiling.Window(64, 176, 6, 24)
 
 
-def _assert_runs_cover(grid, runs):
-    """Every tile of ``grid`` once, row by row, in runs of adjacent tiles
-    of one tile row."""
-    assert [tile for run in runs for tile in run] == [
-        (r, c) for r in range(grid.tile_rows) for c in range(grid.tile_cols)]
-    for run in runs:
-        assert {r for r, _ in run} == {run[0][0]}
-        assert [c for _, c in run] == list(range(run[0][1],
-                                                 run[0][1] + len(run)))
-
-
-def test_row_runs_shrink_towards_the_end():
-    """row_runs(shrink_for=k): the runs still cover every tile once in
-    order; a run holds at most max(one full tile, the cells left from its
-    row on / k) cells and at most ``length`` tiles; the round ends in
-    single tiles, and a short last tile row keeps longer runs.  neuse40's
-    grid (18 x 13 tiles of 1024, the last row 222 cells high) at 8
-    workers: 55 runs where even runs are 36."""
-    grid = tiling.TileGrid((17630, 12555), 1024)
-    assert len(grid.row_runs(7)) == 36
-    for k in (1, 8, 16):
-        runs = grid.row_runs(7, shrink_for=k)
-        _assert_runs_cover(grid, runs)
-        left = 17630 * 12555
-        for r in range(grid.tile_rows):
-            row = [run for run in runs if run[0][0] == r]
-            bound = max(1024 ** 2, left / k)
-            for run in row:
-                cells = sum(grid.window(*tile).rows * grid.window(*tile).cols
-                            for tile in run)
-                assert len(run) <= 7
-                assert cells <= bound, (k, r)
-            left -= grid.window(r, 0).rows * 12555
-    runs = grid.row_runs(7, shrink_for=8)
-    assert len(runs) == 55
-    assert [len(run) for run in runs[:26]] == [6, 7] * 13
-    assert [len(run) for run in runs[-17:]] == [1] * 13 + [3, 3, 3, 4]
-    assert grid.row_runs(7, shrink_for=1) == grid.row_runs(7)
-    small = tiling.TileGrid((70, 200), 16)
-    _assert_runs_cover(small, small.row_runs(4, shrink_for=4))
-
-
 @pytest.fixture
 def run_lengths(monkeypatch):
     """The length of every run the label round labels, in call order

@@ -94,16 +94,6 @@ EXECUTOR_TILE_STRIPS = 1
 # workers against 1.17-1.29 s tile by tile, 4.98 s against 6.19 s at 1
 # (docs/benchmarks.md, Dask, sixth session, second round).
 LABEL_RUN_TILES = "auto"
-# With an executor of several threads the label round's last runs are
-# shorter (tiling.TileGrid.row_runs' shrink_for, this many times the
-# threads: a tile row's runs hold at most 1 / (LABEL_RUN_TAIL x threads)
-# of the cells left), ending in single tiles.  Runs of one length end
-# the round about a run apart: in an 8-worker run on an H200 host's CPUs
-# (neuse40, tiles of 1024, 36 runs of 6-7 tiles, ~70 ms each) the
-# workers' last label runs ended 0.536-0.611 s, 44 ms after the work
-# shared evenly would have (docs/benchmarks.md, Dask, twenty-first
-# session).  None: runs of one length.
-LABEL_RUN_TAIL = 1
 # ...and a run's labels take at most this many bytes (more tiles are cut
 # into shorter runs): its mapped pages are in the writing process's
 # resident set until the run is written (tile by tile: one tile's).
@@ -213,10 +203,7 @@ def _rounds(source, grid, connectivity, mode, nodata, executor, progress,
     runs = None
     if in_task and LABEL_RUN_TILES is not None:
         threads = tiling.executor_workers(executor)
-        runs = grid.row_runs(
-            _run_length(grid, threads, label_dtype),
-            shrink_for=LABEL_RUN_TAIL * threads
-            if LABEL_RUN_TAIL and threads > 1 else None)
+        runs = grid.row_runs(_run_length(grid, threads, label_dtype))
     if runs is not None and (backend != "cuda" or executor is not None) \
             and not _keep_labels(executor, shape[0] * shape[1]) and \
             distributed.task_resources(backend, executor) is None:
