@@ -240,6 +240,7 @@ def settings():
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
+    chosen["EVEN_BATCH_WAVES"] = tile_tasks.EVEN_BATCH_WAVES
     chosen["PUSHED_MESSAGES"] = tile_tasks.PUSHED_MESSAGES
     from gridgraph.core import distributed
     chosen["PREFLIGHT_BY_RUN"] = distributed.PREFLIGHT_BY_RUN
@@ -328,6 +329,11 @@ COMPONENT_VARIANTS = {
     # worker) against none (the default since)
     "costdistance-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
     "components-batched": [("distributed", "DASK_BATCH_INTERVAL_S", None)],
+    # the twenty-first session: round 1's batches in whole waves (4 a
+    # thread, the default) against a smaller last one (before)
+    "components-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
+    "mst-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
+    "costdistance-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
     # (the twenty-first session's label runs shorter towards the end,
     # LABEL_RUN_TAIL, measured as "components" against
     # "components-eventail": the workers ran out of work within ~15 ms of

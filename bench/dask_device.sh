@@ -108,6 +108,10 @@
 #                                   against one length (-eventail), 8, 1, 8
 #                                   workers ABBA with timelines; cost
 #                                   distance and the MST at 8 and 1
+#   bench/dask_device.sh twentyfirst_waves -- round 1's batches in
+#                                   whole waves against a smaller last one
+#                                   (-lastsmall): components 8, 1, 8 ABBA,
+#                                   cost distance and the MST at 8 ABBA
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -609,6 +613,26 @@ twentyfirst)
     if [ "$SECONDS" -lt 330 ]; then
         $B --workers 8 1 --operations mst --scheduler-process \
             --json "$OUT/mst.json" >> "$OUT/run.log" 2>&1
+        echo "mst done at $SECONDS s" >> "$OUT/run.log"
+    fi
+    ;;
+twentyfirst_waves)
+    # round 1's batches in whole waves (4 a thread, the default) against
+    # batches of one size and a smaller last one (-lastsmall): components
+    # at 8, 1, 8 workers ABBA with timelines, then cost distance and the
+    # MST at 8 workers ABBA
+    machine
+    $B --workers 8 1 8 --operations components components-lastsmall \
+        --turns 2 --timeline --scheduler-process --json "$OUT/cc.json" \
+        > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 --operations costdistance costdistance-lastsmall \
+        --turns 2 --scheduler-process --json "$OUT/cd.json" \
+        >> "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    if [ "$SECONDS" -lt 400 ]; then
+        $B --workers 8 --operations mst mst-lastsmall --turns 2 \
+            --scheduler-process --json "$OUT/mst.json" >> "$OUT/run.log" 2>&1
         echo "mst done at $SECONDS s" >> "$OUT/run.log"
     fi
     ;;

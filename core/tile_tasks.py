@@ -62,12 +62,33 @@ def executor_workers(executor):
 
 
 
+# batch_sizes makes exactly BATCHES_PER_THREAD batches a thread (when
+# there are tiles enough), of two sizes one apart, the larger first: the
+# round runs in whole waves of one batch a thread.  False: batches of
+# total // (BATCHES_PER_THREAD x threads) tiles and a smaller last one,
+# more batches than that where the division leaves tiles over (neuse40's
+# 234 tiles at 8 threads: 33 of 7 and one of 3, a fifth wave of two
+# batches for two workers while six wait; in an 8-worker components run on
+# an H200 host's CPUs the workers' last summary batches ended 30-50 ms
+# apart, ~41 ms a batch: docs/benchmarks.md, Dask, twenty-first session).
+EVEN_BATCH_WAVES = True
+
+
 def batch_sizes(total, threads):
     """Tiles per Dask task of a batched round (``run_tasks(batch="auto")``),
-    in submission order: ``total // (BATCHES_PER_THREAD x threads)`` (at
-    least 1) each, the last one smaller.  (Batches shrinking towards the
-    round's end, guided self-scheduling, were tried in the fifth and
-    seventh sessions: shorter tails, more tasks, no sooner end; removed.)"""
+    in submission order: ``BATCHES_PER_THREAD x threads`` batches (fewer
+    when there are fewer tiles) of near equal size, the larger first
+    (:data:`EVEN_BATCH_WAVES`; off: ``total // (BATCHES_PER_THREAD x
+    threads)`` (at least 1) each, the last one smaller).  (Batches
+    shrinking towards the round's end, guided self-scheduling, were tried
+    in the fifth and seventh sessions: shorter tails, more tasks, no sooner
+    end; removed.)"""
+    if total <= 0:
+        return []
+    if EVEN_BATCH_WAVES:
+        count = min(total, BATCHES_PER_THREAD * max(1, threads))
+        size, larger = divmod(total, count)
+        return [size + 1] * larger + [size] * (count - larger)
     largest = max(1, total // (BATCHES_PER_THREAD * max(1, threads)))
     sizes = [largest] * (total // largest)
     if total % largest:

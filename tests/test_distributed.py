@@ -154,11 +154,12 @@ def test_run_tasks_batched_on_dask(client, monkeypatch):
     results = tiling.run_tasks(operator.mul, [(k, 3) for k in range(50)],
                                client, progress=marks.append, batch="auto")
     assert results == [3 * k for k in range(50)]
-    # 2 one-thread workers: 50 // (4 * 2) = 6 tasks a batch, the last 2
-    # (tile_tasks.batch_sizes): 9 batches (a mark per batch or fewer); one
-    # task each would give at least 50 / 4 marks (4 tasks in flight)
-    assert tiling.batch_sizes(50, 2) == [6] * 8 + [2]
-    assert len(marks) <= 9 and marks[-1] == 1.0
+    # 2 one-thread workers: 4 batches a thread of 50 / 8 tasks, the larger
+    # first (tile_tasks.batch_sizes): 8 batches (a mark per batch or
+    # fewer); one task each would give at least 50 / 4 marks (4 tasks in
+    # flight)
+    assert tiling.batch_sizes(50, 2) == [7] * 2 + [6] * 6
+    assert len(marks) <= 8 and marks[-1] == 1.0
     seen = {}
     tiling.run_tasks(operator.mul, ((k, 2) for k in range(20)), client,
                      on_result=seen.__setitem__, count=20, batch="auto")

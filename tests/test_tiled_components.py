@@ -271,14 +271,29 @@ def test_morton_order_and_grid():
 
 @pytest.mark.parametrize("total,threads", [(234, 8), (234, 1), (50, 2),
                                            (7, 8), (1000, 16), (64, 2)])
-def test_batch_sizes_of_one_size(total, threads):
-    """tile_tasks.batch_sizes: BATCHES_PER_THREAD batches a thread of
-    one size (at least one tile), the last smaller, every tile once."""
+def test_batch_sizes_in_even_waves(total, threads):
+    """tile_tasks.batch_sizes: BATCHES_PER_THREAD batches a thread (fewer
+    when there are fewer tiles, at least one tile each), of two sizes one
+    apart, the larger first, every tile once; with EVEN_BATCH_WAVES off,
+    batches of one size and the last smaller."""
+    sizes = tiling.batch_sizes(total, threads)
+    assert sum(sizes) == total and min(sizes) >= 1
+    assert len(sizes) == min(total, tile_tasks.BATCHES_PER_THREAD * threads)
+    assert sizes == sorted(sizes, reverse=True)
+    assert sizes[0] - sizes[-1] <= 1
+    if (total, threads) == (234, 8):  # neuse40 at 8 workers: 4 waves
+        assert sizes == [8] * 10 + [7] * 22
+
+
+@pytest.mark.parametrize("total,threads", [(234, 8), (50, 2), (7, 8)])
+def test_batch_sizes_of_one_size_when_not_even(monkeypatch, total, threads):
+    monkeypatch.setattr(tile_tasks, "EVEN_BATCH_WAVES", False)
     sizes = tiling.batch_sizes(total, threads)
     largest = max(1, total // (tile_tasks.BATCHES_PER_THREAD * threads))
     assert sum(sizes) == total and min(sizes) >= 1
     assert sizes[:-1] == [largest] * (len(sizes) - 1)
     assert 1 <= sizes[-1] <= largest
+    assert tiling.batch_sizes(0, threads) == []
 
 
 def test_tiled_labels_to_geotiff_by_strips(tmp_path):
