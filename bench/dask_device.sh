@@ -112,6 +112,9 @@
 #                                   whole waves against a smaller last one
 #                                   (-lastsmall): components 8, 1, 8 ABBA,
 #                                   cost distance and the MST at 8 ABBA
+#   bench/dask_device.sh twentyfirst_fetch -- components' label round
+#                                   without its results fetched against
+#                                   with (-fetched), 8, 1, 8 ABBA
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -635,6 +638,16 @@ twentyfirst_waves)
             --scheduler-process --json "$OUT/mst.json" >> "$OUT/run.log" 2>&1
         echo "mst done at $SECONDS s" >> "$OUT/run.log"
     fi
+    ;;
+twentyfirst_fetch)
+    # components' label round waiting for each task's end only (the
+    # default) against fetching its result (None) as before (-fetched),
+    # 8, 1, 8 workers ABBA with timelines
+    machine
+    $B --workers 8 1 8 --operations components components-fetched \
+        --turns 2 --timeline --scheduler-process --json "$OUT/cc.json" \
+        > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 nineteenth_512)
     # tiles of 512: four times the tiles (more to start at once, each
