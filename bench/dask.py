@@ -241,7 +241,6 @@ def settings():
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
     chosen["EVEN_BATCH_WAVES"] = tile_tasks.EVEN_BATCH_WAVES
-    chosen["DASK_RESULTS_OF_WRITERS"] = tile_tasks.DASK_RESULTS_OF_WRITERS
     chosen["PUSHED_MESSAGES"] = tile_tasks.PUSHED_MESSAGES
     from gridgraph.core import distributed
     chosen["PREFLIGHT_BY_RUN"] = distributed.PREFLIGHT_BY_RUN
@@ -335,9 +334,11 @@ COMPONENT_VARIANTS = {
     "components-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
     "mst-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
     "costdistance-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
-    # ...and the label round's results (None) fetched (before) against only
-    # waiting for each label task's end (the default)
-    "components-fetched": [("tile_tasks", "DASK_RESULTS_OF_WRITERS", True)],
+    # (the twenty-first session's label round waiting for each task's end
+    # without fetching its result, DASK_RESULTS_OF_WRITERS, measured as
+    # "components" against "components-fetched": the last label task's
+    # end reached the driver 3-6 ms later either way, no faster; removed
+    # with its switch)
     # (the twenty-first session's label runs shorter towards the end,
     # LABEL_RUN_TAIL, measured as "components" against
     # "components-eventail": the workers ran out of work within ~15 ms of

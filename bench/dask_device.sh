@@ -641,8 +641,9 @@ twentyfirst_waves)
     ;;
 twentyfirst_fetch)
     # components' label round waiting for each task's end only (the
-    # default) against fetching its result (None) as before (-fetched),
-    # 8, 1, 8 workers ABBA with timelines
+    # default in that call, removed after it) against fetching its result
+    # (None) as before (-fetched, removed with it), 8, 1, 8 workers ABBA
+    # with timelines
     machine
     $B --workers 8 1 8 --operations components components-fetched \
         --turns 2 --timeline --scheduler-process --json "$OUT/cc.json" \

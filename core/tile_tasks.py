@@ -242,7 +242,7 @@ def release_free_memory():
 
 def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
               count=None, keep=False, resources=None, batch=None,
-              at_once=False, until=None, results=True):
+              at_once=False, until=None):
     """Run ``function(*task)`` for every task.
 
     ``tasks`` may be a generator (then give ``count``): tasks are drawn
@@ -291,12 +291,6 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
     waited for (not cancelled: they may be writing) and handed on before
     this returns.
     The round then runs task by task (no ``batch``, not ``at_once``).
-
-    ``results=False``: the tasks return None (they write their outputs
-    themselves); a round at once on Dask then only waits for each task's
-    end, without fetching its result from the worker (a round trip
-    through the scheduler, the run's last one on its critical path:
-    :data:`DASK_RESULTS_OF_WRITERS`).  Each result is handed on as None.
     """
     progress = progress if progress is not None else Progress()
     total = len(tasks) if count is None else count
@@ -331,8 +325,7 @@ def run_tasks(function, tasks, executor=None, progress=None, on_result=None,
                                  progress, resources, keep, at_once)
         else:
             _run_on_dask(executor, function, tasks, total, consume, progress,
-                         keep, resources, at_once=at_once, stopped=stopped,
-                         results=results)
+                         keep, resources, at_once=at_once, stopped=stopped)
         return results
     in_flight = {}
     limit = 2 * executor_workers(executor)
@@ -367,8 +360,7 @@ def write_in_task(sink, function, source, window, *arguments):
 
 
 def _run_on_dask(client, function, tasks, total, consume, progress, keep,
-                 resources=None, name=None, at_once=False, stopped=(False,),
-                 results=True):
+                 resources=None, name=None, at_once=False, stopped=(False,)):
     """:func:`run_tasks` on a Dask client (see there); no task starts once
     ``stopped[0]`` is True."""
     import operator
@@ -384,9 +376,8 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
             function)
     run = uuid.uuid4().hex[:12]
     if at_once and DASK_SUBMIT_ROUND_AT_ONCE and not keep:
-        return _run_round_on_dask(
-            client, function, tasks, total, consume, progress, resources,
-            name, run, results or DASK_RESULTS_OF_WRITERS)
+        return _run_round_on_dask(client, function, tasks, total, consume,
+                                  progress, resources, name, run)
     limit = DASK_IN_FLIGHT_PER_THREAD * distributed.cluster_threads(client)
     in_flight = {}  # the future the driver waits on -> (index, state)
     # not distributed.wait: it needs a default client; results are fetched
@@ -436,22 +427,11 @@ def _run_on_dask(client, function, tasks, total, consume, progress, keep,
         raise
 
 
-# Whether a round of tasks that write their own outputs (run_tasks'
-# results=False) fetches each task's result (None) all the same when it is
-# submitted at once.  Fetching costs a round trip through the scheduler to
-# the worker per task; the last one is on the run's critical path (an
-# 8-worker components run on an H200 host's CPUs: 6-7 ms from the last
-# label task's end to the driver's, docs/benchmarks.md, Dask, twenty-first
-# session).  False: the driver only waits for each task's end.
-DASK_RESULTS_OF_WRITERS = False
-
-
 def _run_round_on_dask(client, function, tasks, total, consume, progress,
-                       resources, name, run, results=True):
+                       resources, name, run):
     """:func:`_run_on_dask` with every task submitted at once, in one
     message (:data:`DASK_SUBMIT_ROUND_AT_ONCE`), started in task order
-    (``client.map`` gives them priorities in that order).  ``results``:
-    False hands on None for each task (fetching nothing)."""
+    (``client.map`` gives them priorities in that order)."""
     from distributed import as_completed
 
     keys = [f"{name}-{run}-{index:07d}" for index in range(total)]
@@ -461,10 +441,9 @@ def _run_round_on_dask(client, function, tasks, total, consume, progress,
     index_of = {future.key: index for index, future in enumerate(futures)}
     done = 0
     try:
-        finished = as_completed(futures, loop=client.loop,
-                                with_results=results, raise_errors=False)
-        for item in finished:
-            future, value = item if results else (item, None)
+        for future, value in as_completed(futures, loop=client.loop,
+                                          with_results=True,
+                                          raise_errors=False):
             consume(index_of[future.key], _dask_result(future, value, name))
             done += 1
             progress(done / max(total, 1))
@@ -599,7 +578,7 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
         tasks = [(part(shared, task),) + tuple(task) for task in second_tasks]
     run_tasks(second, tasks, executor, second_progress,
               on_result=lambda index, result: None,
-              resources=second_resources, at_once=True, results=False)
+              resources=second_resources, at_once=True)
     return value
 
 

@@ -243,33 +243,6 @@ def task_key(k):
     return k, str(get_worker().get_current_task())
 
 
-def fails_at_three(k):
-    if k == 3:
-        raise ValueError("task three failed")
-    return k
-
-
-@pytest.mark.parametrize("fetched", [False, True])
-def test_round_without_results_on_dask(client, monkeypatch, fetched):
-    """run_tasks(results=False) at once on Dask (a round of tasks that
-    write their own outputs): each task's result handed on as None without
-    fetching it (DASK_RESULTS_OF_WRITERS off; on, the values), and a
-    task's error raised as it is."""
-    import operator
-
-    from gridgraph.core import tile_tasks, tiling
-    monkeypatch.setattr(tile_tasks, "DASK_RESULTS_OF_WRITERS", fetched)
-    seen = {}
-    tiling.run_tasks(operator.mul, [(k, 3) for k in range(12)], client,
-                     on_result=seen.__setitem__, at_once=True,
-                     results=False)
-    assert seen == {k: 3 * k if fetched else None for k in range(12)}
-    with pytest.raises(ValueError, match="task three failed"):
-        tiling.run_tasks(fails_at_three, [(k,) for k in range(6)], client,
-                         on_result=lambda index, value: None, at_once=True,
-                         results=False)
-
-
 def numba_threads_in_task(*_):
     """numba's thread count for parallel kernels on this thread."""
     import numba
