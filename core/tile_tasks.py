@@ -71,6 +71,10 @@ def executor_workers(executor):
 # batches for two workers while six wait; in an 8-worker components run on
 # an H200 host's CPUs the workers' last summary batches ended 30-50 ms
 # apart, ~41 ms a batch: docs/benchmarks.md, Dask, twenty-first session).
+# Measured there, ABBA at 8 workers: the workers' idle time after round 1's
+# last batch 77-140 worker-ms against 98-330, but components no faster
+# (0.61-0.90 s against 0.60-0.79 s), cost distance no faster (9.47, 10.38
+# s against 9.68, 9.79 s), the MST 10.71, 11.15 s against 11.36, 11.66 s.
 EVEN_BATCH_WAVES = True
 
 

@@ -493,11 +493,13 @@ def merge(grid, summaries, eight, compare_values):
     Returns ``(answers, count)``, answers mapping each tile to its
     :class:`TileAnswer`.
 
-    On neuse40's 234 tiles this runs between the rounds while every worker
-    waits (an 8-worker run's critical path): the border lines are joined
-    in one kernel call and the numbering in another (:func:`_number`),
-    with no array of the raster's rows made twice (the H200 host's driver
-    took 22 ms before, 40 % of it faulting in fresh pages).
+    This runs between the rounds while every worker waits (an 8-worker
+    run's critical path): the border lines are joined in one kernel call
+    and the numbering in another (:func:`_number`), with no array of the
+    raster's rows made twice.  On neuse40's 234 summaries: 14.6-20.8 ms
+    before, ~11.5 ms now on the 2-core box; 13-23 ms on H200 hosts' CPUs
+    (docs/benchmarks.md, Dask, twenty-first session), where faulting in
+    the fresh pages of the concatenated border lines is ~40 % of it.
     """
     tiles = sorted(summaries)
     parts = [summaries[tile] for tile in tiles]
