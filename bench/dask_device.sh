@@ -605,11 +605,8 @@ twentyfirst)
     # ABBA, timelines (the workers' settings in two round trips and the
     # merge's numbering in one kernel in both); then cost distance and
     # the MST with the defaults at 8 and 1
-    machine
-    $B --workers 8 1 8 --operations components components-eventail \
-        --turns 2 --timeline --scheduler-process --json "$OUT/cc.json" \
-        > "$OUT/run.log" 2>&1
-    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    components_timelines --workers 8 1 8 --operations components \
+        components-eventail --turns 2 --scheduler-process
     $B --workers 8 1 --operations costdistance --scheduler-process \
         --json "$OUT/cd.json" >> "$OUT/run.log" 2>&1
     echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
@@ -624,11 +621,8 @@ twentyfirst_waves)
     # batches of one size and a smaller last one (-lastsmall): components
     # at 8, 1, 8 workers ABBA with timelines, then cost distance and the
     # MST at 8 workers ABBA
-    machine
-    $B --workers 8 1 8 --operations components components-lastsmall \
-        --turns 2 --timeline --scheduler-process --json "$OUT/cc.json" \
-        > "$OUT/run.log" 2>&1
-    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    components_timelines --workers 8 1 8 --operations components \
+        components-lastsmall --turns 2 --scheduler-process
     $B --workers 8 --operations costdistance costdistance-lastsmall \
         --turns 2 --scheduler-process --json "$OUT/cd.json" \
         >> "$OUT/run.log" 2>&1
@@ -644,11 +638,8 @@ twentyfirst_fetch)
     # default in that call, removed after it) against fetching its result
     # (None) as before (-fetched, removed with it), 8, 1, 8 workers ABBA
     # with timelines
-    machine
-    $B --workers 8 1 8 --operations components components-fetched \
-        --turns 2 --timeline --scheduler-process --json "$OUT/cc.json" \
-        > "$OUT/run.log" 2>&1
-    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    components_timelines --workers 8 1 8 --operations components \
+        components-fetched --turns 2 --scheduler-process
     ;;
 nineteenth_512)
     # tiles of 512: four times the tiles (more to start at once, each
