@@ -37,6 +37,7 @@ import functools
 import hashlib
 import math
 import os
+import threading
 import uuid
 from contextlib import contextmanager
 
@@ -230,7 +231,7 @@ class RunIntervals:
     (:func:`worker_check`'s ``interval``, one round trip fewer) and set
     back with the run's other worker settings (:func:`run_end_on_worker`).
     ``workers_old``: address -> the interval each worker had (None until
-    known)."""
+    known); ``workers_touched``: whether the workers' may have been set."""
 
     def __init__(self, client, seconds):
         self.client = client
@@ -238,6 +239,7 @@ class RunIntervals:
         self.own = None
         self.scheduler = None
         self.workers_old = None
+        self.workers_touched = False
 
     def set_here_and_on_scheduler(self):
         client, seconds = self.client, self.seconds
@@ -254,6 +256,7 @@ class RunIntervals:
             self.scheduler = None
 
     def set_on_workers(self):
+        self.workers_touched = True
         try:
             self.workers_old = self.client.run(
                 worker_interval, interval=self.seconds, on_error="ignore")
@@ -298,15 +301,18 @@ def run_end_on_worker(dask_worker=None, interval=None, old=None):
     round trip): the stream's batching interval set back
     (:func:`worker_interval`: to ``old``, or, where the preflight that
     would have told it failed, Dask's own if it is still at the run's
-    ``interval``) and the worker's own malloc settings back where a step
+    ``interval``; None: the workers' were not touched) and, whatever that
+    meets, the worker's own malloc settings back where a step
     kept freed memory (:func:`tile_tasks.own_malloc_settings_if_kept`)."""
     from .tile_tasks import own_malloc_settings_if_kept
-    if old is not None:
-        worker_interval(dask_worker, old=old)
-    elif interval is not None and \
-            dask_worker.batched_stream.interval == interval:
-        dask_worker.batched_stream.interval = DASK_FROM_WORKER_S
-    own_malloc_settings_if_kept()
+    try:
+        if old is not None:
+            worker_interval(dask_worker, old=old)
+        elif interval is not None and \
+                dask_worker.batched_stream.interval == interval:
+            dask_worker.batched_stream.interval = DASK_FROM_WORKER_S
+    finally:
+        own_malloc_settings_if_kept()
 
 
 # --------------------------------------------------------------------------
@@ -314,7 +320,7 @@ def run_end_on_worker(dask_worker=None, interval=None, old=None):
 
 
 # The workers the scheduler listed at a tiled run's preflight, by client
-# id, for the length of the run (tile_executor): the run's sizing calls
+# id and driver thread, for the length of the run (tile_executor): the run's sizing calls
 # (threads, memory, hosts) read them instead of asking the scheduler again,
 # a round trip each (~1 ms on the H200 host, five in a components run).
 # A worker that joins during the run gets tasks all the same; only the
@@ -323,9 +329,11 @@ _RUN_WORKERS = {}
 
 
 def _workers_info(client):
-    """The scheduler's ``workers`` of ``scheduler_info()``: the running
-    tiled run's list (:data:`_RUN_WORKERS`), else asked now."""
-    kept = _RUN_WORKERS.get(getattr(client, "id", None))
+    """The scheduler's ``workers`` of ``scheduler_info()``: the list of the
+    tiled run this thread is in with this client (:data:`_RUN_WORKERS`),
+    else asked now."""
+    kept = _RUN_WORKERS.get((getattr(client, "id", None),
+                             threading.get_ident()))
     if kept:
         return kept[-1]
     return client.scheduler_info()["workers"]
@@ -334,16 +342,18 @@ def _workers_info(client):
 @contextmanager
 def _run_workers(client, workers):
     """``workers`` (a ``scheduler_info()["workers"]``) stand for the
-    cluster's for the ``with`` block (:data:`_RUN_WORKERS`; runs may
-    nest)."""
-    stack = _RUN_WORKERS.setdefault(client.id, [])
+    cluster's in this thread for the ``with`` block (:data:`_RUN_WORKERS`,
+    by client and thread: a run in another thread asks for its own; runs
+    may nest)."""
+    key = (client.id, threading.get_ident())
+    stack = _RUN_WORKERS.setdefault(key, [])
     stack.append(workers)
     try:
         yield
     finally:
         stack.pop()
         if not stack:
-            _RUN_WORKERS.pop(client.id, None)
+            _RUN_WORKERS.pop(key, None)
 
 
 def cluster_workers(client, info=None):
@@ -552,24 +562,16 @@ def source_path(source):
     return getattr(source, "path", None)
 
 
-def worker_check(sources, out_dir, token, warm_up, warmed=None,
-                 interval=None, dask_worker=None):
+def worker_check(sources, out_dir, token, warm_up, warmed=None):
     """Runs on a worker: what :func:`preflight` compares.  Returns a dict;
     problems are reported as strings, never raised, so every worker's
     answer arrives.  ``warmed``: instead of running ``warm_up``, report
     (``"warmed"``) whether this process has passed the warm-up of that
-    key already.  ``interval`` (with ``dask_worker``, as ``client.run``
-    gives it): the worker's stream batching interval set for the run, the
-    one found reported (``"interval"``; :class:`RunIntervals`)."""
+    key already."""
     from . import tiling
     answer = {"fingerprint": code_fingerprint(), "pid": os.getpid(),
               "sources": [], "problems": [],
               "warmed": warmed is not None and warmed in _WARMED_UP}
-    if interval is not None and dask_worker is not None:
-        try:
-            answer["interval"] = worker_interval(dask_worker, interval)
-        except AttributeError:  # another Dask: its own intervals stay
-            pass
     for source in sources:
         try:
             shape, dtype = tiling.reopen_source(source)
@@ -631,17 +633,22 @@ PREFLIGHT_BY_RUN = True
 
 
 def _worker_answers(client, workers, sources, out_dir, token, warm_up,
-                    interval=None):
+                    intervals=None):
     """Each worker's :func:`worker_check` answer, in ``workers``' order
-    (:data:`PREFLIGHT_BY_RUN`; ``interval``: set on the workers by the
-    ``client.run``, each answer then reporting the one found)."""
+    (:data:`PREFLIGHT_BY_RUN`; ``intervals``: a :class:`RunIntervals` whose
+    workers' intervals the ``client.run`` sets on the way)."""
     answers = {}
     if PREFLIGHT_BY_RUN:
         key = None if warm_up is None else _warm_up_key(warm_up)
-        answers = client.run(worker_check, sources, out_dir, token, None,
-                             key, interval, workers=workers)
-    found = {address: answer["interval"] for address, answer in
-             answers.items() if "interval" in answer}
+        seconds = None if intervals is None else intervals.seconds
+        if seconds is not None:
+            intervals.workers_touched = True
+        answers = client.run(_check_setting_interval(
+            sources, out_dir, token, key, seconds), workers=workers)
+        if seconds is not None:
+            intervals.workers_old = {
+                address: answer.pop("interval") for address, answer in
+                answers.items() if "interval" in answer}
     if warm_up is not None:
         answers = {address: answer for address, answer in answers.items()
                    if answer["warmed"]}
@@ -652,12 +659,32 @@ def _worker_answers(client, workers, sources, out_dir, token, warm_up,
                              key=f"gridgraph-preflight-{uuid.uuid4().hex}")
                for address in cold]
     answers.update(zip(cold, client.gather(futures)))
-    for address, interval_found in found.items():
-        answers[address]["interval"] = interval_found
     return [answers[address] for address in workers]
 
 
-def preflight(client, sources, out_dir=None, warm_up=None, interval=None,
+def _check_setting_interval(sources, out_dir, token, warmed, interval):
+    """What the preflight's ``client.run`` runs on each worker: the
+    worker's own :func:`worker_check` (``warmed``: the warm-up's key) and,
+    with ``interval``, its stream's batching interval set for the run, the
+    one found in the answer (``"interval"``; :func:`worker_interval`).
+    Sent by value (a nested function), calling only what every GridGraph
+    version's workers have, so that a worker running other code still
+    answers and is named in the preflight's message."""
+    module = __name__
+
+    def check(dask_worker=None):
+        import importlib
+        here = importlib.import_module(module)
+        answer = here.worker_check(sources, out_dir, token, None, warmed)
+        setter = getattr(here, "worker_interval", None)
+        if interval is not None and setter is not None and \
+                hasattr(dask_worker, "batched_stream"):
+            answer["interval"] = setter(dask_worker, interval)
+        return answer
+    return check
+
+
+def preflight(client, sources, out_dir=None, warm_up=None, intervals=None,
               info=None):
     """Check every worker before any tile work; raise :class:`ClusterError`
     naming the workers that cannot take part and why.
@@ -665,8 +692,9 @@ def preflight(client, sources, out_dir=None, warm_up=None, interval=None,
     ``sources`` are the raster sources the tasks will read (file-backed;
     an in-memory one is refused here), ``out_dir`` the folder workers will
     write into, ``warm_up`` a function of no argument that compiles the
-    operation's kernels.  ``interval``: each worker's stream batching
-    interval set on the way (:func:`worker_check`); ``info``: the
+    operation's kernels.  ``intervals``: a :class:`RunIntervals` whose
+    workers' batching intervals are set on the way (and what they were
+    recorded, even when the preflight then fails); ``info``: the
     scheduler's ``workers`` already asked for.  Returns the answers in
     address order.
     """
@@ -688,7 +716,7 @@ def preflight(client, sources, out_dir=None, warm_up=None, interval=None,
         workers = sorted(cluster_workers(client, info))
         try:
             answers = _worker_answers(client, workers, sources, out_dir,
-                                      token, warm_up, interval)
+                                      token, warm_up, intervals)
         except Exception as error:
             raise ClusterError(
                 f"the preflight check could not run on the Dask workers "
@@ -772,15 +800,11 @@ def tile_executor(executor, sources, out_dir=None, warm_up=None):
             # client.run, and set back with the malloc settings by one
             # client.run at the end: two round trips fewer a run
             info = client.scheduler_info()["workers"]
-            answers = preflight(client, sources,
-                                out_dir if usable else None, warm_up,
-                                interval=seconds, info=info)
-            if seconds is not None:
-                intervals.workers_old = {
-                    address: answer["interval"] for address, answer in
-                    zip(sorted(info), answers) if "interval" in answer}
-                if not PREFLIGHT_BY_RUN:
-                    intervals.set_on_workers()
+            preflight(client, sources, out_dir if usable else None, warm_up,
+                      intervals=intervals if seconds is not None else None,
+                      info=info)
+            if seconds is not None and not PREFLIGHT_BY_RUN:
+                intervals.set_on_workers()
             with _run_workers(client, info):
                 yield client
         finally:
@@ -789,8 +813,10 @@ def tile_executor(executor, sources, out_dir=None, warm_up=None):
             # lineage, or not yet cancelled) keep freed memory: the
             # workers' own malloc settings back at the run's end
             try:
-                client.run(run_end_on_worker, interval=seconds,
-                           old=intervals.workers_old, on_error="ignore")
+                client.run(run_end_on_worker,
+                           interval=seconds if intervals.workers_touched
+                           else None, old=intervals.workers_old,
+                           on_error="ignore")
             except Exception:  # noqa: BLE001 - a cluster gone: nothing kept
                 pass
 

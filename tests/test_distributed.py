@@ -678,18 +678,69 @@ def test_a_run_asks_the_workers_twice(client, tmp_path, monkeypatch,
     assert batch_intervals(client) == before
 
 
+def set_stream_interval(seconds, dask_worker=None):
+    dask_worker.batched_stream.interval = seconds
+
+
 def test_intervals_set_back_after_a_failed_preflight(client, tmp_path,
                                                      monkeypatch):
     """A preflight that finds a problem (a worker running other code)
-    after it set the workers' batching intervals: the run fails and every
-    interval is Dask's own again."""
+    after it set the workers' batching intervals: the run fails, naming
+    the worker, and every interval is what it was before, here not Dask's
+    own on the workers (as another client's run might have left them)."""
     before = batch_intervals(client)
-    memmap = save_npy(tmp_path, "v", np.ones((16, 16)))
-    monkeypatch.setattr(distributed, "code_fingerprint", lambda: "0.0+old")
-    with pytest.raises(GridGraphError, match="the driver 0.0\\+old"):
-        connected_components(memmap, tile_size=TILE, executor=client)
-    monkeypatch.undo()
+    client.run(set_stream_interval, 0.003)
+    try:
+        memmap = save_npy(tmp_path, "v", np.ones((16, 16)))
+        monkeypatch.setattr(distributed, "code_fingerprint",
+                            lambda: "0.0+old")
+        with pytest.raises(GridGraphError, match="the driver 0.0\\+old"):
+            connected_components(memmap, tile_size=TILE, executor=client)
+        monkeypatch.undo()
+        assert batch_intervals(client) == (
+            before[0], before[1], [0.003] * len(before[2]))
+    finally:
+        client.run(set_stream_interval, distributed.DASK_FROM_WORKER_S)
     assert batch_intervals(client) == before
+
+
+def test_preflight_names_a_worker_of_an_older_version(client, tmp_path,
+                                                      monkeypatch):
+    """A worker whose GridGraph is an older version (no interval setter,
+    worker_check of five arguments) still answers the preflight's
+    client.run, and the run fails naming its version, not with the
+    preflight unable to run."""
+    memmap = save_npy(tmp_path, "v", np.ones((16, 16)))
+    client.run(hide_worker_interval)
+    try:
+        monkeypatch.setattr(distributed, "code_fingerprint",
+                            lambda: "9.9+new")
+        with pytest.raises(GridGraphError) as error:
+            connected_components(memmap, tile_size=TILE, executor=client)
+    finally:
+        client.run(restore_worker_interval)
+    assert "the driver 9.9+new" in str(error.value)
+    assert "could not run" not in str(error.value)
+
+
+def hide_worker_interval():
+    """Runs on a worker: its GridGraph as an older version's, without the
+    interval setter and with worker_check taking five arguments."""
+    from gridgraph.core import distributed
+    real = distributed.worker_check
+
+    def worker_check(sources, out_dir, token, warm_up, warmed=None):
+        return real(sources, out_dir, token, warm_up, warmed)
+
+    distributed._hidden = (distributed.worker_interval, real)
+    del distributed.worker_interval
+    distributed.worker_check = worker_check
+
+
+def restore_worker_interval():
+    from gridgraph.core import distributed
+    distributed.worker_interval, distributed.worker_check = \
+        distributed.__dict__.pop("_hidden")
 
 
 def test_cost_distance_source_raster_and_subset(client, tmp_path):

@@ -283,6 +283,7 @@ def test_batch_sizes_in_even_waves(total, threads):
     assert sizes[0] - sizes[-1] <= 1
     if (total, threads) == (234, 8):  # neuse40 at 8 workers: 4 waves
         assert sizes == [8] * 10 + [7] * 22
+    assert tiling.batch_sizes(0, threads) == []
 
 
 @pytest.mark.parametrize("total,threads", [(234, 8), (50, 2), (7, 8)])
