@@ -228,7 +228,7 @@ class RunIntervals:
     """Dask's batching intervals (:func:`batch_interval`) of one run: this
     client's stream and the scheduler's streams set here, the workers'
     set by :meth:`set_on_workers` or by the preflight's ``client.run``
-    (:func:`worker_check`'s ``interval``, one round trip fewer) and set
+    (:func:`_check_setting_interval`, one round trip fewer) and set
     back with the run's other worker settings (:func:`run_end_on_worker`).
     ``workers_old``: address -> the interval each worker had (None until
     known); ``workers_touched``: whether the workers' may have been set."""
