@@ -170,44 +170,6 @@ def executor_scope(executor):
         yield executor
 
 
-@contextmanager
-def batch_interval(client, seconds):
-    """Dask's message batching interval set to ``seconds`` on the client's
-    stream to the scheduler, the scheduler's streams to the workers and to
-    this client, and every worker's stream to the scheduler, for the
-    ``with`` block; set back afterwards.  None leaves them.
-
-    Those intervals are attributes of Dask's ``BatchedSend`` objects, not
-    settings, so this is best-effort: anything missing (another Dask
-    version, a scheduler that refuses ``run_on_scheduler``) is left as it
-    is, which only costs latency."""
-    if seconds is None:
-        yield
-        return
-    restore = _set_intervals(client, seconds)
-    try:
-        yield
-    finally:
-        restore()
-
-
-def _set_intervals(client, seconds):
-    """Set the intervals to ``seconds``; returns what sets them back."""
-    intervals = RunIntervals(client, seconds)
-    intervals.set_here_and_on_scheduler()
-    intervals.set_on_workers()
-
-    def restore():
-        intervals.restore_here_and_on_scheduler()
-        if intervals.workers_old:
-            try:
-                client.run(worker_interval, old=intervals.workers_old,
-                           on_error="ignore")
-            except Exception:  # noqa: BLE001 - a cluster gone
-                pass
-    return restore
-
-
 def worker_interval(dask_worker=None, interval=None, old=None):
     """Runs on a worker (``client.run``): its stream to the scheduler's
     batching interval set to ``interval``, or set back to ``old[its
@@ -225,8 +187,10 @@ def worker_interval(dask_worker=None, interval=None, old=None):
 
 
 class RunIntervals:
-    """Dask's batching intervals (:func:`batch_interval`) of one run: this
-    client's stream and the scheduler's streams set here, the workers'
+    """Dask's message batching intervals of one tiled run
+    (:func:`tile_executor`), set to :data:`DASK_BATCH_INTERVAL_S`: this
+    client's stream to the scheduler and the scheduler's streams to the
+    workers and to this client set here, the workers' streams
     set by :meth:`set_on_workers` or by the preflight's ``client.run``
     (:func:`_check_setting_interval`, one round trip fewer) and set
     back with the run's other worker settings (:func:`run_end_on_worker`).

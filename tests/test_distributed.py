@@ -20,7 +20,8 @@ import pytest
 
 from gridgraph.core import (CancelledError, GridGraphError,
                             InvalidInputError, connected_components,
-                            cost_distance, distributed, minimum_spanning_tree)
+                            cost_distance, distributed, minimum_spanning_tree,
+                            tile_io)
 
 pytest.importorskip("distributed")
 
@@ -627,15 +628,21 @@ def test_batch_intervals_off_for_the_run_and_set_back(client, tmp_path):
     assert batch_intervals(client) == before
 
 
-def test_batch_intervals_of_overlapping_runs_set_back(client):
-    # two runs on one cluster, the second started while the first runs:
-    # once both have ended Dask's own intervals are back (not the 0 the
-    # second run found)
+def test_batch_intervals_of_overlapping_runs_set_back(client, tmp_path):
+    # two runs on one cluster, the second started while the first runs and
+    # ending after it: once both have ended Dask's own intervals are back
+    # (not the 0 the second run found)
     before = batch_intervals(client)
-    restore_first = distributed._set_intervals(client, 0.0)
-    restore_second = distributed._set_intervals(client, 0.0)
-    restore_first()
-    restore_second()
+    source = tile_io.open_source(save_npy(tmp_path, "v", np.zeros(
+        (8, 8), np.uint8)))
+    first = distributed.tile_executor(client, [source])
+    second = distributed.tile_executor(client, [source])
+    first.__enter__()
+    second.__enter__()
+    assert batch_intervals(client) == (0.0, [0.0] * len(before[1]),
+                                       [0.0] * len(before[2]))
+    first.__exit__(None, None, None)
+    second.__exit__(None, None, None)
     assert batch_intervals(client) == before
 
 
@@ -647,8 +654,8 @@ def test_a_run_asks_the_workers_twice(client, tmp_path, monkeypatch,
     with the preflight as tasks, PREFLIGHT_BY_RUN off) and set back, with
     the malloc settings, by one client.run at the end: two calls in all.
     The scheduler is asked for its workers three times: for the backend
-    (GPU workers?), the tile plan and the run.  The intervals are none
-    during the run and Dask's own after."""
+    (GPU workers?), the tile plan and the run.  Dask's own intervals are
+    back after the run."""
     monkeypatch.setattr(distributed, "PREFLIGHT_BY_RUN", by_run)
     memmap = save_npy(tmp_path, "v", (np.random.default_rng(5).random(
         (40, 44)) < 0.5).astype(np.uint8))
