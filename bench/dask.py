@@ -334,6 +334,11 @@ COMPONENT_VARIANTS = {
     "components-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
     "mst-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
     "costdistance-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
+    # (the twenty-second session's merge answers of the count's width,
+    # NARROW_ANSWERS, measured as "components" against "components-wide",
+    # and the labels file's pages put in the page cache by the driver
+    # during round 1, ZEROS_AHEAD, as "components" against
+    # "components-nozeros": neither faster, both removed)
     # (the twenty-first session's label round waiting for each task's end
     # without fetching its result, DASK_RESULTS_OF_WRITERS, measured as
     # "components" against "components-fetched": the last label task's
@@ -683,9 +688,88 @@ def timeline_summary(events, tasks, start, stop):
     return summary
 
 
+def _scheduler_log(window, dask_scheduler=None):
+    """The scheduler's transitions within ``window`` (epoch seconds):
+    ``[key, start, finish, stimulus, time]``."""
+    a, b = window
+    return [[str(e[0]), e[1], e[2], e[4], e[5]]
+            for e in list(dask_scheduler.transition_log)
+            if a <= e[5] <= b and isinstance(e[0], str)]
+
+
+def _worker_log(window, dask_worker=None):
+    """This worker's state-machine log within ``window``: ``[key, start,
+    finish, time]`` for the task transitions."""
+    a, b = window
+    return [[e[0], str(e[1]), str(e[2]), e[-1]]
+            for e in list(dask_worker.state.log)
+            if isinstance(e[0], str) and isinstance(e[-1], float)
+            and a <= e[-1] <= b and len(e) >= 4]
+
+
+def dask_hops(client, start, stop):
+    """Where each round's messages were (``--timeline``, ms from the run's
+    start), from the scheduler's transition log and the workers' logs: per
+    round (task name), when the scheduler began on its graph (the
+    update-graph stimulus), its first transition, when each worker got its
+    first task (compute-task), started it, and the round's last task's end
+    on its worker and on the scheduler; fetches between workers (flight
+    to memory) as [first, last] arrivals."""
+    import re
+    name_of = re.compile(r"^(.*?)-(?:value-)?[0-9a-f]{12}(?:-\d{7})?$")
+    ms = lambda t: round(1000 * (t - start), 1)  # noqa: E731
+    window = (start - 0.01, stop + 0.01)
+    rounds = {}
+
+    def entry(key):
+        match = name_of.match(key)
+        name = match.group(1) if match else key
+        return rounds.setdefault(name, {"got": {}, "started": {},
+                                        "fetched": []})
+    for key, a, b, stimulus, t in client.run_on_scheduler(_scheduler_log,
+                                                         window):
+        r = entry(key)
+        if stimulus.startswith("update-graph-") and "graph_in" not in r:
+            r["graph_in"] = ms(float(stimulus.rsplit("-", 1)[1]))
+            r["first_transition"] = ms(t)
+        if b == "memory" and a == "processing":
+            r["last_in_scheduler"] = max(r.get("last_in_scheduler", 0),
+                                         ms(t))
+    for worker, log in client.run(_worker_log, window).items():
+        for key, a, b, t in log:
+            r = entry(key)
+            if a == "compute-task":
+                r["got"].setdefault(worker, ms(t))
+            elif a == "ready" and b == "executing":
+                r["started"].setdefault(worker, ms(t))
+            elif a == "executing" and b == "memory":
+                r["last_end"] = max(r.get("last_end", 0), ms(t))
+            elif a == "flight" and b == "memory":
+                r["fetched"].append(ms(t))
+    out = {}
+    for name, r in rounds.items():
+        if "graph_in" not in r and not r["got"]:
+            continue  # free-keys, gather-dependencies and such
+        got, started = sorted(r["got"].values()), sorted(r["started"].values())
+        out[name] = {k: v for k, v in dict(
+            graph_in=r.get("graph_in"),
+            first_transition=r.get("first_transition"),
+            workers_got=[got[0], got[len(got) // 2], got[-1]] if got else None,
+            workers_started=[started[0], started[len(started) // 2],
+                             started[-1]] if started else None,
+            last_end=r.get("last_end"),
+            last_in_scheduler=r.get("last_in_scheduler"),
+            fetched=[min(r["fetched"]), max(r["fetched"])]
+            if r["fetched"] else None).items() if v is not None}
+    return out
+
+
 def print_timeline(summary):
     print(f"    timeline ({summary['total_ms']} ms): driver "
           + ", ".join(f"{n} {a}-{b}" for n, a, b in summary["driver"]))
+    for name, hops in summary.get("hops", {}).items():
+        print(f"      hops {name}: " + ", ".join(
+            f"{k} {v}" for k, v in hops.items()), flush=True)
     for name, r in summary["rounds"].items():
         print(f"      {name}: {r['tasks']} tasks {r['first_start']}-"
               f"{r['last_end']} ms, busy {r['busy_share']:.0%}, idle ms "
@@ -1009,6 +1093,8 @@ def main():
                                            wall_start + b] for n, w, a, b
                                           in rows[-1].get("tasks", [])],
                         wall_start, wall_stop)
+                    rows[-1]["timeline"]["hops"] = dask_hops(
+                        client, wall_start, wall_stop)
                     timeline.events = None
                 print({k: v for k, v in rows[-1].items()
                        if k not in ("tasks", "settings", "timeline")},

@@ -115,6 +115,23 @@
 #   bench/dask_device.sh twentyfirst_fetch -- components' label round
 #                                   without its results fetched against
 #                                   with (-fetched), 8, 1, 8 ABBA
+#   bench/dask_device.sh twentysecond -- components: the answers of the
+#                                   count's width (default) against int64
+#                                   (-wide) and the merge on a worker
+#                                   (-workerjoin), 8, 1, 8 ABBA, timelines
+#                                   with the scheduler's and workers' logs;
+#                                   cost distance and the MST at 8 and 1
+#   bench/dask_device.sh twentysecond_writes -- components' label round
+#                                   through mappings (default) against
+#                                   pwrite of runs and of tile rows, 8, 1,
+#                                   8 ABBA, timelines
+#   bench/dask_device.sh twentysecond_zeros -- components with the labels
+#                                   file's pages cached by the driver in
+#                                   round 1 against not, 8, 1, 8 ABBA
+#   bench/dask_device.sh twentysecond_probe -- the tile probe: label runs
+#                                   written into a file whose pages are
+#                                   cached first by a mapping or by pwrite
+#                                   of zeros, against not, 1 and 8 procs
 #   bench/dask_device.sh fifteenth_other -- the same for components (three
 #                                   turns) and the MST, 8 and 1 workers
 #   bench/dask_device.sh fifteenth_sched -- cost distance's scheduling
@@ -632,6 +649,67 @@ twentyfirst_waves)
             --scheduler-process --json "$OUT/mst.json" >> "$OUT/run.log" 2>&1
         echo "mst done at $SECONDS s" >> "$OUT/run.log"
     fi
+    ;;
+twentysecond)
+    # components: the merge's answers of the count's width (int32, the
+    # default; in that call NARROW_ANSWERS, removed after it) against int64
+    # (-wide, removed with it), and the merge as a task on a
+    # worker with the label round submitted behind it (-workerjoin: last
+    # measured in the eighth session, before the batching intervals were
+    # set to 0 for a run), 8, 1, 8 workers ABBA with timelines (each
+    # round's hops from the scheduler's and workers' logs); then cost
+    # distance and the MST with the defaults at 8 and 1
+    components_timelines --workers 8 1 8 --operations components \
+        components-wide components-workerjoin --turns 2 --scheduler-process
+    $B --workers 8 1 --operations costdistance --scheduler-process \
+        --json "$OUT/cd.json" >> "$OUT/run.log" 2>&1
+    echo "costdistance done at $SECONDS s" >> "$OUT/run.log"
+    if [ "$SECONDS" -lt 380 ]; then
+        $B --workers 8 1 --operations mst --scheduler-process \
+            --json "$OUT/mst.json" >> "$OUT/run.log" 2>&1
+        echo "mst done at $SECONDS s" >> "$OUT/run.log"
+    fi
+    ;;
+twentysecond_writes)
+    # components' label round writing through mappings of the labels file
+    # (the default) against pwrite of each run's rows (-runs-pwrite) and of
+    # whole tile rows (-rows-pwrite), 8, 1, 8 workers ABBA with timelines
+    components_timelines --workers 8 1 8 --operations components \
+        components-runs-pwrite components-rows-pwrite --turns 2 \
+        --scheduler-process
+    ;;
+twentysecond_zeros)
+    # components with the labels file's pages put in the page cache by
+    # the driver during round 1 (the default in that call, ZEROS_AHEAD,
+    # removed after it) against not (-nozeros, removed with it), 8, 1, 8
+    # workers ABBA with timelines
+    components_timelines --workers 8 1 8 --operations components \
+        components-nozeros --turns 2 --scheduler-process
+    ;;
+twentysecond_probe)
+    # the tile probe: the label round's runs written through mappings of
+    # the labels file (-runs) against its pages put in the page cache
+    # first, by one populated mapping (-cached) or by one thread's pwrite
+    # of zeros (-zeroed, large folios where ext4 makes them), and against
+    # no writes (labels); 1 and 8 processes, two repeats; the file folio
+    # counters before and after
+    machine
+    python3 - <<'PY'
+import importlib.util
+spec = importlib.util.spec_from_file_location("bench_dask", "bench/dask.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+module.make_inputs("/tmp/gg-dask", (17630, 12555))
+PY
+    grep -H . /sys/kernel/mm/transparent_hugepage/hugepages-*/stats/file_alloc \
+        > "$OUT/folios.txt" 2>&1
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 8 --dirs $W/probe --repeats 2 \
+        --modes labels labels-runs labels-runs-cached labels-runs-zeroed \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    grep -H . /sys/kernel/mm/transparent_hugepage/hugepages-*/stats/file_alloc \
+        >> "$OUT/folios.txt" 2>&1
     ;;
 twentyfirst_fetch)
     # components' label round waiting for each task's end only (the

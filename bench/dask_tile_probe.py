@@ -24,6 +24,8 @@ labels file's pages).  The rounds' work, one mode each:
   ``-cached`` after any of these: the labels file's pages put in the
   page cache (dirty, by one mapping of the whole file populated
   writable) before the processes start, so the writes only map them;
+  ``-zeroed``: the same by ``pwrite`` of zeros from one thread (the
+  file system's large folios for writes; ``cache_seconds`` its time);
 - all with the kernel in one strip (``--strips 1``, as tiles on an
   executor now run; 0: a strip per CPU, as they ran before);
 - ``compute``: an ALU loop only (what sharing a core or a lower clock
@@ -103,7 +105,7 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
         _mallopt(65536, 0)  # Dask's nanny: MALLOC_TRIM_THRESHOLD_=65536
     source, windows, items, shape, answers, sink, tile_dir = state
     from gridgraph.core import tile_io
-    mode = mode.replace("-cached", "")
+    mode = mode.replace("-cached", "").replace("-zeroed", "")
     tile_io.POPULATE_MAPPED_WRITES = mode.endswith("-populate")
     mode = mode.replace("-populate", "")
     scratch = np.ones(8 << 20) if mode == "stream" else None
@@ -247,7 +249,7 @@ def main():
                             context, mode, folder, procs, pin, heap, cores,
                             source, windows, items.get(
                                 mode.replace("-cached", "").replace(
-                                    "-populate", ""),
+                                    "-zeroed", "").replace("-populate", ""),
                                 [[k] for k in range(len(windows))]), shape,
                             answers, repeat))
                         print(json.dumps(rows[-1]), flush=True)
@@ -304,10 +306,30 @@ def cache_pages(path):
     mapping.close()
 
 
+def zero_pages(sink):
+    """Every page of ``sink``'s data in the page cache, dirty, written by
+    ``pwrite`` of zeros in 64 MiB calls from this one thread (page-cache
+    folios as large as the file system makes them for writes); returns the
+    seconds it took."""
+    start = time.perf_counter()
+    size = sink.dtype.itemsize * sink.shape[0] * sink.shape[1]
+    zeros = bytes(64 << 20)
+    fd = os.open(sink.partial, os.O_WRONLY)
+    try:
+        done = 0
+        while done < size:
+            done += os.pwrite(fd, memoryview(zeros)[:min(len(zeros),
+                                                        size - done)],
+                              sink.offset + done)
+    finally:
+        os.close(fd)
+    return round(time.perf_counter() - start, 4)
+
+
 def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
             items, shape, answers, repeat):
     from gridgraph.core import tiling
-    sink = tile_dir = None
+    sink = tile_dir = cache_seconds = None
     if folder is not None:
         os.makedirs(folder, exist_ok=True)
         if mode.startswith(("labels-mapped", "labels-pwrite", "labels-runs",
@@ -317,6 +339,8 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
                                   mapped=not mode.startswith("labels-pwrite"))
             if mode.endswith("-cached"):
                 cache_pages(sink.partial)
+            elif mode.endswith("-zeroed"):
+                cache_seconds = zero_pages(sink)
         elif mode == "labels-tilefiles":
             tile_dir = os.path.join(folder, "tiles")
             os.makedirs(tile_dir, exist_ok=True)
@@ -356,7 +380,7 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
     return dict(
         mode=mode, dir=folder, procs=procs, pin=pin or "", heap=heap,
         repeat=repeat, span=round(span, 4), wall=round(wall, 3),
-        finish=round(finish, 4), user=round(total("user"), 3),
+        finish=round(finish, 4), cache_seconds=cache_seconds, user=round(total("user"), 3),
         sys=round(total("sys"), 3),
         cpu_per_tile_ms=round(1000 * (total("user") + total("sys"))
                               / len(windows), 3),
