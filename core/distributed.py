@@ -45,8 +45,15 @@ from .errors import BackendUnavailableError, GridGraphError, InvalidInputError
 
 # Seconds to wait for a scheduler before saying it is unreachable.
 CONNECT_TIMEOUT_S = 5
-# Seconds for the preflight tasks (kernels may compile on a cold worker).
+# Seconds for the preflight tasks (kernels may compile on a cold worker):
+# past them the run fails naming the workers that had not answered.
 PREFLIGHT_TIMEOUT_S = 600
+# Seconds for a call that runs a short function on every worker or on the
+# scheduler (``client.run``, ``run_on_scheduler``: the preflight's checks,
+# the settings a run sets and sets back, the GPU workers' report): a worker
+# whose event loop hangs would otherwise hang the run.  The settings are
+# best-effort (a timeout leaves them); the checks fail the run.
+DASK_CALL_TIMEOUT_S = 120
 # Seconds a Dask stream waits after sending a batch before it sends the
 # next one, for the length of a tiled run (None: Dask's own intervals, set
 # back after the run).  Dask batches the messages between the client, the
@@ -215,7 +222,8 @@ class RunIntervals:
         self.own = own
         try:
             self.scheduler = client.run_on_scheduler(
-                _scheduler_interval(client.id), interval=seconds)
+                _scheduler_interval(client.id), interval=seconds,
+                callback_timeout=DASK_CALL_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - a refused or older scheduler
             self.scheduler = None
 
@@ -223,7 +231,8 @@ class RunIntervals:
         self.workers_touched = True
         try:
             self.workers_old = self.client.run(
-                worker_interval, interval=self.seconds, on_error="ignore")
+                worker_interval, interval=self.seconds, on_error="ignore",
+                callback_timeout=DASK_CALL_TIMEOUT_S)
         except Exception:  # noqa: BLE001
             self.workers_old = None
 
@@ -234,7 +243,8 @@ class RunIntervals:
         try:
             if self.scheduler:
                 client.run_on_scheduler(_scheduler_interval(client.id),
-                                        old=self.scheduler)
+                                        old=self.scheduler,
+                                        callback_timeout=DASK_CALL_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - a cluster gone after a failure
             pass
 
@@ -451,7 +461,14 @@ def gpu_tile_side(executor, bytes_for_cells):
     :class:`ClusterError` naming a GPU worker without a usable device."""
     with client_for(executor) as client:
         addresses = gpu_workers(client)
-        reports = client.run(device_report, workers=addresses)
+        try:
+            reports = client.run(device_report, workers=addresses,
+                                 callback_timeout=DASK_CALL_TIMEOUT_S)
+        except TimeoutError:
+            raise ClusterError(
+                f"the Dask GPU workers did not report their CUDA devices "
+                f"within {DASK_CALL_TIMEOUT_S} s: check that every GPU "
+                "worker is running (its event loop may be blocked)") from None
     problems = [f"worker {address}: {report[3]}"
                 for address, report in sorted(reports.items()) if report[3]]
     if problems:
@@ -608,7 +625,8 @@ def _worker_answers(client, workers, sources, out_dir, token, warm_up,
         if seconds is not None:
             intervals.workers_touched = True
         answers = client.run(_check_setting_interval(
-            sources, out_dir, token, key, seconds), workers=workers)
+            sources, out_dir, token, key, seconds), workers=workers,
+            callback_timeout=DASK_CALL_TIMEOUT_S)
         if seconds is not None:
             intervals.workers_old = {
                 address: answer.pop("interval") for address, answer in
@@ -622,8 +640,38 @@ def _worker_answers(client, workers, sources, out_dir, token, warm_up,
                              allow_other_workers=False, pure=False,
                              key=f"gridgraph-preflight-{uuid.uuid4().hex}")
                for address in cold]
+    if futures:
+        _wait_for_preflight(client, futures, cold)
     answers.update(zip(cold, client.gather(futures)))
     return [answers[address] for address in workers]
+
+
+def _wait_for_preflight(client, futures, addresses):
+    """Wait :data:`PREFLIGHT_TIMEOUT_S` for the preflight tasks of the
+    workers ``addresses``; past it, cancel them and raise
+    :class:`ClusterError` naming the workers that had not answered."""
+    import time
+    deadline = time.monotonic() + PREFLIGHT_TIMEOUT_S
+    try:
+        for future in futures:
+            # (a task's own error is raised by the gather after this)
+            future.exception(timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        late = [address for address, future in zip(addresses, futures)
+                if not future.done()]
+        try:
+            client.cancel(futures, force=True)
+        except Exception:  # noqa: BLE001 - a cluster gone
+            pass
+        raise PreflightTimeout(late) from None
+
+
+class PreflightTimeout(Exception):
+    """Workers whose preflight did not finish in time (their addresses)."""
+
+    def __init__(self, workers):
+        super().__init__(", ".join(workers))
+        self.workers = workers
 
 
 def _check_setting_interval(sources, out_dir, token, warmed, interval):
@@ -681,6 +729,20 @@ def preflight(client, sources, out_dir=None, warm_up=None, intervals=None,
         try:
             answers = _worker_answers(client, workers, sources, out_dir,
                                       token, warm_up, intervals)
+        except PreflightTimeout as late:
+            raise ClusterError(
+                f"the preflight check did not finish within "
+                f"{PREFLIGHT_TIMEOUT_S} s on the Dask worker(s) "
+                f"{', '.join(late.workers)} (compiling GridGraph's kernels "
+                "on a new worker takes about a minute): check that those "
+                "workers are running and not overloaded, then run again"
+                ) from None
+        except TimeoutError:
+            raise ClusterError(
+                f"the Dask workers did not answer the preflight check within "
+                f"{DASK_CALL_TIMEOUT_S} s: check that every worker is "
+                "running (a worker's event loop may be blocked), then run "
+                "again") from None
         except Exception as error:
             raise ClusterError(
                 f"the preflight check could not run on the Dask workers "
@@ -780,7 +842,8 @@ def tile_executor(executor, sources, out_dir=None, warm_up=None):
                 client.run(run_end_on_worker,
                            interval=seconds if intervals.workers_touched
                            else None, old=intervals.workers_old,
-                           on_error="ignore")
+                           on_error="ignore",
+                           callback_timeout=DASK_CALL_TIMEOUT_S)
             except Exception:  # noqa: BLE001 - a cluster gone: nothing kept
                 pass
 

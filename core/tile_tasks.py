@@ -228,7 +228,8 @@ def workers_malloc_settings_back(client):
     steps (:data:`STEP_HEAP_KEPT`) given its own malloc settings back
     (best-effort: a worker gone keeps nothing)."""
     try:
-        client.run(own_malloc_settings_if_kept)
+        client.run(own_malloc_settings_if_kept,
+                   callback_timeout=distributed.DASK_CALL_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - a cluster gone: nothing kept
         pass
 
@@ -1091,7 +1092,8 @@ class TaskPool:
             getattr(dask_scheduler._broker, "_topics", {}).pop(topic, None)
 
         try:
-            client.run_on_scheduler(forget)
+            client.run_on_scheduler(
+                forget, callback_timeout=distributed.DASK_CALL_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - refused, or a cluster gone
             try:
                 client.unsubscribe_topic(topic)

@@ -8,6 +8,7 @@ rasters are small and tiles 8 cells wide so that every run crosses many
 seams while the per-task overhead stays small.
 """
 
+import functools
 import itertools
 import os
 import signal
@@ -728,6 +729,50 @@ def test_preflight_names_a_worker_of_an_older_version(client, tmp_path,
         client.run(restore_worker_interval)
     assert "the driver 9.9+new" in str(error.value)
     assert "could not run" not in str(error.value)
+
+
+def test_preflight_that_hangs_fails_naming_the_workers(client, tmp_path,
+                                                       monkeypatch):
+    """Workers whose preflight task (the kernels' warm-up) does not finish
+    in PREFLIGHT_TIMEOUT_S fail the run with a ClusterError naming them,
+    instead of hanging it."""
+    monkeypatch.setattr(distributed, "PREFLIGHT_TIMEOUT_S", 1)
+    source = tile_io.open_source(save_npy(tmp_path, "v", np.zeros(
+        (8, 8), np.uint8)))
+    start = time.monotonic()
+    with pytest.raises(distributed.ClusterError) as error:
+        # a warm-up no worker has passed: each runs it as a task, 3 s long
+        distributed.preflight(client, [source], None,
+                              warm_up=functools.partial(time.sleep, 3.0))
+    assert time.monotonic() - start < 2.9
+    message = str(error.value)
+    assert "did not finish within 1 s" in message
+    for address in client.scheduler_info()["workers"]:
+        assert address in message
+    time.sleep(3)  # the workers' threads free again for the next tests
+
+
+def test_every_call_on_all_workers_has_a_timeout(client, tmp_path,
+                                                 monkeypatch):
+    """Each client.run and run_on_scheduler of a tiled run carries a
+    timeout (a worker whose event loop hangs cannot hang the run)."""
+    memmap = save_npy(tmp_path, "v", (np.random.default_rng(6).random(
+        (30, 34)) < 0.5).astype(np.uint8))
+    keywords = []
+    for name in ("run", "run_on_scheduler"):
+        real = getattr(client, name)
+
+        def spy(*arguments, _real=real, _name=name, **given):
+            keywords.append((_name, given.get("callback_timeout")))
+            return _real(*arguments, **given)
+        monkeypatch.setattr(client, name, spy)
+    connected_components(memmap, tile_size=TILE, executor=client)
+    cost_distance(save_npy(tmp_path, "c", costs((20, 19), 3)), [(2, 3)],
+                  tile_size=TILE, executor=client)
+    monkeypatch.undo()
+    assert {name for name, _ in keywords} == {"run", "run_on_scheduler"}
+    assert all(timeout == distributed.DASK_CALL_TIMEOUT_S
+               for _, timeout in keywords), keywords
 
 
 def hide_worker_interval():
