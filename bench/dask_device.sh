@@ -128,6 +128,9 @@
 #   bench/dask_device.sh twentysecond_zeros -- components with the labels
 #                                   file's pages cached by the driver in
 #                                   round 1 against not, 8, 1, 8 ABBA
+#   bench/dask_device.sh twentysecond_packed -- components, 8, 1, 8, two
+#                                   turns, timelines (the label round's
+#                                   start with lazily unpacked answers)
 #   bench/dask_device.sh twentysecond_probe -- the tile probe: label runs
 #                                   written into a file whose pages are
 #                                   cached first by a mapping or by pwrite
@@ -685,6 +688,15 @@ twentysecond_zeros)
     # workers ABBA with timelines
     components_timelines --workers 8 1 8 --operations components \
         components-nozeros --turns 2 --scheduler-process
+    ;;
+twentysecond_packed)
+    # components with a Packed's pickled state kept and its messages built
+    # only when asked for (the label tasks' answers pass through the
+    # scheduler without per-message work): 8, 1, 8 workers, two turns,
+    # timelines with hops (compare the label round's start with the
+    # calls before, same code otherwise)
+    components_timelines --workers 8 1 8 --operations components \
+        --turns 2 --scheduler-process
     ;;
 twentysecond_probe)
     # the tile probe: the label round's runs written through mappings of

@@ -471,14 +471,34 @@ class Packed:
     ~18 ms a fetch on the H100 host, one worker after the other, so the
     label round's workers started 15-25 ms apart (docs/benchmarks.md,
     Dask, eighth session).  Packed, a fetch sends a few large buffers.
-    Messages of mixed types or dtypes pickle as they are."""
+    Messages of mixed types or dtypes pickle as they are.
 
-    __slots__ = ("items", "keys", "_index")
+    A Packed is a message: not changed after it is made.  Its pickled
+    state is made once and kept, and an unpickled one builds its messages
+    only when they are asked for, so a Packed that only passes through a
+    process (a task's argument on Dask's scheduler, which unpickles the
+    graph and pickles each task again for its worker) costs no per-message
+    work there.  36 tasks of 7 components answers each (114 KB a task):
+    7-11 ms for the scheduler to unpickle with the messages built, 2.5-3.6
+    ms without, on the 2-core box; the label round of neuse40 on the H200
+    hosts' CPUs 2.0-3.6 ms against 3-6 (docs/benchmarks.md, Dask,
+    twenty-second session)."""
+
+    __slots__ = ("_items", "keys", "_index", "_state")
 
     def __init__(self, items, keys=None):
-        self.items = list(items)
+        self._items = list(items)
         self.keys = None if keys is None else list(keys)
         self._index = None
+        self._state = None
+
+    @property
+    def items(self):
+        """The messages, in order (built from the pickled state the first
+        time they are asked for)."""
+        if self._items is None:
+            self._items = _unpacked(self._state)
+        return self._items
 
     def __getitem__(self, key):
         if self._index is None:
@@ -489,38 +509,51 @@ class Packed:
         return len(self.items)
 
     def __getstate__(self):
-        items = self.items
-        kind = type(items[0]) if items else None
-        if kind is None or not dataclasses.is_dataclass(kind) or any(
-                type(item) is not kind for item in items):
-            return ("plain", items, self.keys)
-        names = [field.name for field in dataclasses.fields(kind)]
-        columns = [[getattr(item, name) for item in items] for name in names]
-        if any(not isinstance(value, np.ndarray) or value.dtype
-               != column[0].dtype for column in columns for value in column):
-            return ("plain", items, self.keys)
-        shapes = [[value.shape for value in column] for column in columns]
-        data = [np.concatenate([value.reshape(-1) for value in column])
-                for column in columns]
-        return ("packed", kind, names, shapes, data, self.keys)
+        if self._state is None:
+            self._state = _packed_state(self._items, self.keys)
+        return self._state
 
     def __setstate__(self, state):
         self._index = None
-        if state[0] == "plain":
-            _, self.items, self.keys = state
-            return
-        _, kind, names, shapes, data, self.keys = state
-        # writeable (a read-only array would make numba compile its kernels
-        # again for that type)
-        data = [array if array.flags.writeable else array.copy()
-                for array in data]
-        columns = []
-        for array, column_shapes in zip(data, shapes):
-            stops = np.cumsum([math.prod(shape) for shape in column_shapes])
-            columns.append([array[stop - math.prod(shape):stop].reshape(shape)
-                            for stop, shape in zip(stops, column_shapes)])
-        self.items = [kind(**dict(zip(names, values)))
-                      for values in zip(*columns)]
+        self._items = None
+        self._state = state
+        self.keys = state[-1]
+
+
+def _packed_state(items, keys):
+    """A :class:`Packed`'s pickled state: ``("plain", items, keys)``, or
+    ``("packed", dataclass, field names, shapes, one array per field,
+    keys)``."""
+    kind = type(items[0]) if items else None
+    if kind is None or not dataclasses.is_dataclass(kind) or any(
+            type(item) is not kind for item in items):
+        return ("plain", items, keys)
+    names = [field.name for field in dataclasses.fields(kind)]
+    columns = [[getattr(item, name) for item in items] for name in names]
+    if any(not isinstance(value, np.ndarray) or value.dtype
+           != column[0].dtype for column in columns for value in column):
+        return ("plain", items, keys)
+    shapes = [[value.shape for value in column] for column in columns]
+    data = [np.concatenate([value.reshape(-1) for value in column])
+            for column in columns]
+    return ("packed", kind, names, shapes, data, keys)
+
+
+def _unpacked(state):
+    """The messages of a :class:`Packed`'s pickled ``state``."""
+    if state[0] == "plain":
+        return list(state[1])
+    _, kind, names, shapes, data, _ = state
+    # writeable (a read-only array would make numba compile its kernels
+    # again for that type)
+    data = [array if array.flags.writeable else array.copy()
+            for array in data]
+    columns = []
+    for array, column_shapes in zip(data, shapes):
+        stops = np.cumsum([math.prod(shape) for shape in column_shapes])
+        columns.append([array[stop - math.prod(shape):stop].reshape(shape)
+                        for stop, shape in zip(stops, column_shapes)])
+    return [kind(**dict(zip(names, values))) for values in zip(*columns)]
 
 
 # On a Dask cluster, :func:`run_joined_rounds` may run its join as a task
