@@ -698,3 +698,29 @@ def test_packed_messages_pickle_as_one_array_per_field():
     assert mixed.__getstate__()[0] == "plain"
     assert pickle.loads(pickle.dumps(mixed)).items[1].number.dtype == \
         np.int32
+
+
+def test_packed_passes_through_a_process_without_building_its_messages():
+    """A Packed unpickled and pickled again (a task's argument on Dask's
+    scheduler) builds no message and sends the state it received; the
+    messages are built, equal to the originals, where they are asked
+    for; an empty Packed round-trips."""
+    import pickle
+
+    from gridgraph.core.components.tiled import TileAnswer
+    from gridgraph.core.tile_tasks import Packed
+    answers = [TileAnswer(number=np.arange(k, dtype=np.int64),
+                          is_root=np.arange(k) % 2 == 0,
+                          starts_before=np.arange(4, dtype=np.int64) * k)
+               for k in (2, 5)]
+    passed = pickle.loads(pickle.dumps(Packed(answers, ["a", "b"]),
+                                       protocol=5))
+    assert passed._items is None  # nothing built on the way
+    again = pickle.loads(pickle.dumps(passed, protocol=5))
+    assert passed._items is None and again._items is None
+    assert len(again) == 2 and again.keys == ["a", "b"]
+    for key, answer in zip(["a", "b"], answers):
+        np.testing.assert_array_equal(again[key].number, answer.number)
+        np.testing.assert_array_equal(again[key].starts_before,
+                                      answer.starts_before)
+    assert len(pickle.loads(pickle.dumps(Packed([])))) == 0
