@@ -37,6 +37,7 @@ import functools
 import hashlib
 import math
 import os
+import asyncio
 import threading
 import uuid
 from contextlib import contextmanager
@@ -54,6 +55,17 @@ PREFLIGHT_TIMEOUT_S = 600
 # whose event loop hangs would otherwise hang the run.  The settings are
 # best-effort (a timeout leaves them); the checks fail the run.
 DASK_CALL_TIMEOUT_S = 120
+# Seconds for the calls that set a run's settings back once one of its
+# calls has timed out: a hung worker or scheduler would make each of them
+# wait the whole DASK_CALL_TIMEOUT_S again before the run's error comes.
+DASK_CALL_TIMEOUT_AFTER_HANG_S = 5
+# Seconds for the preflight's checks by ``client.run`` (answered from each
+# worker's event loop); past them every worker is checked by a task
+# instead, within PREFLIGHT_TIMEOUT_S, which names the late workers.
+PREFLIGHT_CHECK_TIMEOUT_S = 120
+# What a timed-out Dask call raises (asyncio's is the builtin from Python
+# 3.11 on, a class of its own before).
+_TIMEOUTS = (TimeoutError, asyncio.TimeoutError)
 # Seconds a Dask stream waits after sending a batch before it sends the
 # next one, for the length of a tiled run (None: Dask's own intervals, set
 # back after the run).  Dask batches the messages between the client, the
@@ -211,6 +223,12 @@ class RunIntervals:
         self.scheduler = None
         self.workers_old = None
         self.workers_touched = False
+        self.timeout = DASK_CALL_TIMEOUT_S
+
+    def hung(self):
+        """A call of the run timed out: the settings' later calls wait
+        :data:`DASK_CALL_TIMEOUT_AFTER_HANG_S` only."""
+        self.timeout = min(self.timeout, DASK_CALL_TIMEOUT_AFTER_HANG_S)
 
     def set_here_and_on_scheduler(self):
         client, seconds = self.client, self.seconds
@@ -223,7 +241,10 @@ class RunIntervals:
         try:
             self.scheduler = client.run_on_scheduler(
                 _scheduler_interval(client.id), interval=seconds,
-                callback_timeout=DASK_CALL_TIMEOUT_S)
+                callback_timeout=self.timeout)
+        except _TIMEOUTS:
+            self.hung()
+            self.scheduler = None
         except Exception:  # noqa: BLE001 - a refused or older scheduler
             self.scheduler = None
 
@@ -232,7 +253,10 @@ class RunIntervals:
         try:
             self.workers_old = self.client.run(
                 worker_interval, interval=self.seconds, on_error="ignore",
-                callback_timeout=DASK_CALL_TIMEOUT_S)
+                callback_timeout=self.timeout)
+        except _TIMEOUTS:
+            self.hung()
+            self.workers_old = None
         except Exception:  # noqa: BLE001
             self.workers_old = None
 
@@ -244,7 +268,7 @@ class RunIntervals:
             if self.scheduler:
                 client.run_on_scheduler(_scheduler_interval(client.id),
                                         old=self.scheduler,
-                                        callback_timeout=DASK_CALL_TIMEOUT_S)
+                                        callback_timeout=self.timeout)
         except Exception:  # noqa: BLE001 - a cluster gone after a failure
             pass
 
@@ -464,7 +488,7 @@ def gpu_tile_side(executor, bytes_for_cells):
         try:
             reports = client.run(device_report, workers=addresses,
                                  callback_timeout=DASK_CALL_TIMEOUT_S)
-        except TimeoutError:
+        except _TIMEOUTS:
             raise ClusterError(
                 f"the Dask GPU workers did not report their CUDA devices "
                 f"within {DASK_CALL_TIMEOUT_S} s: check that every GPU "
@@ -624,10 +648,21 @@ def _worker_answers(client, workers, sources, out_dir, token, warm_up,
         seconds = None if intervals is None else intervals.seconds
         if seconds is not None:
             intervals.workers_touched = True
-        answers = client.run(_check_setting_interval(
-            sources, out_dir, token, key, seconds), workers=workers,
-            callback_timeout=DASK_CALL_TIMEOUT_S)
-        if seconds is not None:
+        try:
+            answers = client.run(_check_setting_interval(
+                sources, out_dir, token, key, seconds), workers=workers,
+                callback_timeout=PREFLIGHT_CHECK_TIMEOUT_S)
+        except _TIMEOUTS:
+            # a worker slow to answer from its event loop (its first
+            # imports, an input on a stalled network file system) or hung:
+            # every worker checked by a task instead, within the
+            # preflight's own time, which names the workers that are late
+            # (the workers' old intervals unknown: the run's end sets back
+            # those found at the run's)
+            if intervals is not None:
+                intervals.hung()
+            answers = {}
+        if seconds is not None and answers:
             intervals.workers_old = {
                 address: answer.pop("interval") for address, answer in
                 answers.items() if "interval" in answer}
@@ -649,21 +684,26 @@ def _worker_answers(client, workers, sources, out_dir, token, warm_up,
 def _wait_for_preflight(client, futures, addresses):
     """Wait :data:`PREFLIGHT_TIMEOUT_S` for the preflight tasks of the
     workers ``addresses``; past it, cancel them and raise
-    :class:`ClusterError` naming the workers that had not answered."""
+    :class:`PreflightTimeout` naming the workers that had not answered."""
     import time
     deadline = time.monotonic() + PREFLIGHT_TIMEOUT_S
-    try:
-        for future in futures:
+    for future in futures:
+        left = deadline - time.monotonic()
+        if future.done() or left <= 0:
+            continue
+        try:
             # (a task's own error is raised by the gather after this)
-            future.exception(timeout=max(0.0, deadline - time.monotonic()))
-    except TimeoutError:
-        late = [address for address, future in zip(addresses, futures)
-                if not future.done()]
+            future.exception(timeout=left)
+        except _TIMEOUTS:
+            break
+    late = [address for address, future in zip(addresses, futures)
+            if not future.done()]
+    if late:
         try:
             client.cancel(futures, force=True)
         except Exception:  # noqa: BLE001 - a cluster gone
             pass
-        raise PreflightTimeout(late) from None
+        raise PreflightTimeout(late)
 
 
 class PreflightTimeout(Exception):
@@ -730,6 +770,8 @@ def preflight(client, sources, out_dir=None, warm_up=None, intervals=None,
             answers = _worker_answers(client, workers, sources, out_dir,
                                       token, warm_up, intervals)
         except PreflightTimeout as late:
+            if intervals is not None:
+                intervals.hung()
             raise ClusterError(
                 f"the preflight check did not finish within "
                 f"{PREFLIGHT_TIMEOUT_S} s on the Dask worker(s) "
@@ -737,12 +779,6 @@ def preflight(client, sources, out_dir=None, warm_up=None, intervals=None,
                 "on a new worker takes about a minute): check that those "
                 "workers are running and not overloaded, then run again"
                 ) from None
-        except TimeoutError:
-            raise ClusterError(
-                f"the Dask workers did not answer the preflight check within "
-                f"{DASK_CALL_TIMEOUT_S} s: check that every worker is "
-                "running (a worker's event loop may be blocked), then run "
-                "again") from None
         except Exception as error:
             raise ClusterError(
                 f"the preflight check could not run on the Dask workers "
@@ -843,7 +879,7 @@ def tile_executor(executor, sources, out_dir=None, warm_up=None):
                            interval=seconds if intervals.workers_touched
                            else None, old=intervals.workers_old,
                            on_error="ignore",
-                           callback_timeout=DASK_CALL_TIMEOUT_S)
+                           callback_timeout=intervals.timeout)
             except Exception:  # noqa: BLE001 - a cluster gone: nothing kept
                 pass
 

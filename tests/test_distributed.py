@@ -11,6 +11,7 @@ seams while the per-task overhead stays small.
 import functools
 import itertools
 import os
+import random
 import signal
 import socket
 import sys
@@ -639,11 +640,15 @@ def test_batch_intervals_of_overlapping_runs_set_back(client, tmp_path):
     first = distributed.tile_executor(client, [source])
     second = distributed.tile_executor(client, [source])
     first.__enter__()
-    second.__enter__()
-    assert batch_intervals(client) == (0.0, [0.0] * len(before[1]),
-                                       [0.0] * len(before[2]))
-    first.__exit__(None, None, None)
-    second.__exit__(None, None, None)
+    try:
+        second.__enter__()
+        try:
+            during = batch_intervals(client)
+        finally:
+            first.__exit__(None, None, None)
+    finally:
+        second.__exit__(None, None, None)
+    assert during == (0.0, [0.0] * len(before[1]), [0.0] * len(before[2]))
     assert batch_intervals(client) == before
 
 
@@ -735,27 +740,41 @@ def test_preflight_that_hangs_fails_naming_the_workers(client, tmp_path,
                                                        monkeypatch):
     """Workers whose preflight task (the kernels' warm-up) does not finish
     in PREFLIGHT_TIMEOUT_S fail the run with a ClusterError naming them,
-    instead of hanging it."""
-    monkeypatch.setattr(distributed, "PREFLIGHT_TIMEOUT_S", 1)
+    instead of hanging it; a worker that passed the warm-up before is not
+    named."""
     source = tile_io.open_source(save_npy(tmp_path, "v", np.zeros(
         (8, 8), np.uint8)))
+    distributed.preflight(client, [source], None)  # the workers' imports
+    # a warm-up no worker has passed (unique to this run), 3 s long
+    warm_up = functools.partial(time.sleep, 3.0 + random.random() / 1000)
+    warm, *cold = sorted(client.scheduler_info()["workers"])
+    client.run(mark_warmed, distributed._warm_up_key(warm_up),
+               workers=[warm])
+    monkeypatch.setattr(distributed, "PREFLIGHT_TIMEOUT_S", 1)
     start = time.monotonic()
     with pytest.raises(distributed.ClusterError) as error:
-        # a warm-up no worker has passed: each runs it as a task, 3 s long
-        distributed.preflight(client, [source], None,
-                              warm_up=functools.partial(time.sleep, 3.0))
+        distributed.preflight(client, [source], None, warm_up=warm_up)
     assert time.monotonic() - start < 2.9
     message = str(error.value)
     assert "did not finish within 1 s" in message
-    for address in client.scheduler_info()["workers"]:
-        assert address in message
+    assert cold and all(address in message for address in cold)
+    assert warm not in message
     time.sleep(3)  # the workers' threads free again for the next tests
 
 
+def mark_warmed(key):
+    """Runs on a worker: the warm-up ``key`` counted as passed there."""
+    from gridgraph.core import distributed
+    distributed._WARMED_UP.add(key)
+
+
+@pytest.mark.parametrize("by_run", [True, False])
 def test_every_call_on_all_workers_has_a_timeout(client, tmp_path,
-                                                 monkeypatch):
+                                                 monkeypatch, by_run):
     """Each client.run and run_on_scheduler of a tiled run carries a
-    timeout (a worker whose event loop hangs cannot hang the run)."""
+    timeout (a worker whose event loop hangs cannot hang the run), with
+    the preflight's checks by client.run or as tasks."""
+    monkeypatch.setattr(distributed, "PREFLIGHT_BY_RUN", by_run)
     memmap = save_npy(tmp_path, "v", (np.random.default_rng(6).random(
         (30, 34)) < 0.5).astype(np.uint8))
     keywords = []
@@ -771,8 +790,57 @@ def test_every_call_on_all_workers_has_a_timeout(client, tmp_path,
                   tile_size=TILE, executor=client)
     monkeypatch.undo()
     assert {name for name, _ in keywords} == {"run", "run_on_scheduler"}
-    assert all(timeout == distributed.DASK_CALL_TIMEOUT_S
+    assert all(timeout in (distributed.DASK_CALL_TIMEOUT_S,
+                           distributed.PREFLIGHT_CHECK_TIMEOUT_S)
                for _, timeout in keywords), keywords
+
+
+def test_preflight_checks_slow_to_answer_run_as_tasks(client, tmp_path,
+                                                      monkeypatch):
+    """The preflight's client.run timing out (a worker slow to answer from
+    its event loop) is not an error: every worker is checked by a task
+    instead, the run's labels are the same, and Dask's own batching
+    intervals are back afterwards."""
+    memmap = save_npy(tmp_path, "v", (np.random.default_rng(8).random(
+        (26, 30)) < 0.5).astype(np.uint8))
+    expected = connected_components(np.asarray(memmap), connectivity=8)
+    before = batch_intervals(client)
+    monkeypatch.setattr(distributed, "PREFLIGHT_CHECK_TIMEOUT_S", 1e-4)
+    submitted = []
+    real = client.submit
+
+    def spy(function, *arguments, **keywords):
+        submitted.append(keywords.get("key", ""))
+        return real(function, *arguments, **keywords)
+    monkeypatch.setattr(client, "submit", spy)
+    result = connected_components(memmap, connectivity=8, tile_size=TILE,
+                                  executor=client)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    workers = client.scheduler_info()["workers"]
+    assert sum(key.startswith("gridgraph-preflight-")
+               for key in submitted) == len(workers)
+    assert batch_intervals(client) == before
+
+
+def test_no_call_on_all_workers_in_core_lacks_a_timeout():
+    """Every ``.run(`` and ``.run_on_scheduler(`` call in core/ (those
+    the run-time tests above do not reach too: the GPU workers' report,
+    the step pools' malloc settings) passes ``callback_timeout``."""
+    import ast
+    import pathlib
+    core = pathlib.Path(distributed.__file__).parent
+    missing, found = [], 0
+    for path in sorted(core.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and \
+                    isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("run", "run_on_scheduler") and \
+                    "client" in ast.unparse(node.func.value):
+                found += 1
+                if "callback_timeout" not in [k.arg for k in node.keywords]:
+                    missing.append(f"{path.name}:{node.lineno}")
+    assert found >= 8 and not missing, missing
 
 
 def hide_worker_interval():
