@@ -334,6 +334,9 @@ COMPONENT_VARIANTS = {
     "components-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
     "mst-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
     "costdistance-lastsmall": [("tile_tasks", "EVEN_BATCH_WAVES", False)],
+    # the twenty-second session's check of the label round's start: runs
+    # of 2 tiles (a third of the answers a task) against "auto" (~6.5)
+    "components-runs2": [("components.tiled", "LABEL_RUN_TILES", 2)],
     # (the twenty-second session's merge answers of the count's width,
     # NARROW_ANSWERS, measured as "components" against "components-wide",
     # and the labels file's pages put in the page cache by the driver

@@ -131,6 +131,9 @@
 #   bench/dask_device.sh twentysecond_packed -- components, 8, 1, 8, two
 #                                   turns, timelines (the label round's
 #                                   start with lazily unpacked answers)
+#   bench/dask_device.sh twentysecond_runs2 -- components' label round in
+#                                   runs of 2 tiles against ~6.5, 8 workers
+#                                   ABBA, hops (the first tasks' spread)
 #   bench/dask_device.sh twentysecond_probe -- the tile probe: label runs
 #                                   written into a file whose pages are
 #                                   cached first by a mapping or by pwrite
@@ -697,6 +700,14 @@ twentysecond_packed)
     # calls before, same code otherwise)
     components_timelines --workers 8 1 8 --operations components \
         --turns 2 --scheduler-process
+    ;;
+twentysecond_runs2)
+    # the label round's start with runs of 2 tiles (-runs2, a third of the
+    # answers a task) against the default (~6.5 tiles), 8 workers ABBA,
+    # two turns, timelines with hops: does the first tasks' 10-15 ms
+    # spread over the workers shrink with the bytes a task carries?
+    components_timelines --workers 8 --operations components \
+        components-runs2 --turns 2 --scheduler-process
     ;;
 twentysecond_probe)
     # the tile probe: the label round's runs written through mappings of
