@@ -33,11 +33,11 @@ With a Dask executor:
   device memory those workers report (:func:`gpu_tile_side`).
 """
 
+import asyncio
 import functools
 import hashlib
 import math
 import os
-import asyncio
 import threading
 import uuid
 from contextlib import contextmanager
