@@ -134,6 +134,12 @@
 #   bench/dask_device.sh twentysecond_runs2 -- components' label round in
 #                                   runs of 2 tiles against ~6.5, 8 workers
 #                                   ABBA, hops (the first tasks' spread)
+#   bench/dask_device.sh twentythird -- components 8, 1, 8 workers; the
+#                                   tile probe's label runs written through
+#                                   mappings populated, advised huge pages,
+#                                   unreserved, cached, on ext4 and tmpfs,
+#                                   before and after 100 GiB of memory
+#                                   touched once; components again
 #   bench/dask_device.sh twentysecond_probe -- the tile probe: label runs
 #                                   written into a file whose pages are
 #                                   cached first by a mapping or by pwrite
@@ -709,6 +715,33 @@ twentysecond_runs2)
     components_timelines --workers 8 --operations components \
         components-runs2 --turns 2 --scheduler-process
     ;;
+twentythird)
+    # does a page the VM's host never backed cost the label round's
+    # writes, and do large page-cache folios (ext4 has them since Linux
+    # 6.16) or delayed allocation write the labels file cheaper?
+    # components at 8, 1, 8 workers; the probe (1 and 8 processes, the
+    # heap kept as Dask's tile tasks keep it), then the same after
+    # touching 100 GiB of fresh memory once; components at 8, 1, 8 again
+    machine
+    { ls /sys/bus/virtio/drivers; grep -i balloon /proc/vmstat;
+      head -n 5 /proc/meminfo; grep " / " /proc/mounts; } \
+        > "$OUT/memory.txt" 2>&1
+    $B --workers 8 1 8 --operations components --scheduler-process \
+        --json "$OUT/cc-fresh.json" > "$OUT/run.log" 2>&1
+    echo "components (fresh) done at $SECONDS s" >> "$OUT/run.log"
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 8 --dirs $W/probe /dev/shm/gg-probe --repeats 2 \
+        --plain --heap --pretouch-gib 100 \
+        --modes labels labels-runs-populate labels-runs-huge \
+        labels-runs-sparse labels-runs-cached \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    head -n 5 /proc/meminfo >> "$OUT/memory.txt"
+    rm -rf /dev/shm/gg-probe
+    $B --workers 8 1 8 --operations components --scheduler-process \
+        --json "$OUT/cc-touched.json" >> "$OUT/run.log" 2>&1
+    echo "components (after the probe) done at $SECONDS s" >> "$OUT/run.log"
+    ;;
 twentysecond_probe)
     # the tile probe: the label round's runs written through mappings of
     # the labels file (-runs) against its pages put in the page cache
@@ -845,7 +878,8 @@ print(data["info"])
 print("mode dir procs pin heap span cpu/tile_ms user sys minflt "
       "faults/page steal")
 for r in data["rows"]:
-    print(r["mode"], r["dir"] or "-", r["procs"], r["pin"] or "-",
+    print(r.get("memory", ""), r["mode"], r["dir"] or "-", r["procs"],
+          r["pin"] or "-",
           "heap" if r["heap"] else "-", r["span"], r["cpu_per_tile_ms"],
           r["user"], r["sys"], r["minflt"], r.get("faults_per_page", ""),
           r["steal_share"], r.get("vmstat", ""))

@@ -26,6 +26,13 @@ labels file's pages).  The rounds' work, one mode each:
   writable) before the processes start, so the writes only map them;
   ``-zeroed``: the same by ``pwrite`` of zeros from one thread (the
   file system's large folios for writes; ``cache_seconds`` its time);
+  ``-huge`` after a mapped mode: each run's mapping advised
+  ``MADV_HUGEPAGE`` before its pages are populated (a fault then reads
+  the file ahead in folios of 2 MiB where the file system has large
+  folios: ext4 since Linux 6.16); ``-sparse``: the labels file not
+  reserved (``posix_fallocate``), its blocks allocated as pages are
+  dirtied (delayed allocation) instead of converted from unwritten
+  extents;
 - all with the kernel in one strip (``--strips 1``, as tiles on an
   executor now run; 0: a strip per CPU, as they ran before);
 - ``compute``: an ALU loop only (what sharing a core or a lower clock
@@ -105,9 +112,17 @@ def _child(rank, state, mode, cpu_set, heap, barrier, counter, results):
         _mallopt(65536, 0)  # Dask's nanny: MALLOC_TRIM_THRESHOLD_=65536
     source, windows, items, shape, answers, sink, tile_dir = state
     from gridgraph.core import tile_io
-    mode = mode.replace("-cached", "").replace("-zeroed", "")
-    tile_io.POPULATE_MAPPED_WRITES = mode.endswith("-populate")
-    mode = mode.replace("-populate", "")
+    mode, modifiers = split_mode(mode)
+    tile_io.POPULATE_MAPPED_WRITES = bool({"populate", "huge"} & modifiers)
+    if "huge" in modifiers:
+        import mmap
+        populate = tile_io._populate
+
+        def huge_then_populate(handle, *args):
+            handle.madvise(mmap.MADV_HUGEPAGE)
+            return populate(handle, *args)
+
+        tile_io._populate = huge_then_populate
     scratch = np.ones(8 << 20) if mode == "stream" else None
     target = np.empty_like(scratch) if scratch is not None else None
     barrier.wait()
@@ -185,6 +200,14 @@ def main():
                         "of a Dask batch at 8 one-thread workers)")
     parser.add_argument("--plain", action="store_true",
                         help="no pinned or heap-kept variants")
+    parser.add_argument("--heap", action="store_true",
+                        help="with --plain: every run keeps freed memory "
+                        "in the heap (as Dask's tile tasks do)")
+    parser.add_argument("--pretouch-gib", type=float, default=0,
+                        help="after the runs, touch this many GiB of "
+                        "fresh memory once (a VM's memory its host has "
+                        "never backed costs a fault on the host too), "
+                        "then run everything again")
     parser.add_argument("--json")
     args = parser.parse_args()
     STRIPS = args.strips or None
@@ -233,30 +256,82 @@ def main():
     print(json.dumps(info), flush=True)
     rows = []
     context = multiprocessing.get_context("fork")
-    for repeat in range(args.repeats):
-        for mode in args.modes:
-            dirs = args.dirs if mode.startswith("labels-") else [None]
-            for folder in dirs:
-                for procs in args.procs:
-                    if repeat and procs == 1:
-                        continue  # the 1-process runs once: they are long
-                    chosen = [(None, False)] if args.plain else variants(
-                        mode, procs, info)
-                    for pin, heap in chosen:
-                        if pin == "pin" and procs > len(cores):
-                            continue
-                        rows.append(one_run(
-                            context, mode, folder, procs, pin, heap, cores,
-                            source, windows, items.get(
-                                mode.replace("-cached", "").replace(
-                                    "-zeroed", "").replace("-populate", ""),
-                                [[k] for k in range(len(windows))]), shape,
-                            answers, repeat))
-                        print(json.dumps(rows[-1]), flush=True)
-                        if args.json:
-                            with open(args.json, "w") as handle:
-                                json.dump(dict(info=info, rows=rows), handle,
-                                          indent=0)
+    passes = ["fresh", "pretouched"] if args.pretouch_gib else [""]
+    for memory in passes:
+        if memory == "pretouched":
+            touched = pretouch(args.pretouch_gib)
+            print(json.dumps(touched), flush=True)
+            info["pretouch"] = touched
+        for repeat in range(args.repeats):
+            for mode in args.modes:
+                dirs = args.dirs if mode.startswith("labels-") else [None]
+                for folder in dirs:
+                    for procs in args.procs:
+                        if repeat and procs == 1:
+                            continue  # the 1-process runs once: long
+                        chosen = [(None, args.heap)] if args.plain \
+                            else variants(mode, procs, info)
+                        for pin, heap in chosen:
+                            if pin == "pin" and procs > len(cores):
+                                continue
+                            rows.append(one_run(
+                                context, mode, folder, procs, pin, heap,
+                                cores, source, windows, items.get(
+                                    split_mode(mode)[0],
+                                    [[k] for k in range(len(windows))]),
+                                shape, answers, repeat))
+                            rows[-1]["memory"] = memory
+                            print(json.dumps(rows[-1]), flush=True)
+                            if args.json:
+                                with open(args.json, "w") as handle:
+                                    json.dump(dict(info=info, rows=rows),
+                                              handle, indent=0)
+
+
+def pretouch(gib):
+    """Write every page of ``gib`` GiB of fresh anonymous memory once, in
+    a child process, then free it: afterwards the guest's free memory is
+    memory its host has backed.  Stops at MemAvailable less 8 GiB, or
+    after 120 s; returns what it touched and how long it took."""
+    import mmap
+
+    available = 0
+    for line in open("/proc/meminfo"):
+        if line.startswith("MemAvailable:"):
+            available = int(line.split()[1]) << 10
+    want = min(int(gib * (1 << 30)), max(0, available - (8 << 30)))
+
+    def touch(queue):
+        chunk, chunks, start = 1 << 30, [], time.perf_counter()
+        while len(chunks) * chunk < want \
+                and time.perf_counter() - start < 120:
+            buffer = mmap.mmap(-1, chunk)
+            np.frombuffer(buffer, dtype=np.uint8)[::4096] = 1
+            chunks.append(buffer)
+        queue.put(dict(pretouch_gib=len(chunks),
+                       pretouch_s=round(time.perf_counter() - start, 2)))
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=touch, args=(queue,))
+    child.start()
+    touched = queue.get()
+    child.join()
+    return touched
+
+
+MODIFIERS = ("cached", "zeroed", "huge", "sparse", "populate")
+
+
+def split_mode(mode):
+    """A mode's name without its modifiers (``-cached`` ...), and the set
+    of those."""
+    modifiers = set()
+    for name in MODIFIERS:
+        if f"-{name}" in mode:
+            modifiers.add(name)
+            mode = mode.replace(f"-{name}", "")
+    return mode, modifiers
 
 
 def variants(mode, procs, info):
@@ -334,12 +409,16 @@ def one_run(context, mode, folder, procs, pin, heap, cores, source, windows,
         os.makedirs(folder, exist_ok=True)
         if mode.startswith(("labels-mapped", "labels-pwrite", "labels-runs",
                             "labels-rows")):
+            modifiers = split_mode(mode)[1]
+            mapped = not mode.startswith("labels-pwrite")
             sink = tiling.NpySink(os.path.join(folder, "labels.npy"), shape,
                                   np.int32,
-                                  mapped=not mode.startswith("labels-pwrite"))
-            if mode.endswith("-cached"):
+                                  mapped=mapped and "sparse" not in modifiers)
+            if "sparse" in modifiers:
+                sink.mapped = mapped  # writes through mappings, unreserved
+            if "cached" in modifiers:
                 cache_pages(sink.partial)
-            elif mode.endswith("-zeroed"):
+            elif "zeroed" in modifiers:
                 cache_seconds = zero_pages(sink)
         elif mode == "labels-tilefiles":
             tile_dir = os.path.join(folder, "tiles")
