@@ -481,8 +481,11 @@ class Packed:
     work there.  36 tasks of 7 components answers each (114 KB a task):
     7-11 ms for the scheduler to unpickle with the messages built, 2.5-3.6
     ms without, on the 2-core box; the label round of neuse40 on the H200
-    hosts' CPUs 2.0-3.6 ms against 3-6 (docs/benchmarks.md, Dask,
-    twenty-second session)."""
+    hosts' CPUs 2.0-3.6 ms against 3-6, measured on different hosts and
+    inside the 8-worker runs' spread: no end-to-end gain is claimed
+    (docs/benchmarks.md, Dask, twenty-second session).  The kept state
+    sits beside the built messages: a pickled Packed holds its bytes
+    twice in the process that made it."""
 
     __slots__ = ("_items", "keys", "_index", "_state")
 
