@@ -140,6 +140,13 @@
 #                                   unreserved, cached, on ext4 and tmpfs,
 #                                   before and after 100 GiB of memory
 #                                   touched once; components again
+#   bench/dask_device.sh twentythird_cpus -- whether the CPUs slow each
+#                                   other down (bench/cpu_sharing.py: a
+#                                   clock-bound, an arithmetic-bound and a
+#                                   memory-bound loop at 1-16 processes,
+#                                   and CPU 0 paired with each other CPU),
+#                                   beside the tile probe's labelling
+#                                   without and with writes at 1-16
 #   bench/dask_device.sh twentysecond_probe -- the tile probe: label runs
 #                                   written into a file whose pages are
 #                                   cached first by a mapping or by pwrite
@@ -741,6 +748,17 @@ twentythird)
     $B --workers 8 1 8 --operations components --scheduler-process \
         --json "$OUT/cc-touched.json" >> "$OUT/run.log" 2>&1
     echo "components (after the probe) done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+twentythird_cpus)
+    machine
+    python3 bench/cpu_sharing.py --procs 1 2 4 8 16 --pairs \
+        --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
+    echo "cpus done at $SECONDS s" >> "$OUT/cpus.log"
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 2 4 8 16 --dirs $W/probe --repeats 1 --plain --heap \
+        --modes labels labels-runs-populate \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
     ;;
 twentysecond_probe)
     # the tile probe: the label round's runs written through mappings of
