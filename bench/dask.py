@@ -241,7 +241,8 @@ def settings():
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
     chosen["EVEN_BATCH_WAVES"] = tile_tasks.EVEN_BATCH_WAVES
-    chosen["PUSHED_MESSAGES"] = tile_tasks.PUSHED_MESSAGES
+    from gridgraph.core import task_pool
+    chosen["PUSHED_MESSAGES"] = task_pool.PUSHED_MESSAGES
     from gridgraph.core import distributed
     chosen["PREFLIGHT_BY_RUN"] = distributed.PREFLIGHT_BY_RUN
     chosen["DASK_BATCH_INTERVAL_S"] = distributed.DASK_BATCH_INTERVAL_S
@@ -367,7 +368,7 @@ COMPONENT_VARIANTS = {
     # a TaskPool step's message split off by a second task on the worker
     # and fetched through the scheduler (the default before the fifteenth
     # session's pushed messages)
-    "costdistance-split": [("tile_tasks", "PUSHED_MESSAGES", False)],
+    "costdistance-split": [("task_pool", "PUSHED_MESSAGES", False)],
     "costdistance-trimmed": [("tile_tasks", "STEP_HEAP_KEPT", False)],
     # the eighteenth session: the output round's blocks written with pwrite
     # (before: MAPPED_OUTPUT_WRITES), the tile-by-tile rounds' heap set
@@ -493,10 +494,10 @@ class StepTrace:
         self.waits = None  # [pool, start, stop] of each next_done
 
     def install(self):
-        from gridgraph.core import tile_tasks
+        from gridgraph.core import task_pool
         trace = self
-        submit, next_done = tile_tasks.TaskPool.submit, \
-            tile_tasks.TaskPool.next_done
+        submit, next_done = task_pool.TaskPool.submit, \
+            task_pool.TaskPool.next_done
 
         def traced_submit(pool, tag, function, *arguments):
             key = f"{pool.name}-{getattr(pool, '_run', '')}-" \
@@ -522,8 +523,8 @@ class StepTrace:
                         trace.steps[key][2] = stop
             return result
 
-        tile_tasks.TaskPool.submit = traced_submit
-        tile_tasks.TaskPool.next_done = traced_next_done
+        task_pool.TaskPool.submit = traced_submit
+        task_pool.TaskPool.next_done = traced_next_done
 
     def start(self):
         self.steps, self.waits = {}, []

@@ -147,6 +147,9 @@
 #                                   and CPU 0 paired with each other CPU),
 #                                   beside the tile probe's labelling
 #                                   without and with writes at 1-16
+#   bench/dask_device.sh twentythird_all -- the CPUs' loops at 1 and 8
+#                                   processes, then all three operations
+#                                   at 8, 1, 8 workers on the same host
 #   bench/dask_device.sh twentysecond_probe -- the tile probe: label runs
 #                                   written into a file whose pages are
 #                                   cached first by a mapping or by pwrite
@@ -759,6 +762,14 @@ twentythird_cpus)
         --modes labels labels-runs-populate \
         --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
     echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    ;;
+twentythird_all)
+    machine
+    python3 bench/cpu_sharing.py --procs 1 8 \
+        --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
+    $B --workers 8 1 8 --operations components costdistance mst \
+        --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
+    echo "all three done at $SECONDS s" >> "$OUT/run.log"
     ;;
 twentysecond_probe)
     # the tile probe: the label round's runs written through mappings of

@@ -32,8 +32,9 @@ from .tile_io import (  # noqa: F401  (the sources and sinks, named here)
     Window, _pread_exact, _pwrite_exact, check_out_dir,
     load_raster, make_sink, open_source, output_sinks, reopen_source,
     union_window, window_writer, write_geotiff)
+from .task_pool import TaskPool  # noqa: F401  (named here)
 from .tile_tasks import (  # noqa: F401  (how tasks run, named here)
-    KeptPart, TaskPool, batch_sizes, executor_workers, heap_kept_for_tiles,
+    KeptPart, batch_sizes, executor_workers, heap_kept_for_tiles,
     kept_groups, release_free_memory, run_joined_rounds, run_tasks,
     write_in_task)
 

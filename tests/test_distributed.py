@@ -263,7 +263,7 @@ def test_tile_tasks_keep_numba_to_their_thread(client):
     their own thread (tile_tasks.DASK_TASK_NUMBA_THREADS), whatever the
     worker's NUMBA_NUM_THREADS; a later plain task on the same worker
     thread gets the worker's setting back."""
-    from gridgraph.core import tile_tasks
+    from gridgraph.core import task_pool, tile_tasks
     pools = client.run(worker_numba_pool)
     if min(pools.values()) < 2:
         pytest.skip("the workers' numba pools hold one thread: a task "
@@ -273,7 +273,7 @@ def test_tile_tasks_keep_numba_to_their_thread(client):
     assert tile_tasks.run_tasks(numba_threads_in_task, [()] * 6, client,
                                 batch="auto") == [1] * 6
     for locality in (False, True):
-        pool = tile_tasks.TaskPool(client, keep=locality, name="threads",
+        pool = task_pool.TaskPool(client, keep=locality, name="threads",
                                    locality=locality)
         try:
             for tag in range(3):
@@ -309,14 +309,14 @@ def test_task_pool_keeps_each_state_in_its_task(client, monkeypatch,
     logs (pushed) or from one small task taking it out (no third task for
     the state); a later step, and a run_tasks round, given the step's
     future run on its state."""
-    from gridgraph.core import tile_tasks
-    monkeypatch.setattr(tile_tasks, "PUSHED_MESSAGES", pushed)
+    from gridgraph.core import task_pool, tile_tasks
+    monkeypatch.setattr(task_pool, "PUSHED_MESSAGES", pushed)
 
     def no_fallback(pool, key):
         raise AssertionError(f"step {key}'s message event never came")
 
-    monkeypatch.setattr(tile_tasks.TaskPool, "_fetch_message", no_fallback)
-    pool = tile_tasks.TaskPool(client, keep=True, name="kept-step",
+    monkeypatch.setattr(task_pool.TaskPool, "_fetch_message", no_fallback)
+    pool = task_pool.TaskPool(client, keep=True, name="kept-step",
                                locality=locality)
     topic = pool._topic
     state = None
@@ -356,12 +356,12 @@ def test_task_pool_steps_keep_freed_memory_until_close(client, monkeypatch,
     worker's heap, which stays so after the step (for the next one); the
     pool's close sets every worker's own malloc settings back.  Without
     it nothing is kept."""
-    from gridgraph.core import tile_tasks
+    from gridgraph.core import task_pool, tile_tasks
     if tile_tasks._MALLOPT is None:
         pytest.skip("no glibc mallopt here")
     monkeypatch.setattr(tile_tasks, "STEP_HEAP_KEPT", kept)
     client.run(tile_tasks.own_malloc_settings)
-    pool = tile_tasks.TaskPool(client, keep=True, name="heap-kept")
+    pool = task_pool.TaskPool(client, keep=True, name="heap-kept")
     pool.submit("tile", step_keeps_freed_memory if kept else step_state,
                 None, 2)
     tag, (message, state) = pool.next_done()
@@ -416,9 +416,9 @@ def test_task_pool_message_without_its_event(client, monkeypatch):
     # a step whose message event never comes (logged under a topic nobody
     # listens to): fetched with a task once the step has been finished
     # for the grace time
-    from gridgraph.core import tile_tasks
-    monkeypatch.setattr(tile_tasks, "PUSHED_MESSAGE_GRACE_S", 0.2)
-    pool = tile_tasks.TaskPool(client, keep=True, name="lost-event")
+    from gridgraph.core import task_pool, tile_tasks
+    monkeypatch.setattr(task_pool, "PUSHED_MESSAGE_GRACE_S", 0.2)
+    pool = task_pool.TaskPool(client, keep=True, name="lost-event")
     listened = pool._topic
     pool._topic = listened + "-nobody"
     pool.submit("tile", step_state, None, 4)
@@ -435,8 +435,8 @@ def failing_step(state):
 
 def test_task_pool_step_error_raised(client):
     # a failed step logs no event: its error comes from its future
-    from gridgraph.core import tile_tasks
-    pool = tile_tasks.TaskPool(client, keep=True, name="failing")
+    from gridgraph.core import task_pool
+    pool = task_pool.TaskPool(client, keep=True, name="failing")
     pool.submit("tile", failing_step, None)
     with pytest.raises(ValueError, match="cannot be solved"):
         pool.next_done()

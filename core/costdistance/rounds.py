@@ -100,7 +100,7 @@ PREFER_FREE_WORKERS = True
 # H200 host with Dask's message batching and a message task of its own
 # (docs/benchmarks.md, "Fourteenth session"); with the batching off and
 # the message pushed from the step's one task (distributed.
-# DASK_BATCH_INTERVAL_S, tile_tasks.PUSHED_MESSAGES) 2 ms to the driver and
+# DASK_BATCH_INTERVAL_S, task_pool.PUSHED_MESSAGES) 2 ms to the driver and
 # 3-4 ms to the next task's start ("Sixteenth session").  Measured with
 # the batching and the message task: a hops visit is short (~36 ms on
 # neuse40's 1024 x 1024 tiles), so a second visit queued on each worker
