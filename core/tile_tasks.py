@@ -486,8 +486,8 @@ class Packed:
     hosts' CPUs 2.0-3.6 ms against 3-6, measured on different hosts and
     inside the 8-worker runs' spread: no end-to-end gain is claimed
     (docs/benchmarks.md, Dask, twenty-second session).  The kept state
-    sits beside the built messages: a pickled Packed holds its bytes
-    twice in the process that made it."""
+    sits beside the built messages: a pickled Packed of arrays holds
+    their bytes twice in the process that made it."""
 
     __slots__ = ("_items", "keys", "_index", "_state")
 
@@ -883,11 +883,11 @@ def _dask_result(future, value, name):
 
 @dataclass(frozen=True)
 class KeptStep:
-    """A :class:`task_pool.TaskPool` task's result on a Dask worker (``keep``): its
-    ``message`` (with the worker's address when the pool places tasks by
-    locality) and its ``state``.  Later tasks are given the future of the
-    whole result and take its state (:func:`unkept`), so one task, not a
-    split, holds the state."""
+    """A :class:`task_pool.TaskPool` task's result on a Dask worker
+    (``keep``): its ``message`` (with the worker's address when the pool
+    places tasks by locality) and its ``state``.  Later tasks are given the
+    future of the whole result and take its state (:func:`unkept`), so one
+    task, not a split, holds the state."""
 
     message: object
     state: object

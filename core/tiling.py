@@ -7,11 +7,13 @@ cut the raster into square tiles of side 2**k, visit them in Morton (z-)
 order and run per-tile work as pure functions of (raster source, window,
 parameters) that return small messages (docs/architecture.md).
 
-The windowed sources and sinks live in :mod:`.tile_io`, how tasks run
-(in-process, a pool, a Dask cluster) in :mod:`.tile_tasks`; both are named
-here too, so ``tiling.NpySink`` and ``tiling.run_tasks`` keep working.
-Imports go one way: ``errors`` <- ``_common`` <- ``io`` (GDAL, loaded
-lazily) <- ``tile_io``, ``tile_tasks`` <- ``tiling`` <- the operations.
+The windowed sources and sinks live in :mod:`.tile_io`, how rounds of
+tasks run (in-process, a pool, a Dask cluster) in :mod:`.tile_tasks`, the
+pool of tasks started one by one in :mod:`.task_pool`; all are named here
+too, so ``tiling.NpySink``, ``tiling.run_tasks`` and ``tiling.TaskPool``
+keep working.  Imports go one way: ``errors`` <- ``_common`` <- ``io``
+(GDAL, loaded lazily) <- ``tile_io``, ``tile_tasks`` <- ``task_pool`` <-
+``tiling`` <- the operations.
 """
 
 import math
@@ -27,12 +29,12 @@ from numba import njit
 from . import distributed
 from ._common import check_number, is_number
 from .errors import InvalidInputError
+from .task_pool import TaskPool  # noqa: F401  (named here)
 from .tile_io import (  # noqa: F401  (the sources and sinks, named here)
     ArraySink, ArraySource, FileArraySource, GdalSource, NpyFile, NpySink,
     Window, _pread_exact, _pwrite_exact, check_out_dir,
     load_raster, make_sink, open_source, output_sinks, reopen_source,
     union_window, window_writer, write_geotiff)
-from .task_pool import TaskPool  # noqa: F401  (named here)
 from .tile_tasks import (  # noqa: F401  (how tasks run, named here)
     KeptPart, batch_sizes, executor_workers, heap_kept_for_tiles,
     kept_groups, release_free_memory, run_joined_rounds, run_tasks,

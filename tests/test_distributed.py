@@ -274,7 +274,7 @@ def test_tile_tasks_keep_numba_to_their_thread(client):
                                 batch="auto") == [1] * 6
     for locality in (False, True):
         pool = task_pool.TaskPool(client, keep=locality, name="threads",
-                                   locality=locality)
+                                  locality=locality)
         try:
             for tag in range(3):
                 pool.submit(tag, (lambda: (numba_threads_in_task(), None))
@@ -317,7 +317,7 @@ def test_task_pool_keeps_each_state_in_its_task(client, monkeypatch,
 
     monkeypatch.setattr(task_pool.TaskPool, "_fetch_message", no_fallback)
     pool = task_pool.TaskPool(client, keep=True, name="kept-step",
-                               locality=locality)
+                              locality=locality)
     topic = pool._topic
     state = None
     for add in (1, 2, 3):
