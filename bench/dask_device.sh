@@ -150,6 +150,11 @@
 #   bench/dask_device.sh twentythird_all -- the CPUs' loops at 1 and 8
 #                                   processes, then all three operations
 #                                   at 8, 1, 8 workers on the same host
+#   bench/dask_device.sh twentythird_sizes -- the tile probe's round 1
+#                                   and labelling without writes at 1 and
+#                                   8 processes, tiles of 256 to 2048 (does
+#                                   a tile's working set decide how the
+#                                   work scales?), and the CPUs' loops
 #   bench/dask_device.sh twentysecond_probe -- the tile probe: label runs
 #                                   written into a file whose pages are
 #                                   cached first by a mapping or by pwrite
@@ -770,6 +775,18 @@ twentythird_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+twentythird_sizes)
+    machine
+    python3 bench/cpu_sharing.py --procs 1 8 \
+        --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
+    for size in 256 512 1024 2048; do
+        python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+            --tile-size $size --procs 1 8 --repeats 2 --plain --heap \
+            --modes summary labels \
+            --json "$OUT/probe-$size.json" > "$OUT/probe-$size.log" 2>&1
+        echo "probe ($size) done at $SECONDS s" >> "$OUT/probe-$size.log"
+    done
     ;;
 twentysecond_probe)
     # the tile probe: the label round's runs written through mappings of
