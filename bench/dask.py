@@ -238,6 +238,7 @@ def settings():
                  "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
+    chosen["COMPILED_ROW_IO"] = tile_io.COMPILED_ROW_IO
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
     chosen["EVEN_BATCH_WAVES"] = tile_tasks.EVEN_BATCH_WAVES
@@ -338,6 +339,12 @@ COMPONENT_VARIANTS = {
     # the twenty-second session's check of the label round's start: runs
     # of 2 tiles (a third of the answers a task) against "auto" (~6.5)
     "components-runs2": [("components.tiled", "LABEL_RUN_TILES", 2)],
+    # the twenty-third session: a tile's rows read (and, with pwrite,
+    # written) a system call each from Python, as before, against the
+    # compiled loop (tile_io.COMPILED_ROW_IO, the default since)
+    "components-pyrows": [("tile_io", "COMPILED_ROW_IO", False)],
+    "costdistance-pyrows": [("tile_io", "COMPILED_ROW_IO", False)],
+    "mst-pyrows": [("tile_io", "COMPILED_ROW_IO", False)],
     # (the twenty-second session's merge answers of the count's width,
     # NARROW_ANSWERS, measured as "components" against "components-wide",
     # and the labels file's pages put in the page cache by the driver

@@ -155,6 +155,11 @@
 #                                   8 processes, tiles of 256 to 2048 (does
 #                                   a tile's working set decide how the
 #                                   work scales?), and the CPUs' loops
+#   bench/dask_device.sh twentythird_rows -- a tile's rows read from
+#                                   Python a call each (-pyrows, before)
+#                                   against the compiled loop: components
+#                                   8, 1, 8 workers ABBA over two turns;
+#                                   cost distance and the MST at 8
 #   bench/dask_device.sh twentysecond_probe -- the tile probe: label runs
 #                                   written into a file whose pages are
 #                                   cached first by a mapping or by pwrite
@@ -787,6 +792,16 @@ twentythird_sizes)
             --json "$OUT/probe-$size.json" > "$OUT/probe-$size.log" 2>&1
         echo "probe ($size) done at $SECONDS s" >> "$OUT/probe-$size.log"
     done
+    ;;
+twentythird_rows)
+    machine
+    $B --workers 8 1 8 --operations components components-pyrows \
+        --turns 2 --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 --operations costdistance costdistance-pyrows mst \
+        mst-pyrows --scheduler-process --json "$OUT/cd-mst.json" \
+        >> "$OUT/run.log" 2>&1
+    echo "cost distance, mst done at $SECONDS s" >> "$OUT/run.log"
     ;;
 twentysecond_probe)
     # the tile probe: the label round's runs written through mappings of

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _row_io
 from ._common import as_raster_array
 from .errors import InvalidInputError
 
@@ -72,6 +73,12 @@ class ArraySource:
         pass
 
 
+# A window narrower than the raster is read and written a row a system
+# call in a compiled loop (_row_io), not in Python; off (a bench variant,
+# "-pyrows"): Python's os.preadv / os.pwritev a row, as before.
+COMPILED_ROW_IO = True
+
+
 class FileArraySource:
     """A raster stored row-major in a file (a numpy memmap's file).
 
@@ -114,10 +121,16 @@ class FileArraySource:
         flat = block.reshape(-1).view(np.uint8)
         if full_rows:
             _pread_exact(fd, flat, start)
-        else:
-            for r in range(window.rows):
-                _pread_exact(fd, flat[r * row_bytes:(r + 1) * row_bytes],
-                             start + r * self.row_stride)
+            return block
+        # a call a row, the loop compiled (_row_io); from a row that
+        # failed on, Python's calls (which raise the error, or get past a
+        # signal)
+        done = _row_io.pread_rows(fd, flat.ctypes.data, row_bytes,
+                                  window.rows, start, self.row_stride) \
+            if COMPILED_ROW_IO else 0
+        for r in range(done, window.rows):
+            _pread_exact(fd, flat[r * row_bytes:(r + 1) * row_bytes],
+                         start + r * self.row_stride)
         return block
 
     def close(self):
@@ -429,7 +442,11 @@ class NpySink:
         if window.col == 0 and window.cols == self.shape[1]:
             _pwrite_exact(fd, flat, start)
             return
-        for r in range(window.rows):
+        # as FileArraySource.read: compiled, then Python from a failed row
+        done = _row_io.pwrite_rows(fd, flat.ctypes.data, row_bytes,
+                                   window.rows, start, row_stride) \
+            if COMPILED_ROW_IO else 0
+        for r in range(done, window.rows):
             _pwrite_exact(fd, flat[r * row_bytes:(r + 1) * row_bytes],
                           start + r * row_stride)
 

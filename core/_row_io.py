@@ -1,0 +1,64 @@
+"""A window's rows read from or written to a row-major raster file, one
+``pread`` / ``pwrite`` a row, in a compiled loop.
+
+A window narrower than the raster is a row segment per row, each at its
+own file offset: Linux has no call that reads (or writes) many file
+offsets at once short of io_uring, so it takes one system call a row.  In
+Python each call also paid a ``memoryview`` slice and ``os.preadv``'s
+argument handling: a 1024 x 1024 tile of a uint8 raster 12 555 cells wide
+took 2.4-3.7 ms to read, against 1.3-1.5 ms with the loop compiled (2-core
+box, page cache warm, 2026-11-30); a tiled run reads every tile once or
+twice.
+
+The C library's ``pread`` and ``pwrite`` are called by symbol
+(``numba.types.ExternalFunction``), so the kernels are cached like any
+other; the buffer is passed as its address (an integer: the same register
+as a pointer in the C calling convention of every 64-bit Linux).  A row
+that fails (an error, end of file) stops the loop and its index is
+returned: the caller goes on from there with Python's calls, which raise
+the error with its errno (a full disk, a file cut short) or get past a
+transient one (a signal).
+"""
+
+from numba import njit, types
+
+_PREAD = types.ExternalFunction(
+    "pread", types.int64(types.int32, types.uint64, types.uint64,
+                         types.int64))
+_PWRITE = types.ExternalFunction(
+    "pwrite", types.int64(types.int32, types.uint64, types.uint64,
+                          types.int64))
+
+
+@njit(cache=True, nogil=True)
+def pread_rows(fd, address, row_bytes, rows, start, stride):
+    """Read ``rows`` rows of ``row_bytes`` bytes, the file's row ``r`` at
+    ``start + r * stride``, into the buffer at ``address`` (rows packed one
+    after the other).  Returns the number of rows read whole: ``rows``, or
+    the index of the row that failed."""
+    for r in range(rows):
+        done = 0
+        while done < row_bytes:
+            n = _PREAD(fd, address + r * row_bytes + done, row_bytes - done,
+                       start + r * stride + done)
+            if n <= 0:
+                return r
+            done += n
+    return rows
+
+
+@njit(cache=True, nogil=True)
+def pwrite_rows(fd, address, row_bytes, rows, start, stride):
+    """Write ``rows`` rows of ``row_bytes`` bytes from the buffer at
+    ``address`` (rows packed) into the file, row ``r`` at ``start + r *
+    stride``.  Returns the number of rows written whole: ``rows``, or the
+    index of the row that failed."""
+    for r in range(rows):
+        done = 0
+        while done < row_bytes:
+            n = _PWRITE(fd, address + r * row_bytes + done, row_bytes - done,
+                        start + r * stride + done)
+            if n <= 0:
+                return r
+            done += n
+    return rows
