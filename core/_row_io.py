@@ -17,8 +17,11 @@ as a pointer in the C calling convention of every 64-bit Linux).  A row
 that fails (an error, end of file) stops the loop and its index is
 returned: the caller goes on from there with Python's calls, which raise
 the error with its errno (a full disk, a file cut short) or get past a
-transient one (a signal).
+transient one (a signal).  Where the C library lacks the functions
+(:data:`AVAILABLE` False) the callers keep Python's calls.
 """
+
+import ctypes
 
 from numba import njit, types
 
@@ -30,35 +33,55 @@ _PWRITE = types.ExternalFunction(
                           types.int64))
 
 
+def _libc_has(*names):
+    """Whether this process's C library has every function ``names``: a
+    symbol the compiled code cannot find would crash the process, not
+    raise (no ``pread`` on Windows)."""
+    try:
+        libc = ctypes.CDLL(None)
+    except (OSError, TypeError):
+        return False
+    return all(hasattr(libc, name) for name in names)
+
+
+AVAILABLE = _libc_has("pread", "pwrite")
+
+
 @njit(cache=True, nogil=True)
+def _transfer_rows(fd, address, row_bytes, rows, start, stride, write):
+    """``pwrite`` (``write``) or ``pread`` of ``rows`` rows of
+    ``row_bytes`` bytes, the buffer's rows packed from ``address``, the
+    file's row ``r`` at ``start + r * stride``.  Returns the number of
+    rows done whole: ``rows``, or the index of the row that failed."""
+    for r in range(rows):
+        done = 0
+        while done < row_bytes:
+            if write:
+                n = _PWRITE(fd, address + r * row_bytes + done,
+                            row_bytes - done, start + r * stride + done)
+            else:
+                n = _PREAD(fd, address + r * row_bytes + done,
+                           row_bytes - done, start + r * stride + done)
+            if n <= 0:
+                return r
+            done += n
+    return rows
+
+
 def pread_rows(fd, address, row_bytes, rows, start, stride):
-    """Read ``rows`` rows of ``row_bytes`` bytes, the file's row ``r`` at
-    ``start + r * stride``, into the buffer at ``address`` (rows packed one
-    after the other).  Returns the number of rows read whole: ``rows``, or
-    the index of the row that failed."""
-    for r in range(rows):
-        done = 0
-        while done < row_bytes:
-            n = _PREAD(fd, address + r * row_bytes + done, row_bytes - done,
-                       start + r * stride + done)
-            if n <= 0:
-                return r
-            done += n
-    return rows
+    """Read ``rows`` rows into the buffer at ``address``
+    (:func:`_transfer_rows`); returns the rows read whole."""
+    return _transfer_rows(fd, address, row_bytes, rows, start, stride, False)
 
 
-@njit(cache=True, nogil=True)
 def pwrite_rows(fd, address, row_bytes, rows, start, stride):
-    """Write ``rows`` rows of ``row_bytes`` bytes from the buffer at
-    ``address`` (rows packed) into the file, row ``r`` at ``start + r *
-    stride``.  Returns the number of rows written whole: ``rows``, or the
-    index of the row that failed."""
-    for r in range(rows):
-        done = 0
-        while done < row_bytes:
-            n = _PWRITE(fd, address + r * row_bytes + done, row_bytes - done,
-                        start + r * stride + done)
-            if n <= 0:
-                return r
-            done += n
-    return rows
+    """Write ``rows`` rows from the buffer at ``address``
+    (:func:`_transfer_rows`); returns the rows written whole."""
+    return _transfer_rows(fd, address, row_bytes, rows, start, stride, True)
+
+
+def warm_up():
+    """Compile (or load) the loop without a system call (no rows): a tile
+    task then compiles nothing (``tests/test_tile_warm_up.py``)."""
+    if AVAILABLE:
+        _transfer_rows(0, 0, 0, 0, 0, 0, False)

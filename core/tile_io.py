@@ -76,7 +76,7 @@ class ArraySource:
 # A window narrower than the raster is read and written a row a system
 # call in a compiled loop (_row_io), not in Python; off (a bench variant,
 # "-pyrows"): Python's os.preadv / os.pwritev a row, as before.
-COMPILED_ROW_IO = True
+COMPILED_ROW_IO = _row_io.AVAILABLE
 
 
 class FileArraySource:
@@ -638,10 +638,15 @@ def union_window(windows):
 
 
 def _pwrite_exact(fd, buffer, offset):
+    import errno
     view = memoryview(buffer)
     done = 0
     while done < len(view):
-        done += os.pwritev(fd, [view[done:]], offset + done)
+        n = os.pwritev(fd, [view[done:]], offset + done)
+        if n <= 0:  # never for a local disk; a network one could
+            raise OSError(errno.EIO, f"writing at byte {offset + done} "
+                          "wrote nothing")
+        done += n
 
 
 class NpyFile:

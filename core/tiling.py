@@ -28,6 +28,7 @@ from numba import njit
 
 from . import distributed
 from ._common import check_number, is_number
+from ._row_io import warm_up as warm_up_row_io  # noqa: F401  (named here)
 from .errors import InvalidInputError
 from .task_pool import TaskPool  # noqa: F401  (named here)
 from .tile_io import (  # noqa: F401  (the sources and sinks, named here)

@@ -193,6 +193,10 @@ def _warm_dtypes(dtypes, progress, tail):
         minimum_spanning_tree(accumulated, backend="cpu",
                               nodata=float("nan"), edges=True)
         _warm_block_search(cost_distance)
+        # the tiled path's reads of file rasters (their tile kernels
+        # compile on a first tiled run, or in a Dask worker's preflight)
+        from . import _row_io
+        _row_io.warm_up()
 
 
 def _warm_block_search(cost_distance):

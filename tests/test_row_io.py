@@ -31,9 +31,14 @@ def random_windows(rng, shape, count):
     return windows
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32,
                                    np.float64])
-def test_file_windows_read_as_numpy_slices_them(tmp_path, dtype):
+def test_file_windows_read_as_numpy_slices_them(tmp_path, monkeypatch,
+                                                dtype, compiled):
+    """Every kind of window, with the compiled loop and with Python's
+    calls (COMPILED_ROW_IO off: a C library without pread)."""
+    monkeypatch.setattr(tile_io, "COMPILED_ROW_IO", compiled)
     rng = np.random.default_rng(7)
     shape = (61, 83)
     values = (rng.random(shape) * 1000).astype(dtype)
@@ -48,6 +53,23 @@ def test_file_windows_read_as_numpy_slices_them(tmp_path, dtype):
                           window.col:window.col + window.cols],
             err_msg=str(window))
         assert block.flags.c_contiguous and block.dtype == dtype
+
+
+def test_columns_of_a_memmap_read_row_by_row(tmp_path):
+    """A memmap of some columns of a .npy file: its rows are strided in
+    the file, so even whole-width windows take the row loop."""
+    values = np.arange(30 * 50, dtype=np.float32).reshape(30, 50)
+    path = tmp_path / "values.npy"
+    np.save(path, values)
+    columns = np.load(path, mmap_mode="r")[:, 7:31]
+    source = tiling.open_source(columns)
+    assert isinstance(source, tile_io.FileArraySource)
+    assert source.row_stride > 24 * 4
+    for window in random_windows(np.random.default_rng(9), (30, 24), 20):
+        np.testing.assert_array_equal(
+            source.read(window),
+            values[window.row:window.row + window.rows,
+                   7 + window.col:7 + window.col + window.cols])
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float64])
@@ -72,7 +94,8 @@ def test_a_file_cut_short_fails_at_its_first_missing_row(tmp_path):
     np.save(path, values)
     source = tiling.open_source(np.load(path, mmap_mode="r"))
     row_bytes = 30 * 4
-    cut = source.offset + 25 * row_bytes + 7  # inside row 25
+    # inside the window's part of row 25: 10 of its 48 bytes there
+    cut = source.offset + 25 * row_bytes + 30
     with open(path, "r+b") as handle:
         handle.truncate(cut)
     window = tiling.Window(20, 5, 10, 12)
@@ -85,7 +108,7 @@ def test_a_file_cut_short_fails_at_its_first_missing_row(tmp_path):
         np.testing.assert_array_equal(block[:5], values[20:25, 5:17])
     finally:
         os.close(fd)
-    with pytest.raises(InvalidInputError, match="ended early at byte"):
+    with pytest.raises(InvalidInputError, match=f"ended early at byte {cut}"):
         source.read(window)
     # the rows before the cut still read
     np.testing.assert_array_equal(source.read(tiling.Window(20, 5, 5, 12)),
@@ -110,11 +133,21 @@ def test_a_row_that_cannot_be_written_raises_its_error(tmp_path):
     assert path.read_bytes() == bytes(64 * 64)
 
 
-def test_strided_writes_on_a_full_disk_raise_the_disk_full_error(small_disk):
+def test_strided_writes_on_a_full_disk_raise_the_disk_full_error(
+        small_disk, monkeypatch):
     """Windows narrower than the raster written with pwrite into a sparse
     file larger than the disk: the disk fills part-way through the rows
     (the compiled loop stops there), and the write raises DiskFullError
     naming the folder."""
+    stops = []
+    pwrite_rows = _row_io.pwrite_rows
+
+    def recorded(fd, address, row_bytes, rows, start, stride):
+        done = pwrite_rows(fd, address, row_bytes, rows, start, stride)
+        stops.append((done, rows))
+        return done
+
+    monkeypatch.setattr(_row_io, "pwrite_rows", recorded)
     shape = (1024, 1024)  # 4 MB of int32 on a 2 MB disk
     sink = tiling.NpySink(small_disk / "labels.npy", shape, np.int32)
     assert not sink.mapped
@@ -124,5 +157,7 @@ def test_strided_writes_on_a_full_disk_raise_the_disk_full_error(small_disk):
             for col in (0, 512):
                 sink.write(tiling.Window(row, col, 256, 512), block)
     assert f"the disk holding {small_disk} is full" in str(error.value)
+    assert stops[-1][0] < stops[-1][1]  # the compiled loop stopped short
+    assert all(done == rows for done, rows in stops[:-1])
     sink.abort()
     assert os.listdir(small_disk) == []

@@ -390,6 +390,7 @@ def warm_up(dtype=np.float64):
     modes, as tile tasks writing their label runs into a labels file
     (:func:`tiling.as_tile_tasks`; a worker runs nothing else, so no
     in-memory run)."""
+    tiling.warm_up_row_io()  # a tile's rows read from a file raster
     values = (np.arange(16 * 16) % 3).reshape(16, 16).astype(dtype)
     source = tiling.ArraySource(values)
     grid = tiling.TileGrid(values.shape, 8)

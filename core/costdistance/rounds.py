@@ -259,6 +259,7 @@ def warm_up(dtype=np.float64, connectivity=8):
     """Compile the tile kernels (a Dask worker's preflight): the tiled path
     on a tiny raster of ``dtype`` with two source ids, in this process."""
     from . import cost_distance
+    tiling.warm_up_row_io()  # a tile's rows read from a file raster
     cost = (1 + (np.arange(16 * 16) % 3)).reshape(16, 16).astype(dtype)
     cost_distance(cost, [(0, 0), (15, 15)], source_ids=[1, 2],
                   connectivity=connectivity, tile_size=8, backend="cpu")

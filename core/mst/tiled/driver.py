@@ -50,6 +50,7 @@ def warm_up(dtype=np.float32, connectivity=4):
     ``tests/test_tile_warm_up.py`` checks that a larger run compiles
     nothing more."""
     from .. import minimum_spanning_tree
+    tiling.warm_up_row_io()  # a tile's rows read from a file raster
     # few distinct weights (ties, paths contracted from both ends); for
     # float types also a raster with two cells far apart in magnitude,
     # whose weight keys do not fit beside the edge ids (the sort's
