@@ -27,9 +27,11 @@ labels file's pages).  The rounds' work, one mode each:
   ``-zeroed``: the same by ``pwrite`` of zeros from one thread (the
   file system's large folios for writes; ``cache_seconds`` its time);
   ``-huge`` after a mapped mode: each run's mapping advised
-  ``MADV_HUGEPAGE`` before its pages are populated (a fault then reads
+  ``MADV_HUGEPAGE`` before its pages are populated (a fault may then read
   the file ahead in folios of 2 MiB where the file system has large
-  folios: ext4 since Linux 6.16); ``-sparse``: the labels file not
+  folios, ext4 since Linux 6.16; none were made on the device's VMs,
+  twenty-third session, though the faults halved); ``-sparse``: the
+  labels file not
   reserved (``posix_fallocate``), its blocks allocated as pages are
   dirtied (delayed allocation) instead of converted from unwritten
   extents;
