@@ -6,9 +6,13 @@ own file offset: Linux has no call that reads (or writes) many file
 offsets at once short of io_uring, so it takes one system call a row.  In
 Python each call also paid a ``memoryview`` slice and ``os.preadv``'s
 argument handling: a 1024 x 1024 tile of a uint8 raster 12 555 cells wide
-took 2.4-3.7 ms to read, against 1.3-1.5 ms with the loop compiled (2-core
-box, page cache warm, 2026-11-30); a tiled run reads every tile once or
-twice.
+took 2.4-3.7 ms to read, against 1.3-1.5 ms with the loop compiled (the
+reads alone, 2-core box, page cache warm, a test run beside them,
+2026-11-30).  A tiled run reads every tile once or twice: end to end,
+components of neuse40 on Dask took 24 % less time at 1 worker and 11-13 %
+less at 8 on two H200 hosts' CPUs; cost distance and the MST, whose tiles
+cost far more than their reads, moved within their runs' spread
+(docs/benchmarks.md, Dask, twenty-third session).
 
 The C library's ``pread`` and ``pwrite`` are called by symbol
 (``numba.types.ExternalFunction``), so the kernels are cached like any

@@ -8,6 +8,7 @@ same bytes) and handed back as read-only memmaps once every window is in.
 Nothing here imports GDAL at import time.
 """
 
+import errno
 import functools
 import os
 import tempfile
@@ -317,7 +318,6 @@ class NpySink:
         writer instead of an error): a full disk fails here, the partial
         file removed.  False where the file system cannot reserve (the
         sink then writes with ``pwrite``)."""
-        import errno
 
         from . import scratch
         size = self.offset + self.dtype.itemsize * self.shape[0] \
@@ -561,7 +561,6 @@ def _populate(handle, start, window, first, cols, itemsize):
     short) is logged once per errno and the copy then faults the pages in
     (and meets the error itself if it persists)."""
     global _populate_refused
-    import errno
     import mmap
     if _populate_refused:
         return
@@ -638,7 +637,6 @@ def union_window(windows):
 
 
 def _pwrite_exact(fd, buffer, offset):
-    import errno
     view = memoryview(buffer)
     done = 0
     while done < len(view):
