@@ -179,6 +179,8 @@
 #                                   2 a worker too, at 8, if time is left)
 #   bench/dask_device.sh fourteenth_other -- components and the MST with
 #                                   the scheduler in its own process, 8 and 1
+#   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
+#                                   workers at HEAD, the CPUs' sharing
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -774,6 +776,16 @@ twentythird_cpus)
     echo "probe done at $SECONDS s" >> "$OUT/probe.log"
     ;;
 twentythird_all)
+    machine
+    python3 bench/cpu_sharing.py --procs 1 8 \
+        --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
+    $B --workers 8 1 8 --operations components costdistance mst \
+        --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
+    echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+twentyfourth_all)
+    # every operation at 8, 1, 8 workers on the twenty-fourth session's
+    # code (the compiled row I/O landed), with the host's CPU sharing
     machine
     python3 bench/cpu_sharing.py --procs 1 8 \
         --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
