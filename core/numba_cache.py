@@ -8,7 +8,7 @@ Updating the engine in place (a ``git pull`` of a linked checkout, files
 copied over an install) could then run a mix of old and new kernels.
 
 :func:`refresh` runs at import: it compares a digest of all the engine's
-sources (:func:`gridgraph.core.warmup._sources_digest`) with the one recorded
+sources (:func:`sources_digest`) with the one recorded
 beside the cache and, when they differ, empties the cache index of every
 engine kernel (they compile again on first use, or at the next
 ``make setup`` warm-up) and records the new digest.  With the digest
@@ -33,6 +33,7 @@ the cache after the refresh (close QGIS before updating the plugin).
 
 import contextlib
 import functools
+import hashlib
 import importlib
 import logging
 import os
@@ -48,14 +49,44 @@ _CORE = os.path.dirname(os.path.abspath(__file__))
 _PREFIX = "gridgraph-sources-"
 
 
+def sources_digest():
+    """A digest of the engine's sources and numba's version: the marker of
+    a finished warm-up (core/warmup.py) and the cache's digest are only
+    trusted for the code they were made from.  Here, not in core/warmup.py:
+    the package's import computes it (:func:`refresh`), and importing the
+    warm-up module with the package made ``python -m
+    gridgraph.core.warmup``'s processes warn that it was imported twice."""
+    import numba
+    digest = hashlib.sha1(f"{numba.__version__} {sys.version}".encode())
+    for folder, _, names in sorted(os.walk(_CORE)):
+        for name in sorted(names):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                stat = os.stat(path)
+                # relative: `make setup` imports the package through the
+                # venv's link, QGIS through the profile's; one marker
+                relative = os.path.relpath(path, _CORE)
+                digest.update(f"{relative} {stat.st_size} "
+                              f"{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
 def _marker_folder():
     """Where the digest is recorded: beside the warm-up's marker."""
     return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(_CORE,
                                                              "__pycache__")
 
 
+# Modules that define no kernel and are not imported with the package:
+# the warm-up runs as ``python -m gridgraph.core.warmup``, and its spawned
+# processes run it again as their main module; imported first by a
+# refresh, runpy warned in each that it was imported twice.
+_NO_KERNELS = ("warmup",)
+
+
 def _engine_modules():
-    """The dotted names of every module of the engine."""
+    """The dotted names of every module of the engine (but
+    :data:`_NO_KERNELS`)."""
     package = __name__.rsplit(".", 1)[0]
     names = []
     for folder, subfolders, files in os.walk(_CORE):
@@ -65,7 +96,8 @@ def _engine_modules():
         prefix = package if relative == "." else \
             package + "." + relative.replace(os.sep, ".")
         for name in sorted(files):
-            if name.endswith(".py"):
+            if name.endswith(".py") and not (
+                    relative == "." and name[:-3] in _NO_KERNELS):
                 names.append(prefix if name == "__init__.py"
                              else prefix + "." + name[:-3])
     return names
@@ -188,10 +220,9 @@ def refresh():
     digest was recorded; returns the number of kernels emptied (0 when the
     digest matched).  Never raises: a cache it cannot write is left as it
     is (numba then compiles in memory)."""
-    from .warmup import _sources_digest
     try:
         folder = _marker_folder()
-        marker = os.path.join(folder, _PREFIX + _sources_digest())
+        marker = os.path.join(folder, _PREFIX + sources_digest())
         if os.path.exists(marker):
             return 0
         kernels = _cached_kernels()

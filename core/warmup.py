@@ -18,13 +18,13 @@ compile on their first use (both serve runs that take far longer than the
 compile).  Nothing here imports qgis.
 """
 
-import hashlib
 import os
-import sys
 import threading
 import time
 
 import numpy as np
+
+from . import numba_cache
 
 # Band data types a GDAL raster is read as (Byte, Int16, UInt16, Int32,
 # UInt32, Float32, Float64); each one compiles its own kernels.
@@ -36,30 +36,13 @@ _lock = threading.Lock()
 _thread = None
 
 
-def _sources_digest():
-    """A digest of the engine's sources and numba's version: the marker of
-    a finished warm-up is only trusted for the code it compiled."""
-    import numba
-    digest = hashlib.sha1(f"{numba.__version__} {sys.version}".encode())
-    for folder, _, names in sorted(os.walk(_CORE)):
-        for name in sorted(names):
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                stat = os.stat(path)
-                # relative: `make setup` imports the package through the
-                # venv's link, QGIS through the profile's; one marker
-                relative = os.path.relpath(path, _CORE)
-                digest.update(f"{relative} {stat.st_size} "
-                              f"{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:16]
-
-
 def _marker_path():
     """Where a finished warm-up is recorded: beside numba's cache files
     (NUMBA_CACHE_DIR when set, else the package's __pycache__)."""
     folder = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
         _CORE, "__pycache__")
-    return os.path.join(folder, f"gridgraph-warm-{_sources_digest()}")
+    return os.path.join(folder,
+                        f"gridgraph-warm-{numba_cache.sources_digest()}")
 
 
 def is_warm():

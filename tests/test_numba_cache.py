@@ -8,7 +8,7 @@ import time
 import pytest
 from numba.core import caching
 
-from gridgraph.core import numba_cache, warmup
+from gridgraph.core import numba_cache
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def flushed(monkeypatch, tmp_path):
 def test_a_change_of_the_sources_empties_every_engine_kernel(flushed,
                                                              tmp_path,
                                                              monkeypatch):
-    monkeypatch.setattr(warmup, "_sources_digest", lambda: "old")
+    monkeypatch.setattr(numba_cache, "sources_digest", lambda: "old")
     emptied = numba_cache.refresh()
     assert emptied == len(flushed) > 0
     names = set(flushed)
@@ -38,7 +38,7 @@ def test_a_change_of_the_sources_empties_every_engine_kernel(flushed,
     assert os.listdir(tmp_path / "cache") == ["gridgraph-sources-old"]
     flushed.clear()
     assert numba_cache.refresh() == 0 and flushed == []
-    monkeypatch.setattr(warmup, "_sources_digest", lambda: "new")
+    monkeypatch.setattr(numba_cache, "sources_digest", lambda: "new")
     assert numba_cache.refresh() == emptied
     assert os.listdir(tmp_path / "cache") == ["gridgraph-sources-new"]
 
@@ -50,14 +50,14 @@ def test_a_cache_folder_that_cannot_be_written_is_left_alone(flushed,
     blocker.write_text("")
     monkeypatch.setattr(numba_cache, "_marker_folder",
                         lambda: str(blocker / "cache"))
-    monkeypatch.setattr(warmup, "_sources_digest", lambda: "other")
+    monkeypatch.setattr(numba_cache, "sources_digest", lambda: "other")
     assert numba_cache.refresh() == 0
 
 
 def test_the_real_digest_is_recorded_after_import():
     assert os.path.exists(os.path.join(
         numba_cache._marker_folder(),
-        "gridgraph-sources-" + warmup._sources_digest()))
+        "gridgraph-sources-" + numba_cache.sources_digest()))
 
 
 def test_processes_starting_together_refresh_one_cache(tmp_path):
@@ -75,7 +75,7 @@ def test_processes_starting_together_refresh_one_cache(tmp_path):
         assert process.returncode == 0, errors[-2000:]
     markers = [name for name in os.listdir(tmp_path)
                if name.startswith("gridgraph-sources-")]
-    assert markers == ["gridgraph-sources-" + warmup._sources_digest()]
+    assert markers == ["gridgraph-sources-" + numba_cache.sources_digest()]
 
 
 _COMPILE_ONE_SIGNATURE = """
@@ -229,3 +229,25 @@ def test_a_read_waits_for_the_data_file_its_index_names(tmp_path, locked):
          for role in ("writer", "reader")], environment, start)
     # the signature numba registered for the int32 call it loaded
     assert output.strip() == ("['int32']" if locked else "['int64']")
+
+
+def test_the_package_import_leaves_the_warm_up_module_alone(tmp_path):
+    """``python -m gridgraph.core.warmup`` runs the module as the main
+    module of every process it starts: importing the package must not
+    import it first (runpy warned that it was imported twice), also when
+    the digest is new and every module is imported for its kernels."""
+    import subprocess
+    import sys
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    code = ("import runpy, sys, warnings\n"
+            "import gridgraph.core\n"
+            "assert 'gridgraph.core.warmup' not in sys.modules\n"
+            "warnings.simplefilter('error', RuntimeWarning)\n"
+            "runpy.run_module('gridgraph.core.warmup', "
+            "run_name='__mp_main__')\n")
+    result = subprocess.run([sys.executable, "-c", code], env=environment,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    # the digest was new in that cache folder: the refresh ran
+    assert any(name.startswith("gridgraph-sources-")
+               for name in os.listdir(tmp_path))

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from gridgraph.core import warmup
+from gridgraph.core import numba_cache, warmup
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_marker_names_the_code_it_compiled():
     """The real marker is keyed by the engine's sources and numba's
     version: editing the engine makes the cache cold again."""
     path = warmup._marker_path()
-    assert path.endswith(warmup._sources_digest())
+    assert path.endswith(numba_cache.sources_digest())
     assert "gridgraph-warm-" in path
 
 
@@ -60,10 +60,10 @@ def test_one_marker_whatever_the_import_path(tmp_path, monkeypatch):
     """The package is imported through the venv's link by `make setup` and
     through the QGIS profile's link by QGIS: both must find one marker."""
     link = tmp_path / "other-root"
-    link.symlink_to(warmup._CORE, target_is_directory=True)
-    expected = warmup._sources_digest()
-    monkeypatch.setattr(warmup, "_CORE", str(link))
-    assert warmup._sources_digest() == expected
+    link.symlink_to(numba_cache._CORE, target_is_directory=True)
+    expected = numba_cache.sources_digest()
+    monkeypatch.setattr(numba_cache, "_CORE", str(link))
+    assert numba_cache.sources_digest() == expected
 
 
 def test_background_warm_up_does_not_block(marker, monkeypatch):
