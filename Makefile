@@ -61,8 +61,8 @@ demo: setup
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? 0 : n < 4 ? n : 4 )))
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist worksteal
 test: setup
-	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS) --ignore=tests/cuda --ignore=tests/test_distributed.py tests
-	$(PY) -m pytest $(PYTEST_ARGS) tests/test_distributed.py
+	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS) --ignore=tests/cuda --ignore=tests/distributed tests
+	$(PY) -m pytest $(PYTEST_ARGS) tests/distributed
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS) tests/cuda
 
 # The benchmark peers install here, never in the test set-up; numpy stays

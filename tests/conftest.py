@@ -3,9 +3,12 @@ for small GeoTIFF and GeoPackage fixtures made with GDAL/OGR in tmp_path.
 
 QGIS-level tests use the ``gridgraph_provider`` fixture (or the
 ``processing_run`` helper fixture that needs it); engine tests need none of it.
+The Dask tests (tests/distributed) take a module's local cluster from
+``cluster`` / ``client``, or one of their own from ``killable_client``.
 """
 
 import os
+import sys
 
 # pytest-qgis starts a QgsApplication while pytest configures itself; no
 # display must be needed, whatever pytest.ini says.
@@ -185,8 +188,10 @@ QGIS_FILES = {"test_qgis_process.py", "test_faults_signals.py"}
 SLOW_FILES = {"test_tiled_components.py", "test_tiled_costdistance.py",
               "test_tiled_mst.py", "test_tiled_memory.py",
               "test_tiled_outputs.py", "test_mst_forest.py",
-              "test_faults_disk.py", "test_faults_signals.py",
-              "test_distributed.py"}
+              "test_faults_disk.py", "test_faults_signals.py"}
+
+# the Dask tests (tests/distributed: a local cluster of worker processes)
+SLOW_FOLDER = os.sep + os.path.join("tests", "distributed") + os.sep
 
 # engine tests that take many seconds each (64-bit index paths on large
 # rasters, many-dtype copies): slow, whatever their file
@@ -206,8 +211,8 @@ def pytest_collection_modifyitems(config, items):
         if os.sep + "cuda" + os.sep in path:
             item.add_marker(pytest.mark.cuda)
             item.add_marker(pytest.mark.slow)  # the simulator is slow
-        if name in SLOW_FILES or any(part in item.name
-                                     for part in SLOW_NAMES):
+        if (name in SLOW_FILES or SLOW_FOLDER in path
+                or any(part in item.name for part in SLOW_NAMES)):
             item.add_marker(pytest.mark.slow)
 
 
@@ -256,3 +261,56 @@ def qgis_process():
                     "plugins` to check:\n" + text[-2000:])
     run.listing = listing
     return run
+
+
+# ------------------------------------------------------------- Dask
+# The Dask tests (tests/distributed, a pytest process of their own in
+# `make test`): one local cluster a module; rasters are small and tiles 8
+# cells wide so that every run crosses many seams while the per-task
+# overhead stays small.  Here, not in a conftest of that folder: two
+# conftests of folders without __init__.py are both imported as
+# `conftest`, and `from conftest import write_geotiff` got the wrong one.
+@pytest.fixture(scope="module")
+def worker_sys_path():
+    """For the module (the Dask tests name it in their ``pytestmark``):
+    worker processes start with this process's sys.path: leave out the
+    folder above the checkout that pytest's rootdir import puts there (a
+    checkout folder named like a package, e.g. ``dask``, would shadow it
+    in the workers)."""
+    above = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path
+                   if os.path.abspath(p or os.curdir) != above]
+    yield
+    sys.path[:] = saved
+
+
+@pytest.fixture(scope="module")
+def cluster(worker_sys_path):
+    """One ``LocalCluster`` of two worker processes on loopback for the
+    module, and its client: ``(cluster, client)``."""
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield cluster, client
+
+
+@pytest.fixture
+def client(cluster):
+    return cluster[1]
+
+
+@pytest.fixture
+def killable_client(worker_sys_path):
+    """A client of a cluster of its own, for tests that kill a worker: the
+    module's cluster then never depends on a nanny's restart (Dask at times
+    closes the nanny just after it restarted the killed worker, its log
+    "Closing Nanny ... nanny-close", and the next test lacked a worker;
+    seen twice in `make test`, 2026-11-28)."""
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield client

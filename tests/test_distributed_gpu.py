@@ -30,7 +30,7 @@ def gpu_cluster():
     above = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     saved = list(sys.path)
-    # the workers start with this sys.path (see tests/test_distributed.py)
+    # the workers start with this sys.path (see tests/distributed/conftest.py)
     sys.path[:] = [p for p in sys.path
                    if os.path.abspath(p or os.curdir) != above]
     try:

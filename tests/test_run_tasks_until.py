@@ -1,7 +1,7 @@
 """tiling.run_tasks(until=...): once ``until`` says so no further task
 starts, and the tasks in flight finish and are handed on (never cancelled:
 they may be writing), in this process and on a thread pool (on Dask:
-tests/test_distributed.py)."""
+tests/distributed/test_dask_tile_tasks.py)."""
 
 import concurrent.futures
 import threading
