@@ -331,13 +331,14 @@ def _bound_step_nonzero(here, inside, check_valid, runs, col, starts, stops,
 @njit(cache=True, nogil=True)
 def _run_bounds_equal(here, inside, check_valid, runs, vertex_bytes):
     """:func:`_run_bounds_equal_with` with ``check_valid`` a compile-time
-    constant in each branch.  With it a run-time flag, numba 0.68's LLVM
-    left the test inside the word loop (not moved out of it, nor the loop
-    vectorized): on the GPU machine's numba 0.68, `equal` mode labelled a
-    2048² fractal mask 6.9x slower than `nonzero` mode (first pass 26.7
-    against 1.8 ms).  The bounds of all its rows on the 2-core box, one
-    thread: 11.3 ms with numba 0.68 against 1.2 ms with numba 0.60, and
-    1.0 ms with numba 0.68 this way."""
+    constant in each branch.  With it a run-time flag, numba 0.68 compiled
+    the word loop far slower (by the timings, the flag's test stayed in
+    the loop and kept it from vectorizing): on the GPU machine's numba
+    0.68, `equal` mode labelled a 2048² fractal mask 6.9x slower than
+    `nonzero` mode (first pass 26.7 against 1.8 ms).  The bounds of all
+    its rows on the 2-core box, one thread: 11.3 ms with numba 0.68
+    against 1.2 ms with numba 0.60, and 1.0 ms with numba 0.68 this
+    way."""
     if check_valid:
         return _run_bounds_equal_with(here, inside, True, runs, vertex_bytes)
     return _run_bounds_equal_with(here, inside, False, runs, vertex_bytes)
