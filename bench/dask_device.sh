@@ -775,17 +775,9 @@ twentythird_cpus)
         --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
     echo "probe done at $SECONDS s" >> "$OUT/probe.log"
     ;;
-twentythird_all)
-    machine
-    python3 bench/cpu_sharing.py --procs 1 8 \
-        --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
-    $B --workers 8 1 8 --operations components costdistance mst \
-        --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
-    echo "all three done at $SECONDS s" >> "$OUT/run.log"
-    ;;
-twentyfourth_all)
-    # every operation at 8, 1, 8 workers on the twenty-fourth session's
-    # code (the compiled row I/O landed), with the host's CPU sharing
+twentythird_all | twentyfourth_all)
+    # every operation at 8, 1, 8 workers with the host's CPU sharing (the
+    # twenty-fourth session ran it on its code: the compiled row I/O in)
     machine
     python3 bench/cpu_sharing.py --procs 1 8 \
         --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
