@@ -7,6 +7,7 @@ The Dask tests (tests/distributed) take a module's local cluster from
 ``cluster`` / ``client``, or one of their own from ``killable_client``.
 """
 
+import contextlib
 import os
 import sys
 
@@ -286,15 +287,23 @@ def worker_sys_path():
     sys.path[:] = saved
 
 
-@pytest.fixture(scope="module")
-def cluster(worker_sys_path):
-    """One ``LocalCluster`` of two worker processes on loopback for the
-    module, and its client: ``(cluster, client)``."""
+@contextlib.contextmanager
+def two_worker_cluster():
+    """A ``LocalCluster`` of two one-thread worker processes on loopback
+    and its client: ``(cluster, client)``, both closed on exit."""
     from distributed import Client, LocalCluster
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       host="127.0.0.1", dashboard_address=None) as cluster, \
             Client(cluster, set_as_default=False) as client:
         yield cluster, client
+
+
+@pytest.fixture(scope="module")
+def cluster(worker_sys_path):
+    """One cluster (:func:`two_worker_cluster`) for the module:
+    ``(cluster, client)``."""
+    with two_worker_cluster() as cluster_and_client:
+        yield cluster_and_client
 
 
 @pytest.fixture
@@ -309,8 +318,5 @@ def killable_client(worker_sys_path):
     closes the nanny just after it restarted the killed worker, its log
     "Closing Nanny ... nanny-close", and the next test lacked a worker;
     seen twice in `make test`, 2026-11-28)."""
-    from distributed import Client, LocalCluster
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=None) as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with two_worker_cluster() as (_, client):
         yield client
