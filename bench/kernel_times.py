@@ -11,8 +11,8 @@ session).
 
     mkdir -p /tmp/pkg && ln -sfn "$PWD" /tmp/pkg/gridgraph
     for turn in 1 2 3; do
-      NUMBA_CACHE_DIR=/tmp/nb60 .venv/bin/python bench/kernel_times.py
-      NUMBA_CACHE_DIR=/tmp/nb68 PYTHONPATH=/tmp/pkg /tmp/nb68/bin/python \\
+      NUMBA_CACHE_DIR=/tmp/nbcache60 .venv/bin/python bench/kernel_times.py
+      NUMBA_CACHE_DIR=/tmp/nbcache68 PYTHONPATH=/tmp/pkg /tmp/nb68/bin/python \\
           bench/kernel_times.py
     done
 """
@@ -98,6 +98,10 @@ def main():
     parser.add_argument("--only", default="",
                         help="kernels whose name holds this text")
     args = parser.parse_args()
+    # the default cost-distance search depends on the load
+    # (costdistance._cpu.oversubscribed): print it
+    print(f"numba {numba.__version__}  load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
     for name, call in kernels(args.size):
         if args.only not in name:
             continue
