@@ -1,6 +1,7 @@
 """CPU benchmarks: GridGraph side by side with its peers, in one run.
 
-In process, interleaved A/B runs (median of --repeat after a warm-up each):
+In process, interleaved A/B runs (median of --repeat, --component-repeat for
+the components rows, after a warm-up each):
   components vs scipy.ndimage.label, OpenCV Spaghetti (as many threads as CPUs in
   the affinity mask) and cc3d; cost distance vs skimage MCP_Geometric and
   whitebox-workflows; MST (edges=False) vs scipy csgraph (with its sparse build)
@@ -42,6 +43,11 @@ from rasters import fractal_surface  # noqa: E402
 
 from gridgraph.core import (connected_components, cost_distance,  # noqa: E402
                             minimum_spanning_tree, segments_by_threshold)
+
+sys.path.insert(0, HERE)  # only while the sibling module loads
+from search_modes import cost_search  # noqa: E402
+
+sys.path.remove(HERE)
 
 QGIS_PROCESS = os.path.join(ROOT, "scripts", "qgis-process")
 
@@ -299,13 +305,8 @@ def bench_cost_distance(size, repeat, folder, peer_names=None):
         # our own sequential heap search, as a peer of the search solve
         # picks (identical rasters required)
         def heap_search():
-            from gridgraph.core.costdistance import _cpu as cost_cpu
-            saved = cost_cpu.BLOCKS_MIN_THREADS
-            cost_cpu.BLOCKS_MIN_THREADS = 1 << 30
-            try:
+            with cost_search("heap"):
                 return ours()
-            finally:
-                cost_cpu.BLOCKS_MIN_THREADS = saved
         peers.append(("GridGraph heap search (one thread)", heap_search))
     if peer_available("whitebox_workflows"):
         run = guarded("whitebox-workflows", whitebox_cost_distance, cost,
@@ -429,7 +430,6 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks"),
     import numba
     from scipy import ndimage
     from gridgraph.core.components import _cpu as components_cpu
-    from gridgraph.core.costdistance import _cpu as cost_cpu
     if any(mode != "none" for mode in cost_modes):
         cost = fractal_surface((size, size), seed=1).astype(np.float64)
     source = (size // 2, size // 2)
@@ -456,23 +456,9 @@ def thread_scaling(size, thread_counts, repeat, cost_modes=("heap", "blocks"),
                 name = f"cost distance {mode}"
 
                 def run(mode=mode):
-                    saved_min = cost_cpu.BLOCKS_MIN_THREADS
-                    saved_search = cost_cpu.BLOCK_SEARCH
-                    cost_cpu.BLOCKS_MIN_THREADS = {
-                        "blocks": 1, "small-blocks": 1,
-                        "heap": 1 << 30}.get(mode, saved_min)
-                    if mode == "small-blocks":  # the 64² blocks
-                        cost_cpu.BLOCK_SEARCH = "small"
-                    saved_load = cost_cpu.OVERSUBSCRIBED_LOAD
-                    if mode in ("blocks", "small-blocks"):  # whatever the load
-                        cost_cpu.OVERSUBSCRIBED_LOAD = float("inf")
-                    try:
+                    with cost_search(mode):
                         return cost_distance(cost, [source], connectivity=8,
                                              backend="cpu")
-                    finally:
-                        cost_cpu.BLOCKS_MIN_THREADS = saved_min
-                        cost_cpu.BLOCK_SEARCH = saved_search
-                        cost_cpu.OVERSUBSCRIBED_LOAD = saved_load
                 row[name], result = timed(run, repeat)
                 got = (result.accumulated, result.direction, result.allocation)
                 if reference is None:
@@ -663,6 +649,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--component-repeat", type=int, default=31,
+                        help="rounds of the components rows (milliseconds "
+                        "a call: more rounds steady their medians on a "
+                        "shared machine for little time)")
     parser.add_argument("--operations", nargs="+",
                         default=["components", "costdistance", "mst",
                                  "segments"])
@@ -698,7 +688,7 @@ def main():
         for size in args.sizes:
             if "components" in args.operations:
                 rows.extend(report(bench_components(
-                    size, args.repeat, threads, args.masks,
+                    size, args.component_repeat, threads, args.masks,
                     args.component_peers)))
             if "costdistance" in args.operations:
                 rows.extend(report(bench_cost_distance(
@@ -731,7 +721,8 @@ def main():
     header = (f"## CPU, {datetime.date.today().isoformat()}\n\n{machine()}; "
               f"{threads} CPUs in the affinity mask; load average "
               f"{load[0]:.2f} at the end; interleaved A/B runs, median of "
-              f"{args.repeat} after a warm-up each; fractal rasters "
+              f"{args.repeat} ({args.component_repeat} for components) "
+              "after a warm-up each; fractal rasters "
               "(tests/rasters.py).\n")
     text = header + "\n" + "\n".join(table) + "\n"
     print(text)

@@ -34,7 +34,11 @@ from rasters import fractal_surface  # noqa: E402
 
 from gridgraph.core import (connected_components, cost_distance,  # noqa: E402
                             minimum_spanning_tree, segments_by_threshold)
-from gridgraph.core.costdistance import _cpu as cost_cpu  # noqa: E402
+
+sys.path.insert(0, HERE)  # only while the sibling module loads
+from search_modes import cost_search  # noqa: E402
+
+sys.path.remove(HERE)
 
 
 def kernels(size):
@@ -51,12 +55,8 @@ def kernels(size):
                              backend="cpu").accumulated
 
     def heap_search():
-        saved = cost_cpu.BLOCKS_MIN_THREADS
-        cost_cpu.BLOCKS_MIN_THREADS = 1 << 30
-        try:
+        with cost_search("heap"):
             return costs(8)
-        finally:
-            cost_cpu.BLOCKS_MIN_THREADS = saved
 
     def tree(connectivity, weight, edges):
         return minimum_spanning_tree(values, connectivity=connectivity,
