@@ -64,10 +64,10 @@ _MIN_ROWS_PER_STRIP = 64
 # 19 ms a first pass) and picked there.
 BLOCKS_8 = False
 
-# rows labelled cell by cell by their own scans (_split_row_nonzero_4,
-# _split_row_nonzero_8, _scan_row_equal_4, _scan_row_equal_8) rather than
-# the general one: TIGHT_4 for 4-connectivity, TIGHT_8 for 8, both modes;
-# read per call, so tests run both
+# rows labelled cell by cell by their own scans (_cpu_cells.label_row_tight:
+# the two-pass _split_row_* scans, or _scan_row_equal_4 / _8 with a valid
+# mask) rather than the general one: TIGHT_4 for 4-connectivity, TIGHT_8
+# for 8, both modes; read per call, so tests run both
 TIGHT_4 = True
 TIGHT_8 = True
 
@@ -648,7 +648,7 @@ def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
                             next_label, merges, run_list, zero_row,
                             above_row, vertex_bytes):
     """:func:`_first_pass_equal` by the cell scans of
-    :func:`_scan_row_equal_4` and :func:`_scan_row_equal_8`."""
+    :func:`._cpu_cells.label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,

@@ -6,9 +6,10 @@ the three above for 8-connectivity: Wu, Otoo & Suzuki's decision tree)
 with no branch on the data: links are 0/1 masks and labels masked selects
 (:func:`select`), and the row's merges are listed as it is scanned and
 made after it.  :func:`label_row_tight` runs the scans written for one
-case (``_split_row_nonzero_4``, ``_8``, ``_split_row_equal_8`` in two
-passes, the first vectorized: :func:`_scan_row_split`; and
-``_scan_row_equal_4``, ``_8``), :func:`label_row_cells` the general one.
+case (``_split_row_nonzero_4``, ``_8``, and ``_split_row_equal_4``,
+``_8`` without a valid mask, in two passes, the first vectorized:
+:func:`_scan_row_split`; ``_scan_row_equal_4``, ``_8`` with one),
+:func:`label_row_cells` the general one.
 """
 
 import numpy as np
@@ -129,8 +130,8 @@ def label_row_cells(values, valid, check_valid, labels, parent, merges, row,
 def label_row_tight(values, valid, check_valid, labels, parent, merges,
                      row, has_above, next_label, up, nonzero, eight):
     """:func:`label_row_cells` by the scans written for one case
-    (:func:`_split_row_nonzero_4`, ``_8``, :func:`_split_row_equal_8`
-    without a valid mask, else :func:`_scan_row_equal_4`, ``_8``;
+    (:func:`_split_row_nonzero_4`, ``_8``, :func:`_split_row_equal_4`,
+    ``_8`` without a valid mask, else :func:`_scan_row_equal_4`, ``_8``;
     ``nonzero`` and ``eight`` are compile-time constants), then
     the row's new roots and merges (of the labels above and left of each
     listed cell; 8-connected, above-right and above-left, or left when
@@ -153,8 +154,9 @@ def label_row_tight(values, valid, check_valid, labels, parent, merges,
         else:
             next_label, merge_count, runs = scan(
                 here, up_values, None, up, out, merge_cols, next_label)
-    elif eight and not check_valid:
-        next_label, merge_count, runs = _split_row_equal_8(
+    elif not check_valid:
+        scan = _split_row_equal_8 if eight else _split_row_equal_4
+        next_label, merge_count, runs = scan(
             here, up_values, None, up, out, merge_cols, next_label)
     else:
         scan = _scan_row_equal_8 if eight else _scan_row_equal_4
@@ -342,12 +344,13 @@ def _links_above(here, up_values, inside, up, out, flags, col, above_left,
     """Pass 1 of :func:`_scan_row_split` for the cell ``col``: what its
     neighbours above and left give it, from data alone.  Writes
     ``out[col]``: the label of its first linked neighbour above (above,
-    above-right, above-left: Wu et al.'s order), -1 for a vertex with
-    none (it takes its left neighbour's label or a new one in pass 2), 0
-    for a cell that is not a vertex; and ``flags[col]``: bit 0, the cell
-    merges (8-connected: above-right with above-left or left, above not
-    linked; 4-connected: above with left, above-left not linked); bit 1
-    (``equal`` mode only), it is linked to its left neighbour."""
+    above-right, above-left: Wu et al.'s order); for a vertex with none,
+    -2 when it is linked to its left neighbour (it takes that one's label
+    in pass 2) and -1 when not (a new label); 0 for a cell that is not a
+    vertex.  And ``flags[col]``: 1 when the cell merges (8-connected:
+    above-right with above-left or left, above not linked; 4-connected:
+    above with left, above-left not linked).  Returns 1 when the cell
+    starts a run (a vertex not linked to its left neighbour)."""
     value = here[col]
     cell_inside = inside[col] if inside is not None else value == value
     if nonzero:
@@ -373,11 +376,10 @@ def _links_above(here, up_values, inside, up, out, flags, col, above_left,
     else:
         base = above & -above_linked
         merge = vertex & above_linked & left_linked & (1 - above_left_linked)
-    out[col] = (base | -np.int64(base == 0)) & -vertex
-    if nonzero:
-        flags[col] = merge
-    else:
-        flags[col] = merge | ((left_linked & vertex) << 1)
+    code = select(np.int64(base != 0), base, np.int64(-1) - left_linked)
+    out[col] = code & -vertex
+    flags[col] = merge
+    return vertex & (1 - left_linked)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -390,10 +392,16 @@ def _scan_row_split(here, up_values, inside, up, out, merge_cols,
     ``merge_cols`` (its second half holds the flags of pass 1).
 
     Two passes over the row.  Pass 1 (:func:`_links_above`) finds each
-    cell's label from above, or that it needs one, and whether it
-    merges: it carries no value from cell to cell, so LLVM vectorizes it
-    (AVX2 on both CPUs measured).  Pass 2 carries the left label along:
-    a select and an add a cell, and the merge list.  The one-pass scans
+    cell's label from above, or whether it takes its left neighbour's or
+    a new one, whether it merges, and counts the runs: it carries no
+    value from cell to cell, so LLVM vectorizes it (AVX2 on both CPUs
+    measured).  Pass 2 carries the left label along: two selects and an
+    add a cell, and the merge list.  Pass 1 once left the left link to
+    pass 2 (one code, -1, for both cases; the link a flag bit in
+    ``equal`` mode; the runs counted in pass 2): the scan of a 2048²
+    random 0.6 mask's rows took 7.9 / 10.4 ms (``nonzero`` / ``equal``,
+    8-connected, one thread) against 6.0 / 6.6 ms now on the 2-core box
+    (Zen 4, 2026-12-02).  The one-pass scans
     did all of it with the left label carried through every cell's
     decision: 65 instructions and 14 stack accesses a cell on the 2-core
     box (LLVM unrolled the loop 8 times and spilled), 14.3-14.7 ms a
@@ -407,54 +415,47 @@ def _scan_row_split(here, up_values, inside, up, out, merge_cols,
     zero = np.int64(0)
     flags = merge_cols[cols + one:]
     last = cols - one
+    runs = zero
     if cols == one:
-        _links_above(here, up_values, inside, up, out, flags, np.uint64(0),
-                     zero, np.int64(up[0]), zero, up_values[0], up_values[0],
-                     up_values[0], False, here[0], nonzero, eight)
+        runs += _links_above(here, up_values, inside, up, out, flags,
+                             np.uint64(0), zero, np.int64(up[0]), zero,
+                             up_values[0], up_values[0], up_values[0], False,
+                             here[0], nonzero, eight)
     else:
         # the first and last columns peeled: no cell left, no cell
         # above-right
-        _links_above(here, up_values, inside, up, out, flags, np.uint64(0),
-                     zero, np.int64(up[0]), np.int64(up[1]), up_values[0],
-                     up_values[0], up_values[1], False, here[0], nonzero,
-                     eight)
+        runs += _links_above(here, up_values, inside, up, out, flags,
+                             np.uint64(0), zero, np.int64(up[0]),
+                             np.int64(up[1]), up_values[0], up_values[0],
+                             up_values[1], False, here[0], nonzero, eight)
         for col in range(one, last):
             before = col - one
-            _links_above(here, up_values, inside, up, out, flags, col,
-                         np.int64(up[before]), np.int64(up[col]),
-                         np.int64(up[col + one]), up_values[before],
-                         up_values[col], up_values[col + one],
-                         inside[before] if inside is not None
-                         else here[before] == here[before], here[before],
-                         nonzero, eight)
+            runs += _links_above(here, up_values, inside, up, out, flags,
+                                 col, np.int64(up[before]), np.int64(up[col]),
+                                 np.int64(up[col + one]), up_values[before],
+                                 up_values[col], up_values[col + one],
+                                 inside[before] if inside is not None
+                                 else here[before] == here[before],
+                                 here[before], nonzero, eight)
         before = last - one
-        _links_above(here, up_values, inside, up, out, flags, last,
-                     np.int64(up[before]), np.int64(up[last]), zero,
-                     up_values[before], up_values[last], up_values[last],
-                     inside[before] if inside is not None
-                     else here[before] == here[before], here[before],
-                     nonzero, eight)
+        runs += _links_above(here, up_values, inside, up, out, flags, last,
+                             np.int64(up[before]), np.int64(up[last]), zero,
+                             up_values[before], up_values[last],
+                             up_values[last],
+                             inside[before] if inside is not None
+                             else here[before] == here[before], here[before],
+                             nonzero, eight)
     left = zero
-    left_vertex = zero
     merge_count = np.uint64(0)
-    runs = zero
     for col in range(cols):
-        from_above = np.int64(out[col])
-        flag = np.int64(flags[col])
-        if nonzero:
-            # a labelled left neighbour is a linked one
-            left_linked = left_vertex
-            left_vertex = np.int64(from_above != 0)
-        else:
-            left_linked = flag >> 1
-        needs = np.int64(from_above == -1)
-        runs += np.int64(from_above != 0) & (1 - left_linked)
-        current = select(needs, select(left_linked, left, next_label),
-                         from_above)
-        next_label += needs & (1 - left_linked)
+        code = np.int64(out[col])
+        new = np.int64(code == -1)
+        current = select(np.int64(code == -2), left,
+                         select(new, next_label, code))
+        next_label += new
         out[col] = current
         merge_cols[merge_count] = col
-        merge_count += np.uint64(flag & 1)
+        merge_count += np.uint64(flags[col])
         left = current
     return next_label, merge_count, runs
 
@@ -481,3 +482,14 @@ def _split_row_equal_8(here, up_values, inside, up, out, merge_cols,
     """:func:`_scan_row_split`, ``equal`` mode, 8-connected."""
     return _scan_row_split(here, up_values, inside, up, out, merge_cols,
                            next_label, False, True)
+
+
+@njit(cache=True, nogil=True)
+def _split_row_equal_4(here, up_values, inside, up, out, merge_cols,
+                       next_label):
+    """:func:`_scan_row_split`, ``equal`` mode, 4-connected (without a
+    valid mask: with one, the one-pass :func:`_scan_row_equal_4` was the
+    faster, 22.6 against 25.9 ms a 2048² random 0.6 mask's scan on the
+    2-core box; without, 13.2 against 9.8 ms, 2026-12-02)."""
+    return _scan_row_split(here, up_values, inside, up, out, merge_cols,
+                           next_label, False, False)
