@@ -1,7 +1,7 @@
 """CPU benchmarks: GridGraph side by side with its peers, in one run.
 
 In process, interleaved A/B runs (median of --repeat, --component-repeat for
-the components rows, after a warm-up each):
+the components rows against peers, after a warm-up each):
   components vs scipy.ndimage.label, OpenCV Spaghetti (as many threads as CPUs in
   the affinity mask) and cc3d; cost distance vs skimage MCP_Geometric and
   whitebox-workflows; MST (edges=False) vs scipy csgraph (with its sparse build)
@@ -721,7 +721,8 @@ def main():
     header = (f"## CPU, {datetime.date.today().isoformat()}\n\n{machine()}; "
               f"{threads} CPUs in the affinity mask; load average "
               f"{load[0]:.2f} at the end; interleaved A/B runs, median of "
-              f"{args.repeat} ({args.component_repeat} for components) "
+              f"{args.repeat} ({args.component_repeat} for the components "
+              "rows against peers) "
               "after a warm-up each; fractal rasters "
               "(tests/rasters.py).\n")
     text = header + "\n" + "\n".join(table) + "\n"

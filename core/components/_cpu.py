@@ -61,7 +61,9 @@ _MIN_ROWS_PER_STRIP = 64
 # 41.6 ms (OpenCV 51.0); AMD Zen 3 of the 2-core box, cells 12.6-18.4 ms
 # against blocks 16.5-19.0 ms, 4096² 55.3 against 70.6 ms (2026-11-25).
 # Before the two-pass scan, blocks were the faster on Zen 3 (14 against
-# 19 ms a first pass) and picked there.
+# 19 ms a first pass) and picked there.  The box's Zen 4 (since
+# 2026-11-30), two threads, 2048² / 4096²: cells 8.2 / 32.4 ms against
+# blocks 12.9 / 48.3 ms (2026-12-02).
 BLOCKS_8 = False
 
 # rows labelled cell by cell by their own scans (_cpu_cells.label_row_tight:
