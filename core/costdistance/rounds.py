@@ -920,8 +920,7 @@ def _output_blocks(trees, sinks, need_trees, band_label, band_flag,
             for name, sink in sinks.items():
                 sink.write(window, blocks[name])
 
-    function = functools.partial(tiled.write_outputs, sinks,
-                                 tiled.tile_outputs) if in_task \
+    function = functools.partial(tiled.write_outputs, sinks) if in_task \
         else tiled.tile_outputs
     function = functools.partial(function, use_hops=trees.use_hops)
     problem.tasks(function, (len(tiles), arguments()), progress, write,

@@ -396,18 +396,17 @@ def tile_outputs(cost_source, window, nodata, state, margin, source_local,
     return {name: blocks[name] for name in outputs}, ties
 
 
-def write_outputs(sinks, function, cost_source, window, *arguments,
-                  use_hops=True):
-    """``function``'s blocks (:func:`tile_outputs`) written to their
-    ``sinks`` (a dict by output name) in the task; returns only the tile's
-    tie count so no block travels back (with ties nothing is written).  A
-    tile state on the GPU is written by ``_cuda_tiled.write_outputs``."""
+def write_outputs(sinks, cost_source, window, *arguments, use_hops=True):
+    """:func:`tile_outputs`'s blocks written to their ``sinks`` (a dict by
+    output name) in the task; returns only the tile's tie count so no
+    block travels back (with ties nothing is written).  A tile state on
+    the GPU is written by ``_cuda_tiled.write_outputs``."""
     if _on_device(arguments[1]):
         from .. import _cuda_tiled  # blocks computed on the device
         return _cuda_tiled.write_outputs(sinks, cost_source, window,
                                          *arguments, use_hops=use_hops)
-    blocks, ties = function(cost_source, window, *arguments,
-                            use_hops=use_hops)
+    blocks, ties = tile_outputs(cost_source, window, *arguments,
+                                use_hops=use_hops)
     if blocks is not None:
         for name, sink in sinks.items():
             sink.write(window, blocks[name])
