@@ -521,6 +521,9 @@ def tree_task_spy(monkeypatch, tile_size=16, tile_cols=5):
             return result
 
         monkeypatch.setattr(tiled, name, spy)
+    # tasks that write their blocks themselves (an out_dir) reach
+    # tile_outputs through tiled.trees.write_outputs
+    monkeypatch.setattr(tiled.trees, "tile_outputs", tiled.tile_outputs)
     return calls
 
 
