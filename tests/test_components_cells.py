@@ -341,17 +341,18 @@ def test_equal_run_bounds_of_64_cell_blocks():
               np.nan_to_num(values).astype(np.int16), inside, check_valid)
 
 
-@pytest.mark.parametrize("connectivity", [4, 8])
-def test_equal_runs_swept_below_rows_of_runs(connectivity):
-    """``equal`` mode's rows of runs below rows of runs (at most a run per
-    16 cells), labelled in one sweep over both run lists
-    (``_cpu_runs._link_runs_equal``): runs that touch where the runs above
-    touch too (8-connected, the two diagonal links there), runs above
-    that start or end a cell before or after a run, runs linked to many
-    runs above (merges), the first and last runs of a row, gaps of
-    invalid cells, three or more values, and floats (NaN cells invalid
-    without a mask; -0.0 equals 0.0): labels against the oracle's and
-    the previous kernel's."""
+@pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)
+def test_runs_swept_below_rows_of_runs(mode, connectivity):
+    """Rows of runs below rows of runs (at most a run per 16 cells),
+    labelled in one sweep over both run lists (``_cpu_runs._link_runs``),
+    in both modes: runs that touch where the runs above touch too
+    (``equal`` mode, 8-connected: the two diagonal links there), runs
+    above that start or end a cell before or after a run (8-connected: a
+    diagonal link of one cell), runs linked to many runs above (merges)
+    and runs above linked to many runs, the first and last runs of a row,
+    gaps of invalid cells, three or more values, and floats (NaN cells
+    invalid without a mask; -0.0 equals 0.0): labels against the
+    oracle's and the previous kernel's."""
     rng = np.random.default_rng(31)
     cols = 640
     # staggered stripes: every run's bound a cell or two off, or on, the
@@ -360,22 +361,22 @@ def test_equal_runs_swept_below_rows_of_runs(connectivity):
         values = np.zeros((16, cols), dtype=np.uint8)
         for row in range(16):
             values[row] = ((np.arange(cols) + shift * row) // 24) % 3
-        check(values, connectivity, "equal", strips=(1, 3))
-        check(values, connectivity, "equal",
+        check(values, connectivity, mode, strips=(1, 3))
+        check(values, connectivity, mode,
               valid=rng.random(values.shape) < 0.995, strips=(1, 3))
     # checkerboards of wide squares: corners meet at every run bound
     for width in (20, 33):
         board = ((np.arange(48)[:, None] // width + np.arange(cols)[None]
                   // width) % 2).astype(np.uint8)
-        check(board, connectivity, "equal", strips=(1, 3))
-        check(board.astype(np.float64) - 0.5, connectivity, "equal",
+        check(board, connectivity, mode, strips=(1, 3))
+        check(board.astype(np.float64) - 0.5, connectivity, mode,
               strips=(1, 3))
     # combs: one wide run below (or above) many narrow ones
     comb = np.zeros((12, cols), dtype=np.uint8)
     comb[::2, ::20] = 1
     comb[::2, 1::20] = 1
-    check(comb, connectivity, "equal", strips=(1, 3))
-    check(comb[::-1].copy(), connectivity, "equal", strips=(1, 3))
+    check(comb, connectivity, mode, strips=(1, 3))
+    check(comb[::-1].copy(), connectivity, mode, strips=(1, 3))
     for trial in range(16):
         rows = int(rng.integers(2, 20))
         wide = int(rng.choice([64, 130, 400]))
@@ -388,12 +389,12 @@ def test_equal_runs_swept_below_rows_of_runs(connectivity):
         values[1::2] = np.roll(values[0::2][:rows // 2],
                                int(rng.integers(-1, 2)), axis=1)
         valid = rng.random(values.shape) < 0.99 if trial % 2 else None
-        check(values, connectivity, "equal", valid=valid, strips=(1, 3))
+        check(values, connectivity, mode, valid=valid, strips=(1, 3))
         floats = np.choose(values % 4, [0.0, -0.0, 1.5, np.nan]).astype(
             np.float32)
-        check(floats, connectivity, "equal", strips=(1, 3))
+        check(floats, connectivity, mode, strips=(1, 3))
         # (the oracle labels no valid NaN cell: a valid mask leaves NaN out)
-        check(floats, connectivity, "equal",
+        check(floats, connectivity, mode,
               valid=~np.isnan(floats) & (rng.random(values.shape) < 0.99),
               strips=(1, 3))
 

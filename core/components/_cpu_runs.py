@@ -40,9 +40,9 @@ def label_row_runs(values, valid, check_valid, labels, parent, merges, row,
     The runs' bounds are found first, by a loop with no branch on the
     data (:func:`_run_bounds_nonzero`, :func:`_run_bounds_equal`); a
     loop that walks each run to its end mispredicts its exit once a run
-    and tests every cell twice.  In ``equal`` mode below a row labelled
-    by runs, the runs are linked by one sweep over both run lists
-    (:func:`_link_runs_equal`; ``merges`` is its scratch).  Nothing is
+    and tests every cell twice.  Below a row labelled by runs, the runs
+    are linked by one sweep over both run lists
+    (:func:`_link_runs`; ``merges`` is its scratch).  Nothing is
     written to ``labels``: the caller keeps the run list
     (:func:`keep_runs`)."""
     cols = values.shape[1]
@@ -54,12 +54,11 @@ def label_row_runs(values, valid, check_valid, labels, parent, merges, row,
     else:
         runs = _run_bounds_equal(here, inside, check_valid, runs_here,
                                  vertex_bytes)
-    if not nonzero and has_above and above_count >= 0:
-        next_label = _link_runs_equal(here, values[row - 1], parent,
-                                      merges, runs_here, runs, runs_above,
-                                      above_count, next_label, eight)
+    if has_above and above_count >= 0:
+        next_label = _link_runs(here, values[row - 1], parent, merges,
+                                runs_here, runs, runs_above, above_count,
+                                next_label, nonzero, eight)
         return next_label, runs
-    above_next = 0
     for run in range(runs):
         start = runs_here[run, 0]
         stop = runs_here[run, 1]
@@ -67,24 +66,7 @@ def label_row_runs(values, valid, check_valid, labels, parent, merges, row,
         label = np.int64(0)
         first = start - 1 if eight and start > 0 else start
         last = stop + 1 if eight and stop < cols else stop
-        if has_above and above_count >= 0:
-            # the runs above that reach [first, last); those ending at or
-            # before ``first`` reach no later run either
-            while above_next < above_count and \
-                    runs_above[above_next, 1] <= first:
-                above_next += 1
-            above_index = above_next
-            while above_index < above_count and \
-                    runs_above[above_index, 0] < last:
-                above = runs_above[above_index, 2]
-                if nonzero or values[row - 1, runs_above[above_index, 0]] \
-                        == value:
-                    if label == 0:
-                        label = above
-                    else:
-                        merge_sets(parent, label, above)
-                above_index += 1
-        elif has_above:
+        if has_above:
             previous = np.int64(0)
             for above_col in range(first, last):
                 above = np.int64(labels[row - 1, above_col])
@@ -104,18 +86,18 @@ def label_row_runs(values, valid, check_valid, labels, parent, merges, row,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _link_runs_equal(here, up_values, parent, merges, runs_here, runs,
-                     runs_above, above_count, next_label, eight):
-    """:func:`label_row_runs` in ``equal`` mode below a row labelled by
-    runs: the ``runs`` runs of ``runs_here`` (start, stop) get their
-    labels from the ``above_count`` runs of ``runs_above`` (start, stop,
-    label) in one sweep over both lists, a step a pair of runs that may
-    touch, with no branch on the data but the (rare) merge: a step links
-    the two runs when they touch (8-connected: diagonally too) and their
-    values are equal, and moves on from the run that ends first (both
-    when they end together, 4-connected).  A run takes the label of its
-    first linked run above, as the walk run by run did (which
-    mispredicted its loops' exits and the value tests, a few times a
+def _link_runs(here, up_values, parent, merges, runs_here, runs, runs_above,
+               above_count, next_label, nonzero, eight):
+    """:func:`label_row_runs` below a row labelled by runs: the ``runs``
+    runs of ``runs_here`` (start, stop) get their labels from the
+    ``above_count`` runs of ``runs_above`` (start, stop, label) in one
+    sweep over both lists, a step a pair of runs that may touch, with no
+    branch on the data but the (rare) merge: a step links the two runs
+    when they touch (8-connected: diagonally too) and, in ``equal`` mode,
+    their values are equal, and moves on from the run that ends first
+    (both when they end together, 4-connected).  A run takes the label
+    of its first linked run above, as a walk run by run would (which
+    mispredicts its loops' exits and the value tests, a few times a
     run), and the pairs of labels to merge (its label and the others')
     are listed in ``merges`` (at most one a run above) and merged after
     the sweep (a branch on them, which LLVM split into three, cost more
@@ -125,10 +107,13 @@ def _link_runs_equal(here, up_values, parent, merges, runs_here, runs,
     a set's root is its least label, its first run's new one.  Returns
     the next label.
 
-    8-connected, a run and the one after it may both touch the run above
-    that ends where they meet (touching runs), and the sweep, moving on
-    from the run above there, checks the first run of each step against
-    the run above before its own: the pair it skipped."""
+    8-connected in ``equal`` mode, a run and the one after it may both
+    touch the run above that ends where they meet (touching runs), and
+    the sweep, moving on from the run above there, checks the first run
+    of each step against the run above before its own: the pair it
+    skipped.  In ``nonzero`` mode a row's runs never touch (a background
+    cell parts them), so no run above that ends at or before a run's
+    stop reaches the next run, and that check is left out."""
     # unsigned indices: no negative-index fix-up on the chain from one
     # step to the next
     run_count = np.uint64(runs)
@@ -144,7 +129,7 @@ def _link_runs_equal(here, up_values, parent, merges, runs_here, runs,
         start = runs_here[run, 0]
         stop = runs_here[run, 1]
         value = here[np.uint64(start)]
-        if eight:
+        if eight and not nonzero:
             # the run above before (none before the first: read the
             # first, not linked)
             has_before = np.uint64(above > 0)
@@ -163,7 +148,11 @@ def _link_runs_equal(here, up_values, parent, merges, runs_here, runs,
         else:
             touch = np.int64(start < above_stop) & np.int64(
                 above_start < stop)
-        linked = touch & np.int64(up_values[np.uint64(above_start)] == value)
+        if nonzero:
+            linked = touch
+        else:
+            linked = touch & np.int64(
+                up_values[np.uint64(above_start)] == value)
         merges[merge_count, 0] = current
         merges[merge_count, 1] = above_label
         merge_count += np.uint64(linked & np.int64(current != 0) & np.int64(
@@ -179,7 +168,7 @@ def _link_runs_equal(here, up_values, parent, merges, runs_here, runs,
         above += np.uint64(above_stop <= stop)
         current &= next_run - 1
         entered = next_run
-    if eight and above_total > 0:
+    if eight and not nonzero and above_total > 0:
         # the first run not stepped through, against the last run above
         run += np.uint64(1 - entered)
         if run < run_count:
