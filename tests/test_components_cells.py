@@ -769,3 +769,35 @@ def test_narrow_rows_with_and_without_valid(mode, connectivity, cols):
         values = rng.integers(0, 3, (40, cols)).astype(dtype)
         check(values, connectivity, mode)
         check(values, connectivity, mode, valid=rng.random((40, cols)) < 0.8)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_rows_filled_from_run_lists(dtype):
+    """``_cpu_runs.fill_runs`` (its stores run past a segment's end into the
+    next segment, except near the row's end): every cell of rows of 1 to
+    70 cells equals the run list's, for runs of one cell, runs that touch
+    (no gap between them), runs at either end of the row and rows without
+    runs; the cells past the row (a wider buffer) are never written."""
+    from gridgraph.core.components._cpu_runs import fill_runs
+    rng = np.random.default_rng(41)
+    for trial in range(3000):
+        cols = int(rng.integers(1, 71))
+        bounds = np.sort(rng.choice(cols + 1, size=2 * int(rng.integers(
+            0, cols // 2 + 2)), replace=True))
+        if trial % 3 == 0:  # touching runs: each stop is the next start
+            bounds = np.unique(bounds)
+            runs = np.stack([bounds[:-1], bounds[1:]], axis=1)
+        else:
+            runs = bounds.reshape(-1, 2)
+        runs = runs[runs[:, 0] < runs[:, 1]]
+        run_list = np.zeros((runs.shape[0] + 1, 3), dtype=np.int64)
+        run_list[:runs.shape[0], :2] = runs
+        run_list[:runs.shape[0], 2] = rng.integers(1, 2**31 - 1,
+                                                   runs.shape[0])
+        expected = np.zeros(cols, dtype=dtype)
+        for start, stop, label in run_list[:runs.shape[0]]:
+            expected[start:stop] = label
+        buffer = np.full(cols + 16, -5, dtype=dtype)
+        fill_runs(buffer[:cols], run_list, runs.shape[0])
+        np.testing.assert_array_equal(buffer[:cols], expected)
+        assert (buffer[cols:] == -5).all()
