@@ -17,7 +17,9 @@ reference count and the next call allocates a new array instead (and keeps
 that one).  At most one array is kept per :class:`KeptOutput`, and none over
 ``max_bytes``; the kept array's pages stay committed while it is kept, as
 the union-find buffer of the components kernels does
-(``components._cpu._KEPT_UNION_FIND``).
+(``components._cpu._KEPT_UNION_FIND``), and are not counted in a run's
+``memory_limit_mb``.  A weak reference to a result never dies while the
+result is kept.
 """
 
 import sys
@@ -25,9 +27,20 @@ import threading
 
 import numpy as np
 
-# references to a kept array that is free: the kept list's, the local name
-# in :meth:`KeptOutput.empty` and ``sys.getrefcount``'s argument
-_FREE_REFERENCES = 3
+
+def _references_when_free():
+    """What ``sys.getrefcount`` reads for an object held only by a list
+    and a local name, read the way :meth:`KeptOutput.empty` reads it: 3
+    up to CPython 3.13 (the list, the name, the call's argument), 2 from
+    3.14 on, whose calls borrow a local's reference (CPython gh-130704).
+    Measured, not assumed: a count one too low would hand out an array a
+    caller still holds."""
+    holder = [object()]
+    probe = holder[0]
+    return sys.getrefcount(probe)
+
+
+_FREE_REFERENCES = _references_when_free()
 
 
 class KeptOutput:
@@ -49,6 +62,9 @@ class KeptOutput:
                 kept = self._kept[0]
                 if kept.shape == shape and kept.dtype == dtype and \
                         sys.getrefcount(kept) == _FREE_REFERENCES:
+                    # a caller may have made it read-only before letting
+                    # it go (it owns its memory: it may be made writable)
+                    kept.flags.writeable = True
                     return kept
                 del kept
             array = np.empty(shape, dtype=dtype)

@@ -377,6 +377,11 @@ def test_runs_swept_below_rows_of_runs(mode, connectivity):
     comb[::2, 1::20] = 1
     check(comb, connectivity, mode, strips=(1, 3))
     check(comb[::-1].copy(), connectivity, mode, strips=(1, 3))
+    # a comb's teeth on a full row: many runs below one run, and above
+    teeth = comb.copy()
+    teeth[1::4] = 1
+    check(teeth, connectivity, mode, strips=(1, 3))
+    check(teeth[::-1].copy(), connectivity, mode, strips=(1, 3))
     for trial in range(16):
         rows = int(rng.integers(2, 20))
         wide = int(rng.choice([64, 130, 400]))
