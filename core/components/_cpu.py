@@ -272,7 +272,8 @@ _KEPT_UNION_FIND_ENTRIES = 2**25
 # the last labels array, reused by the next call of its shape once its
 # caller has let it go (every cell is written, as into np.empty).  2-core
 # box, two threads, 4096², each result dropped before the next call, 21
-# interleaved rounds against the code before (dc82e0b): fractal mask
+# interleaved rounds against the code before (dc82e0b; the run rows'
+# fill changed in the same commit, 1-5 % of a call): fractal mask
 # 19.5-20.0 -> 12.4-12.6 ms (nonzero), 21.8-23.7 -> 15.0-17.6 (equal);
 # random 0.6 53.9-54.4 -> 48.5-48.9 (nonzero), 70.2-74.5 -> 58.9-71.5
 # (equal); no page faults a call against ~545 (2026-12-02).  At 2048²

@@ -498,7 +498,7 @@ def fill_runs(out, runs, count):
     run past its end into the next segment, which overwrites it; only
     the segments that end near the row's end stop exactly.  An exact loop
     a segment (LLVM's vector loop with a cell-by-cell remainder before
-    and after it) cost 26-30 % more on a fractal mask's rows of 20-26
+    and after it) cost 25-44 % more on a fractal mask's rows of 20-26
     runs (2-core box, 2048² and 4096², one thread, the rows' fills
     alone).  Unsigned bounds: no negative-index fix-up, so the loops
     compile to plain stores (box, 2048² all-background first pass: 3.8 ms
