@@ -229,7 +229,8 @@ def test_run_bounds_of_64_cell_blocks():
     with blocks of 0 to 64 bounds, runs ending on a block's last cell,
     widths around a block (the tail cell by cell), non-0/1 bytes and
     valid masks."""
-    from gridgraph.core.components._cpu_runs import _run_bounds_nonzero
+    from gridgraph.core.components._cpu_runs import _bounds_before, \
+        _run_bounds_nonzero, bound_words_of_runs
     rng = np.random.default_rng(17)
     for trial in range(600):
         cols = int(rng.choice([1, 7, 63, 64, 65, 127, 128, 130, 200, 256]))
@@ -244,13 +245,40 @@ def test_run_bounds_of_64_cell_blocks():
         vertices = (values != 0) & (inside if check_valid else True)
         edges = np.diff(np.concatenate(([0], vertices.astype(np.int8),
                                         [0])))
-        runs = np.full((cols + 1, 3), -1, dtype=np.int64)
+        runs = np.full((cols + 9, 3), -1, dtype=np.int64)
+        kept = np.full((2, cols // 64 + 2), 7, dtype=np.uint64)
         count = _run_bounds_nonzero(values, inside, check_valid, runs,
-                                    np.empty(cols // 8 + 1, dtype=np.uint8))
+                                    np.empty(cols // 8 + 1, dtype=np.uint8),
+                                    kept)
         np.testing.assert_array_equal(runs[:count, 0],
                                       np.flatnonzero(edges == 1))
         np.testing.assert_array_equal(runs[:count, 1],
                                       np.flatnonzero(edges == -1))
+        # the bound words kept for the row below: a bit a bound column
+        # (the stop at the row's end a bit when the row ends in a partial
+        # block), and the bounds before each word
+        bound_cols = np.flatnonzero(edges != 0)
+        if cols % 64 == 0:
+            bound_cols = bound_cols[bound_cols < cols]
+        bits = np.zeros(kept.shape[1] * 64, dtype=bool)
+        bits[bound_cols] = True
+        words = np.packbits(bits.reshape(-1, 8)[:, ::-1], axis=1)[:, 0]
+        np.testing.assert_array_equal(
+            kept[0], words.reshape(-1, 8).copy().view("<u8")[:, 0])
+        np.testing.assert_array_equal(
+            kept[1], np.concatenate(([0], np.cumsum(
+                bits.reshape(-1, 64).sum(axis=1))[:-1])))
+        # counts before any column, as the row below asks for them
+        for col in range(cols + 2):
+            assert _bounds_before(kept, np.uint64(col)) == \
+                np.count_nonzero(bound_cols < col)
+        # and the same counts from the run list (a call's first row; no
+        # bit for a stop at the row's end)
+        again = np.full_like(kept, 5)
+        bound_words_of_runs(runs, count, again, cols)
+        for col in range(cols + 2):
+            assert _bounds_before(again, np.uint64(col)) == \
+                np.count_nonzero(bound_cols[bound_cols < cols] < col)
 
 
 def _equal_bounds_cell_by_cell(values, inside, check_valid):

@@ -41,7 +41,8 @@ from . import _cpu_blocks
 from ._cpu_cells import label_row_cells, label_row_tight, select
 # _POOL, _Serial and _wait are also the threshold segments' (core/mst)
 from ._cpu_pool import _POOL, _Serial, _pool, _run_jobs, _wait  # noqa: F401
-from ._cpu_runs import keep_runs, fill_runs, label_row_runs, unpack_rows, \
+from ._cpu_runs import bound_words_of_runs, keep_runs, fill_runs, \
+    label_row_runs, unpack_rows, \
     unpack_runs, _run_bounds_equal, _run_bounds_nonzero
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
@@ -253,11 +254,13 @@ def _row_scratch(cols, dtype):
     first row), a row of labels unpacked from a run list and two bytes an
     8-cell word (:func:`._cpu_runs._run_bounds_nonzero`,
     :func:`._cpu_runs._run_bounds_equal`; whose run lists need ``cols +
-    9`` rows)."""
+    9`` rows) and the bound words and counts of two rows (by row parity,
+    :func:`._cpu_runs._run_bounds_nonzero`)."""
     return (np.empty((cols + 1, 2), dtype=np.int64),
             np.empty((2, cols + 9, 3), dtype=np.int64),
             np.zeros(cols, dtype=dtype), np.empty(cols, dtype=dtype),
-            np.empty(cols // 4 + 2, dtype=np.uint8))
+            np.empty(cols // 4 + 2, dtype=np.uint8),
+            np.empty((2, 2, cols // 64 + 2), dtype=np.uint64))
 
 
 # union-find arrays kept between calls (at most one, and none larger than
@@ -424,6 +427,7 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
     rows, cols = values.shape
     bounds_buffer = np.empty((cols + 9, 3), dtype=np.int64)
     vertex_bytes = np.empty(cols // 4 + 2, dtype=np.uint8)
+    bounds_kept = np.empty((2, cols // 64 + 2), dtype=np.uint64)
     costs = np.empty(samples + 1, dtype=np.float64)
     costs[0] = 0.0
     for index in range(samples):
@@ -438,7 +442,8 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
                 if nonzero:
                     runs = _run_bounds_nonzero(values[row, :stop],
                                                inside[:stop], check_valid,
-                                               bounds_buffer, vertex_bytes)
+                                               bounds_buffer, vertex_bytes,
+                                               bounds_kept)
                 else:
                     runs = _run_bounds_equal(values[row, :stop],
                                              inside[:stop], check_valid,
@@ -553,7 +558,8 @@ def _vertex(values, valid, check_valid, nonzero, row, col):
 @njit(cache=True, nogil=True, inline="always")
 def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
                 row_start, row_stop, next_label, merges, run_list, zero_row,
-                above_row, vertex_bytes, nonzero, eight, tight=False):
+                above_row, vertex_bytes, bounds_kept, nonzero, eight,
+                tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
     row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
     cell scans of :func:`label_row_tight`) are compile-time
@@ -577,8 +583,9 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
     # by row parity (start, stop, label), when the run scan labelled
     # them; zero_row: the labels "above" a strip's first row (all 0);
     # above_row: the provisional labels of a row above that kept its run
-    # list; vertex_bytes: the run bounds' scratch (all scratch of the
-    # strip: _row_scratch)
+    # list; vertex_bytes: the run bounds' scratch; bounds_kept: the bound
+    # words of the row before and of this row, by row parity, when the
+    # run scan found them (all scratch of the strip: _row_scratch)
     # runs (of cells of one component in the making) in the row before
     runs = 0
     # how many runs the row before has in run_list, -1 when it was
@@ -589,6 +596,9 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
         listed = unpack_runs(labels[row_start - 1],
                              run_list[(row_start - 1) & 1])
         runs = listed
+        if nonzero:
+            bound_words_of_runs(run_list[(row_start - 1) & 1], listed,
+                                bounds_kept[(row_start - 1) & 1], cols)
     for row in range(row_start, row_stop):
         has_above = row > top
         if runs * _RUN_SCAN_MIN_CELLS_PER_RUN <= cols:
@@ -596,7 +606,8 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
                 values, valid, check_valid, labels, parent, merges, row,
                 has_above, next_label, run_list[row & 1],
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
-                listed, vertex_bytes, nonzero, eight)
+                listed, vertex_bytes, bounds_kept[row & 1],
+                bounds_kept[(row - 1) & 1], nonzero, eight)
             run_rows[row] = keep_runs(labels[row], run_list[row & 1], runs)
             listed = runs
             continue
@@ -622,7 +633,7 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
 def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
                         run_rows, top, row_start, row_stop, next_label,
                         merges, run_list, zero_row, above_row,
-                        vertex_bytes):
+                        vertex_bytes, bounds_kept):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
     first row is ``top`` (its rows above ``row_start`` already labelled),
     or run lists for rows labelled by runs (``run_rows`` set); returns the
@@ -632,64 +643,64 @@ def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
                            merges, run_list, zero_row, above_row, vertex_bytes,
-                           True, True)
+                           bounds_kept, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, vertex_bytes, True,
-                       False)
+                       run_list, zero_row, above_row, vertex_bytes,
+                       bounds_kept, True, False)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
                               parent, run_rows, top, row_start, row_stop,
                               next_label, merges, run_list, zero_row,
-                              above_row, vertex_bytes):
+                              above_row, vertex_bytes, bounds_kept):
     """:func:`_first_pass_nonzero` by the cell scans of
     :func:`label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
                            merges, run_list, zero_row, above_row, vertex_bytes,
-                           True, True, True)
+                           bounds_kept, True, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, vertex_bytes, True,
-                       False, True)
+                       run_list, zero_row, above_row, vertex_bytes,
+                       bounds_kept, True, False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
                             parent, run_rows, top, row_start, row_stop,
                             next_label, merges, run_list, zero_row,
-                            above_row, vertex_bytes):
+                            above_row, vertex_bytes, bounds_kept):
     """:func:`_first_pass_equal` by the cell scans of
     :func:`._cpu_cells.label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
                            merges, run_list, zero_row, above_row, vertex_bytes,
-                           False, True, True)
+                           bounds_kept, False, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, vertex_bytes, False,
-                       False, True)
+                       run_list, zero_row, above_row, vertex_bytes,
+                       bounds_kept, False, False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal(values, valid, check_valid, eight, labels, parent,
                       run_rows, top, row_start, row_stop, next_label,
                       merges, run_list, zero_row, above_row,
-                      vertex_bytes):
+                      vertex_bytes, bounds_kept):
     """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
                            merges, run_list, zero_row, above_row, vertex_bytes,
-                           False, True)
+                           bounds_kept, False, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, vertex_bytes, False,
-                       False)
+                       run_list, zero_row, above_row, vertex_bytes,
+                       bounds_kept, False, False)
 
 
 @njit(cache=True, nogil=True)
