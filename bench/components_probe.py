@@ -74,22 +74,22 @@ print("timeline medians (ms): " + ", ".join(f"{k} {statistics.median(v)*1e3:.3f}
 _cpu._run_jobs = orig
 # one-thread first-pass pieces
 @njit(nogil=True)
-def bounds_all(m, buf, vb, bk, labels, keep):
+def bounds_all(m, buf, bk, labels, keep):
     inside = np.ones(1, np.bool_); t = 0
     for r in range(m.shape[0]):
-        n = _run_bounds_nonzero(m[r], inside, False, buf, vb, bk)
+        n = _run_bounds_nonzero(m[r], inside, False, buf, bk)
         if keep:
             keep_runs(labels[r], buf, n)
         t += n
     return t
 labels = np.empty((rows, cols), np.int32); parent = np.empty(rows * cols + 1, np.int32)
 run_rows = np.zeros(rows, np.bool_); sc = _cpu._row_scratch(cols, np.int32)
-buf = np.empty((cols + 9, 3), np.int64); vb = np.empty(cols // 4 + 2, np.uint8); bk = np.empty((2, cols // 64 + 2), np.uint64); mask = np.ones((1, 1), np.bool_)
+buf = np.empty((cols + 9, 3), np.int64); bk = np.empty((2, cols // 64 + 2), np.uint64); mask = np.ones((1, 1), np.bool_)
 def tm(f, n=41):
     f(); ts = []
     for i in range(n):
         a = time.thread_time(); f(); ts.append(time.thread_time() - a)
     return statistics.median(ts) * 1e3
 print("one thread (thread time, ms): bounds %.3f, bounds+keep %.3f, first pass %.3f" % (
-    tm(lambda: bounds_all(m, buf, vb, bk, labels, False)), tm(lambda: bounds_all(m, buf, vb, bk, labels, True)),
+    tm(lambda: bounds_all(m, buf, bk, labels, False)), tm(lambda: bounds_all(m, buf, bk, labels, True)),
     tm(lambda: _cpu._first_pass_nonzero_tight(m, mask, False, True, labels, parent, run_rows, 0, 0, rows, 1, *sc))))

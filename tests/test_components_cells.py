@@ -247,9 +247,7 @@ def test_run_bounds_of_64_cell_blocks():
                                         [0])))
         runs = np.full((cols + 9, 3), -1, dtype=np.int64)
         kept = np.full((2, cols // 64 + 2), 7, dtype=np.uint64)
-        count = _run_bounds_nonzero(values, inside, check_valid, runs,
-                                    np.empty(cols // 8 + 1, dtype=np.uint8),
-                                    kept)
+        count = _run_bounds_nonzero(values, inside, check_valid, runs, kept)
         np.testing.assert_array_equal(runs[:count, 0],
                                       np.flatnonzero(edges == 1))
         np.testing.assert_array_equal(runs[:count, 1],
@@ -310,9 +308,7 @@ def test_equal_run_bounds_of_64_cell_blocks():
     def check(values, inside, check_valid):
         cols = values.size
         runs = np.full((cols + 9, 3), -1, dtype=np.int64)
-        scratch = np.full(cols // 4 + 2, 0xAB, dtype=np.uint8)
-        count = _run_bounds_equal(values, inside, check_valid, runs,
-                                  scratch)
+        count = _run_bounds_equal(values, inside, check_valid, runs)
         starts, stops = _equal_bounds_cell_by_cell(values, inside,
                                                    check_valid)
         assert count == starts.size
@@ -322,7 +318,7 @@ def test_equal_run_bounds_of_64_cell_blocks():
     no_mask = np.ones(1, dtype=np.bool_)
     # one value change (and two) at every position of a 64-cell block,
     # in the first, a middle and the last whole block, and the tail
-    for cols in (64, 128, 200):
+    for cols in (64, 65, 128, 200):
         for first in range(cols):
             values = np.zeros(cols, dtype=np.uint8)
             values[first:] = 1

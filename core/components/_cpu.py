@@ -250,16 +250,14 @@ def _resolve_then_second_passes(pool, workers, strip_starts, strip_stops,
 
 def _row_scratch(cols, dtype):
     """The scratch rows of one strip's first pass (:func:`_label_rows`):
-    merges, the run lists of two rows, a row of labels 0 (above a strip's
-    first row), a row of labels unpacked from a run list and two bytes an
-    8-cell word (:func:`._cpu_runs._run_bounds_nonzero`,
-    :func:`._cpu_runs._run_bounds_equal`; whose run lists need ``cols +
-    9`` rows) and the bound words and counts of two rows (by row parity,
-    :func:`._cpu_runs._run_bounds_nonzero`)."""
+    merges, the run lists of two rows (:func:`._cpu_runs._run_bounds_nonzero`
+    and :func:`._cpu_runs._run_bounds_equal` need ``cols + 9`` rows), a
+    row of labels 0 (above a strip's first row), a row of labels unpacked
+    from a run list and the bound words and counts of two rows (by row
+    parity, :func:`._cpu_runs._run_bounds_nonzero`)."""
     return (np.empty((cols + 1, 2), dtype=np.int64),
             np.empty((2, cols + 9, 3), dtype=np.int64),
             np.zeros(cols, dtype=dtype), np.empty(cols, dtype=dtype),
-            np.empty(cols // 4 + 2, dtype=np.uint8),
             np.empty((2, 2, cols // 64 + 2), dtype=np.uint64))
 
 
@@ -426,7 +424,6 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
     strip that would get no row gives equal rows instead."""
     rows, cols = values.shape
     bounds_buffer = np.empty((cols + 9, 3), dtype=np.int64)
-    vertex_bytes = np.empty(cols // 4 + 2, dtype=np.uint8)
     bounds_kept = np.empty((2, cols // 64 + 2), dtype=np.uint64)
     costs = np.empty(samples + 1, dtype=np.float64)
     costs[0] = 0.0
@@ -442,12 +439,11 @@ def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
                 if nonzero:
                     runs = _run_bounds_nonzero(values[row, :stop],
                                                inside[:stop], check_valid,
-                                               bounds_buffer, vertex_bytes,
-                                               bounds_kept)
+                                               bounds_buffer, bounds_kept)
                 else:
                     runs = _run_bounds_equal(values[row, :stop],
                                              inside[:stop], check_valid,
-                                             bounds_buffer, vertex_bytes)
+                                             bounds_buffer)
                 smooth = runs * (_RUN_SCAN_MIN_CELLS_PER_RUN if stop == cols
                                  else _BALANCE_PREFIX_CELLS_PER_RUN) <= stop
         cost = cols / 16 + 8.0 * runs if smooth else float(cols)
@@ -558,8 +554,7 @@ def _vertex(values, valid, check_valid, nonzero, row, col):
 @njit(cache=True, nogil=True, inline="always")
 def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
                 row_start, row_stop, next_label, merges, run_list, zero_row,
-                above_row, vertex_bytes, bounds_kept, nonzero, eight,
-                tight=False):
+                above_row, bounds_kept, nonzero, eight, tight=False):
     """First pass over rows ``row_start:row_stop`` of the strip whose first
     row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
     cell scans of :func:`label_row_tight`) are compile-time
@@ -583,9 +578,9 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
     # by row parity (start, stop, label), when the run scan labelled
     # them; zero_row: the labels "above" a strip's first row (all 0);
     # above_row: the provisional labels of a row above that kept its run
-    # list; vertex_bytes: the run bounds' scratch; bounds_kept: the bound
-    # words of the row before and of this row, by row parity, when the
-    # run scan found them (all scratch of the strip: _row_scratch)
+    # list; bounds_kept: the bound words of the row before and of this
+    # row, by row parity, when the run scan found them (all scratch of
+    # the strip: _row_scratch)
     # runs (of cells of one component in the making) in the row before
     runs = 0
     # how many runs the row before has in run_list, -1 when it was
@@ -606,7 +601,7 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
                 values, valid, check_valid, labels, parent, merges, row,
                 has_above, next_label, run_list[row & 1],
                 run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
-                listed, vertex_bytes, bounds_kept[row & 1],
+                listed, bounds_kept[row & 1],
                 bounds_kept[(row - 1) & 1], nonzero, eight)
             run_rows[row] = keep_runs(labels[row], run_list[row & 1], runs)
             listed = runs
@@ -633,7 +628,7 @@ def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
 def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
                         run_rows, top, row_start, row_stop, next_label,
                         merges, run_list, zero_row, above_row,
-                        vertex_bytes, bounds_kept):
+                        bounds_kept):
     """Provisional labels for rows ``row_start:row_stop`` of the strip whose
     first row is ``top`` (its rows above ``row_start`` already labelled),
     or run lists for rows labelled by runs (``run_rows`` set); returns the
@@ -642,65 +637,65 @@ def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row, vertex_bytes,
+                           merges, run_list, zero_row, above_row,
                            bounds_kept, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, vertex_bytes,
-                       bounds_kept, True, False)
+                       run_list, zero_row, above_row, bounds_kept,
+                       True, False)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
                               parent, run_rows, top, row_start, row_stop,
                               next_label, merges, run_list, zero_row,
-                              above_row, vertex_bytes, bounds_kept):
+                              above_row, bounds_kept):
     """:func:`_first_pass_nonzero` by the cell scans of
     :func:`label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row, vertex_bytes,
+                           merges, run_list, zero_row, above_row,
                            bounds_kept, True, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, vertex_bytes,
-                       bounds_kept, True, False, True)
+                       run_list, zero_row, above_row, bounds_kept,
+                       True, False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
                             parent, run_rows, top, row_start, row_stop,
                             next_label, merges, run_list, zero_row,
-                            above_row, vertex_bytes, bounds_kept):
+                            above_row, bounds_kept):
     """:func:`_first_pass_equal` by the cell scans of
     :func:`._cpu_cells.label_row_tight`."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row, vertex_bytes,
+                           merges, run_list, zero_row, above_row,
                            bounds_kept, False, True, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, vertex_bytes,
-                       bounds_kept, False, False, True)
+                       run_list, zero_row, above_row, bounds_kept,
+                       False, False, True)
 
 
 @njit(cache=True, nogil=True)
 def _first_pass_equal(values, valid, check_valid, eight, labels, parent,
                       run_rows, top, row_start, row_stop, next_label,
                       merges, run_list, zero_row, above_row,
-                      vertex_bytes, bounds_kept):
+                      bounds_kept):
     """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
     if eight:
         return _label_rows(values, valid, check_valid, labels, parent,
                            run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row, vertex_bytes,
+                           merges, run_list, zero_row, above_row,
                            bounds_kept, False, True)
     return _label_rows(values, valid, check_valid, labels, parent, run_rows,
                        top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, vertex_bytes,
-                       bounds_kept, False, False)
+                       run_list, zero_row, above_row, bounds_kept,
+                       False, False)
 
 
 @njit(cache=True, nogil=True)
