@@ -13,6 +13,8 @@ where every cell merges (checkerboards, stripes, spirals, combs), and NaN,
 ``valid`` and dtype handling now done inside the kernel (no mask built).
 """
 
+import sys
+
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -242,7 +244,11 @@ def test_run_bounds_of_64_cell_blocks():
         check_valid = trial % 3 == 0
         inside = rng.random(cols) < 0.8 if check_valid else \
             np.ones(1, dtype=np.bool_)
-        vertices = (values != 0) & (inside if check_valid else True)
+        if trial % 6 == 0:
+            # a mask viewed from bytes: any non-zero byte is valid
+            inside = rng.integers(0, 4, cols).astype(np.uint8).view(np.bool_)
+        vertices = (values != 0) & (inside.view(np.uint8) != 0
+                                    if check_valid else True)
         edges = np.diff(np.concatenate(([0], vertices.astype(np.int8),
                                         [0])))
         runs = np.full((cols + 9, 3), -1, dtype=np.int64)
@@ -286,7 +292,9 @@ def _equal_bounds_cell_by_cell(values, inside, check_valid):
     nothing, -0.0 equals 0.0), and a run stops before a cell that is not
     valid or of another value; without a valid mask the valid cells are
     those equal to themselves (not NaN)."""
-    vertices = inside.astype(bool) if check_valid else values == values
+    # any non-zero byte of the mask is valid (a mask viewed from bytes)
+    vertices = inside.view(np.uint8) != 0 if check_valid else \
+        values == values
     same = np.concatenate(([False], values[1:] == values[:-1]))
     left = np.concatenate(([False], vertices[:-1]))
     starts = np.flatnonzero(vertices & ~(left & same))
@@ -351,6 +359,9 @@ def test_equal_run_bounds_of_64_cell_blocks():
         inside = rng.random(cols) < float(rng.choice([0.5, 0.9, 1.0])) \
             if check_valid else no_mask
         check(values, inside, check_valid)
+        if check_valid:  # the same mask viewed from bytes 0 to 3
+            check(values, (inside * rng.integers(1, 4, cols)).astype(
+                np.uint8).view(np.bool_), True)
     # wider types, cell by cell: NaN (valid only with a mask), -0.0
     for trial in range(200):
         cols = int(rng.choice(widths))
@@ -363,6 +374,95 @@ def test_equal_run_bounds_of_64_cell_blocks():
         check(np.round(values * 3).astype(np.int16)
               if not np.isnan(values).any() else
               np.nan_to_num(values).astype(np.int16), inside, check_valid)
+
+
+def test_byte_masks_of_both_forms():
+    """The two forms of the 64-cell byte masks the run bounds use
+    (``_cpu_runs.byte_mask_intrinsics``: one vector compare bitcast to a
+    word on x86-64; eight 64-bit lanes and multiplies elsewhere) give the
+    same words as numpy, cell i at bit i: bytes 0, 1, 0x7F, 0x80, 0xFF
+    (the lanes' high-bit trick) and random ones, blocks at every offset."""
+    from numba import njit
+
+    from gridgraph.core.components._cpu_runs import byte_mask_intrinsics
+    bitcast_nonzero, bitcast_unequal = byte_mask_intrinsics(True)
+    lanes_nonzero, lanes_unequal = byte_mask_intrinsics(False)
+
+    @njit
+    def words(cells, first, other):
+        return (bitcast_nonzero(cells, first), lanes_nonzero(cells, first),
+                bitcast_unequal(cells, first, other),
+                lanes_unequal(cells, first, other))
+
+    def word_of(bits):
+        return int(np.packbits(bits[::-1]).view(">u8")[0])
+
+    rng = np.random.default_rng(37)
+    edge_bytes = np.array([0, 1, 2, 0x7F, 0x80, 0x81, 0xFE, 0xFF],
+                          dtype=np.uint8)
+    for trial in range(1500):
+        cells = rng.choice(edge_bytes, 200) if trial % 3 else \
+            rng.integers(0, 256, 200).astype(np.uint8)
+        first, other = (int(index) for index in rng.integers(0, 137, 2))
+        nonzero = word_of(cells[first:first + 64] != 0)
+        unequal = word_of(cells[first:first + 64]
+                          != cells[other:other + 64])
+        assert words(cells, np.uint64(first), np.uint64(other)) == (
+            nonzero, nonzero, unequal, unequal)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="mprotect via libc")
+def test_run_bounds_read_no_cell_past_the_row():
+    """Both modes' run bounds of one-byte rows (64-cell vector loads of
+    the values, of the cells one column left and of the valid mask) read
+    no cell past the row: rows and masks that end where a page that
+    cannot be read begins (a read past them would crash the test)."""
+    import ctypes
+    import mmap
+
+    from gridgraph.core.components._cpu_runs import _run_bounds_equal, \
+        _run_bounds_nonzero
+    page = mmap.PAGESIZE
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t,
+                              ctypes.c_int)
+    mapped = mmap.mmap(-1, 4 * page)
+    memory = np.frombuffer(mapped, dtype=np.uint8)
+    base = memory.ctypes.data
+    guards = (base + page, base + 3 * page)
+    rng = np.random.default_rng(41)
+    for guard in guards:
+        assert libc.mprotect(guard, page, 0) == 0, \
+            ctypes.get_errno()  # PROT_NONE
+    try:
+        for cols in (1, 63, 64, 65, 127, 128, 129, 200, 256):
+            values = memory[page - cols:page]
+            inside = memory[3 * page - cols:3 * page].view(np.bool_)
+            for trial in range(20):
+                values[:] = np.repeat(rng.integers(0, 3, cols),
+                                      rng.integers(1, 9, cols))[:cols]
+                inside[:] = rng.random(cols) < 0.8
+                for check_valid in (False, True):
+                    mask = inside if check_valid else np.ones(1, np.bool_)
+                    runs = np.full((cols + 9, 3), -1, dtype=np.int64)
+                    count = _run_bounds_equal(values, mask, check_valid,
+                                              runs)
+                    starts, stops = _equal_bounds_cell_by_cell(
+                        values, mask, check_valid)
+                    np.testing.assert_array_equal(runs[:count, 0], starts)
+                    np.testing.assert_array_equal(runs[:count, 1], stops)
+                    kept = np.empty((2, cols // 64 + 2), dtype=np.uint64)
+                    count = _run_bounds_nonzero(values, mask, check_valid,
+                                                runs, kept)
+                    vertices = (values != 0) & (mask if check_valid
+                                                else True)
+                    edges = np.diff(np.concatenate(
+                        ([0], vertices.astype(np.int8), [0])))
+                    np.testing.assert_array_equal(
+                        runs[:count, 0], np.flatnonzero(edges == 1))
+    finally:
+        for guard in guards:
+            libc.mprotect(guard, page, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
 @pytest.mark.parametrize("mode, connectivity", MODES_AND_CONNECTIVITIES)

@@ -14,6 +14,8 @@ scratch row filled from the run list; a seam's two rows are unpacked
 before the seams are merged (:func:`unpack_rows`).
 """
 
+import platform
+
 import numpy as np
 from llvmlite import ir
 from numba import njit
@@ -285,28 +287,28 @@ def _run_bounds_nonzero(here, inside, check_valid, runs, bounds_kept):
     """The foreground runs of one row (``nonzero`` mode) as (start, stop)
     in ``runs[:, 0:2]``; returns how many.
 
-    One-byte rasters (masks) are read 64 cells at a time: a vector
-    compare of 64 cells makes a 64-bit block of vertex bits
-    (:func:`_nonzero_bits`; 2-core box, AMD EPYC, one thread, the 2048
-    rows of a 2048² fractal mask: the bounds 0.45 ms with the 8-cell
-    words' bits gathered by a multiply, 0.39 ms with the compare), whose
-    bounds (a cell unlike the cell before it) are set bits; the cells
-    after the last whole block make a last, partial block.  The blocks
-    that hold a bound are listed (in ``runs[:, 2]``, free until the runs
-    get labels) with their bounds, by a loop with no branch on the data,
-    and each listed block writes its bounds' columns (count trailing
-    zeros, clear the lowest bit) 8 at a time with no branch: bound ``k``
-    at ``runs[k // 2, k % 2]``, as starts and stops alternate, and the
-    writes past a block's last bound are overwritten by the next block's
-    (a 2048² fractal mask's listed blocks hold 1 to 9 bounds, 4 on
-    average: a loop over them mispredicted its exit once a block).  Box
-    (Xeon), one thread, the 2048 rows of a 2048² fractal mask: 2.6-3.0
-    ms when listing 8-cell words and walking them cell by cell, 1.46 ms
-    with blocks.  The blocks' bounds are kept in ``bounds_kept[0]`` (at
-    least ``here.size // 64 + 2`` words; the words past the row's are 0,
-    and the last whole block's stop at the row's end is no bit) with
-    the count of bounds before each word in ``bounds_kept[1]``, for the
-    row below (:func:`_link_runs_counted`).
+    One-byte rasters (masks) are read 64 cells at a time: a vector compare of
+    64 cells makes a 64-bit block of vertex bits
+    (:func:`byte_mask_intrinsics`; 2-core box, AMD EPYC, one thread, the 2048
+    rows of a 2048² fractal mask: the bounds 0.398 ms with the 8-cell words'
+    bits gathered by multiplies into a byte scratch row first, 0.325 ms with
+    the compare; ``bench/components_bounds_ab.py``, 2026-12-03), whose bounds
+    (a cell unlike the cell before it) are set bits; the cells after the last
+    whole block make a last, partial block.  The blocks that hold a bound are
+    listed (in ``runs[:, 2]``, free until the runs get labels) with their
+    bounds, by a loop with no branch on the data, and each listed block writes
+    its bounds' columns (count trailing zeros, clear the lowest bit) 8 at a
+    time with no branch: bound ``k`` at ``runs[k // 2, k % 2]``, as starts and
+    stops alternate, and the writes past a block's last bound are overwritten
+    by the next block's (a 2048² fractal mask's listed blocks hold 1 to 9
+    bounds, 4 on average: a loop over them mispredicted its exit once a
+    block).  Box (Xeon), one thread, the 2048 rows of a 2048² fractal mask:
+    2.6-3.0 ms when listing 8-cell words and walking them cell by cell, 1.46
+    ms with blocks.  The blocks' bounds are kept in ``bounds_kept[0]`` (at
+    least ``here.size // 64 + 2`` words; the words past the row's are 0, and
+    the last whole block's stop at the row's end is no bit) with the count of
+    bounds before each word in ``bounds_kept[1]``, for the row below
+    (:func:`_link_runs_counted`).
 
     Cells of other rasters go one at a time with no branch on the data
     (``bounds_kept`` is not written)."""
@@ -388,48 +390,85 @@ def _write_bound(runs, bound, first, bounds):
     return bounds & (bounds - _ONE)
 
 
-@intrinsic
-def _nonzero_bits(typingctx, cells, first):
-    """The 64 one-byte cells of ``cells`` from index ``first`` as a 64-bit
-    word: bit i set when cell ``first + i`` is not 0 (one vector compare
-    of 64 bytes: two AVX2 compares and byte masks, one AVX-512 test)."""
-    if not isinstance(cells, types.Array) or cells.layout != "C":
-        return None  # the vector loads read contiguous cells
+def byte_mask_intrinsics(compare_and_bitcast):
+    """Two intrinsics on 64 one-byte cells (a C-contiguous array from
+    index ``first``), each a 64-bit word whose bit i is cell ``first + i``:
 
-    def codegen(context, builder, signature, args):
+    - ``nonzero_bits(cells, first)``: the cell is not 0;
+    - ``unequal_bits(cells, first, other)``: the cell differs from cell
+      ``other + i``.
+
+    ``compare_and_bitcast``: one ``<64 x i8>`` compare whose ``<64 x i1>``
+    result is bitcast to the word (x86-64: two AVX2 compares and byte
+    masks, one AVX-512 test).  Else the word is gathered from the eight
+    64-bit lanes with the high-bit trick and a multiply per lane (SWAR),
+    the form the bounds had before: on AArch64 LLVM lowers the bitcast to
+    ~200 scalar instructions (LLVM 14, read from its assembly; not
+    timed).  Bit i is cell ``first + i`` on little-endian targets (a
+    big-endian one would reverse the bitcast's bits), as are all numba
+    runs this plugin on (x86-64, AArch64, ppc64le)."""
+    byte_cells = ir.VectorType(ir.IntType(8), 64)
+    word = ir.IntType(64)
+    lanes = ir.VectorType(word, 8)
+
+    def lane_constant(value):
+        return ir.Constant(lanes, [value] * 8)
+
+    def mask(builder, cells):
+        if compare_and_bitcast:
+            return builder.bitcast(
+                builder.icmp_unsigned("!=", cells,
+                                      ir.Constant(byte_cells, None)), word)
+        values = builder.bitcast(cells, lanes)
+        # the high bit of each non-zero byte, then byte i's to bit 56 + i
+        low_7 = lane_constant(0x7F7F7F7F7F7F7F7F)
+        flags = builder.and_(
+            builder.or_(builder.add(builder.and_(values, low_7), low_7),
+                        values), lane_constant(0x8080808080808080))
+        gathered = builder.lshr(
+            builder.mul(builder.lshr(flags, lane_constant(7)),
+                        lane_constant(0x0102040810204080)),
+            lane_constant(56))
+        return builder.bitcast(
+            builder.trunc(gathered, ir.VectorType(ir.IntType(8), 8)), word)
+
+    def cells_from(context, builder, signature, args, index):
         array = context.make_array(signature.args[0])(context, builder,
                                                        args[0])
-        start = builder.gep(array.data, [args[1]])
-        vector = ir.VectorType(ir.IntType(8), 64)
-        loaded = builder.load(builder.bitcast(start, vector.as_pointer()),
-                              align=1)
-        nonzero = builder.icmp_unsigned("!=", loaded,
-                                        ir.Constant(vector, None))
-        return builder.bitcast(nonzero, ir.IntType(64))
-    return types.uint64(cells, first), codegen
+        start = builder.gep(array.data, [index])
+        return builder.load(builder.bitcast(start, byte_cells.as_pointer()),
+                            align=1)
+
+    def contiguous(cells):
+        return isinstance(cells, types.Array) and cells.layout == "C"
+
+    @intrinsic
+    def nonzero_bits(typingctx, cells, first):
+        if not contiguous(cells):
+            return None  # the vector loads read contiguous cells
+
+        def codegen(context, builder, signature, args):
+            return mask(builder, cells_from(context, builder, signature,
+                                            args, args[1]))
+        return types.uint64(cells, first), codegen
+
+    @intrinsic
+    def unequal_bits(typingctx, cells, first, other):
+        if not contiguous(cells):
+            return None
+
+        def codegen(context, builder, signature, args):
+            return mask(builder, builder.xor(
+                cells_from(context, builder, signature, args, args[1]),
+                cells_from(context, builder, signature, args, args[2])))
+        return types.uint64(cells, first, other), codegen
+
+    return nonzero_bits, unequal_bits
 
 
-@intrinsic
-def _unequal_bits(typingctx, cells, first, other):
-    """Bit i set when one-byte cell ``first + i`` of ``cells`` differs
-    from cell ``other + i``, for i in 0..63 (two 64-byte loads and one
-    vector compare, as :func:`_nonzero_bits`)."""
-    if not isinstance(cells, types.Array) or cells.layout != "C":
-        return None  # the vector loads read contiguous cells
-
-    def codegen(context, builder, signature, args):
-        array = context.make_array(signature.args[0])(context, builder,
-                                                       args[0])
-        vector = ir.VectorType(ir.IntType(8), 64)
-
-        def cells_from(index):
-            start = builder.gep(array.data, [index])
-            return builder.load(builder.bitcast(start, vector.as_pointer()),
-                                align=1)
-        differs = builder.icmp_unsigned("!=", cells_from(args[1]),
-                                        cells_from(args[2]))
-        return builder.bitcast(differs, ir.IntType(64))
-    return types.uint64(cells, first, other), codegen
+# the compare and bitcast where it is a few instructions (x86-64)
+_nonzero_bits, _unequal_bits = byte_mask_intrinsics(
+    platform.machine().lower() in ("x86_64", "amd64"))
 
 
 @intrinsic
@@ -466,13 +505,12 @@ def _bound_step_nonzero(here, inside, check_valid, runs, col, starts, stops,
 def _run_bounds_equal(here, inside, check_valid, runs):
     """:func:`_run_bounds_equal_with` with ``check_valid`` a compile-time
     constant in each branch.  With it a run-time flag, numba 0.68 compiled
-    the word loop far slower (by the timings, the flag's test stayed in
-    the loop and kept it from vectorizing): on the GPU machine's numba
-    0.68, `equal` mode labelled a 2048² fractal mask 6.9x slower than
-    `nonzero` mode (first pass 26.7 against 1.8 ms).  The bounds of all
-    its rows on the 2-core box, one thread: 11.3 ms with numba 0.68
-    against 1.2 ms with numba 0.60, and 1.0 ms with numba 0.68 this
-    way."""
+    the loop over 8-cell words this used then far slower (by the timings, the
+    flag's test stayed in the loop and kept it from vectorizing): on the GPU
+    machine's numba 0.68, `equal` mode labelled a 2048² fractal mask 6.9x
+    slower than `nonzero` mode (first pass 26.7 against 1.8 ms).  The bounds
+    of all its rows on the 2-core box, one thread: 11.3 ms with numba 0.68
+    against 1.2 ms with numba 0.60, and 1.0 ms with numba 0.68 this way."""
     if check_valid:
         return _run_bounds_equal_with(here, inside, True, runs)
     return _run_bounds_equal_with(here, inside, False, runs)
@@ -499,9 +537,10 @@ def _run_bounds_equal_with(here, inside, check_valid, runs):
     cell of a one-byte raster is valid, so a run ends where the next one
     starts: only the starts are written, and each stop copied from the
     next start.  (2-core box, AMD EPYC, one thread, the 2048 rows of a
-    2048² fractal mask: 0.34 ms when 8-cell words' bits were gathered by
-    multiplies into a byte scratch row first, 0.23 ms this way; with a
-    valid mask 1.77 and 0.76 ms.)  The cells after the last whole block,
+    2048² fractal mask: 0.347 ms when 8-cell words' bits were gathered by
+    multiplies into a byte scratch row first, 0.197 ms this way; with a
+    95 % valid mask 1.770 and 0.765 ms; ``bench/components_bounds_ab.py``,
+    2026-12-03.)  The cells after the last whole block,
     and every cell of other rasters, go one at a time with no branch on
     the data."""
     cols = np.uint64(here.size)
