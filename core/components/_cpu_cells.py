@@ -169,13 +169,18 @@ def label_row_tight(values, valid, check_valid, labels, parent, merges,
         col = np.uint64(merge_cols[merge_index])
         if eight:
             # above-right with above-left when that one is linked (in
-            # ``equal`` mode: labelled and of this cell's value), else left
+            # ``equal`` mode: labelled and of this cell's value), else
+            # left; by a select: as two branches, a random 0.6 mask's
+            # merges in ``equal`` mode mispredicted them (its 2048 rows,
+            # one thread, 2-core box: the scan and merges 12.6 -> 11.2
+            # ms, the scan alone 5.7 ms)
             first = np.int64(up[col + np.uint64(1)])
-            second = np.int64(up[col - np.uint64(1)])
-            if not nonzero and up_values[col - np.uint64(1)] != here[col]:
-                second = 0
-            if second == 0:
-                second = np.int64(out[col - np.uint64(1)])
+            above_left = np.int64(up[col - np.uint64(1)])
+            linked = above_left != 0
+            if not nonzero:
+                linked &= up_values[col - np.uint64(1)] == here[col]
+            second = select(np.int64(linked), above_left,
+                            np.int64(out[col - np.uint64(1)]))
         else:
             first = np.int64(up[col])
             second = np.int64(out[col - np.uint64(1)])
