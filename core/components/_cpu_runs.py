@@ -189,14 +189,8 @@ def _link_runs(here, up_values, parent, merges, runs_here, runs, runs_above,
                     up_values[np.uint64(runs_above[before, 0])] == \
                     here[np.uint64(start)]:
                 runs_here[run, 2] = runs_above[before, 2]
-    for merge in range(merge_count):
-        merge_sets(parent, merges[merge, 0], merges[merge, 1])
-    for run in range(runs):
-        if runs_here[run, 2] == 0:
-            runs_here[run, 2] = next_label
-            parent[next_label] = next_label
-            next_label += 1
-    return next_label
+    return _merge_then_label_new_runs(parent, merges, merge_count,
+                                      runs_here, runs, next_label)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -240,6 +234,16 @@ def _link_runs_counted(parent, merges, runs_here, runs, runs_above,
             merges[merge_count, 0] = label
             merges[merge_count, 1] = other
             merge_count += np.uint64(other != label)
+    return _merge_then_label_new_runs(parent, merges, merge_count,
+                                      runs_here, runs, next_label)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _merge_then_label_new_runs(parent, merges, merge_count, runs_here, runs,
+                               next_label):
+    """The end of :func:`_link_runs` and :func:`_link_runs_counted`: the
+    ``merge_count`` merges listed in ``merges``, then a new label for each
+    run that took none from above, in order; returns the next label."""
     for merge in range(merge_count):
         merge_sets(parent, merges[merge, 0], merges[merge, 1])
     for run in range(runs):
