@@ -636,6 +636,7 @@ def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
         monkeypatch.setattr(_cpu, "_first_pass_nonzero", first_pass)
     else:
         real = _cpu._second_pass
+        monkeypatch.setattr(_cpu, "STRING_STORE_FILLS", False)
 
         def second_pass(labels, final, run_rows, row_start, row_stop):
             if row_start >= 30:
@@ -791,6 +792,7 @@ def test_second_pass_of_numbered_strips_runs_beside_the_numbering(
         expected = _cpu.label(values, None, 4, mode, Progress(), strips=1)
         monkeypatch.setattr(_cpu, "_resolve_range", resolve_range)
         monkeypatch.setattr(_cpu, "_second_pass", second_pass)
+        monkeypatch.setattr(_cpu, "STRING_STORE_FILLS", False)
         events.clear()
         got = _cpu.label(values, None, 4, mode, Progress(), strips=4)
         monkeypatch.undo()
@@ -900,14 +902,20 @@ def test_narrow_rows_with_and_without_valid(mode, connectivity, cols):
         check(values, connectivity, mode, valid=rng.random((40, cols)) < 0.8)
 
 
+@pytest.mark.parametrize("string_stores", [False, True])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
-def test_rows_filled_from_run_lists(dtype):
+def test_rows_filled_from_run_lists(dtype, string_stores):
     """``_cpu_runs.fill_runs`` (its stores run past a segment's end into the
-    next segment, except near the row's end): every cell of rows of 1 to
-    70 cells equals the run list's, for runs of one cell, runs that touch
-    (no gap between them), runs at either end of the row and rows without
-    runs; the cells past the row (a wider buffer) are never written."""
-    from gridgraph.core.components._cpu_runs import fill_runs
+    next segment, except near the row's end) and
+    ``_string_stores.fill_runs_by_string_stores`` (``rep stosl`` /
+    ``rep stosq`` on x86-64): every cell of rows of 1 to 70 cells equals
+    the run list's, for runs of one cell, runs that touch (no gap between
+    them), runs at either end of the row and rows without runs; the cells
+    past the row (a wider buffer) are never written."""
+    from gridgraph.core.components._cpu_runs import fill_runs as vector_fill
+    from gridgraph.core.components._string_stores import \
+        fill_runs_by_string_stores
+    fill_runs = fill_runs_by_string_stores if string_stores else vector_fill
     rng = np.random.default_rng(41)
     for trial in range(3000):
         cols = int(rng.integers(1, 71))
@@ -921,8 +929,8 @@ def test_rows_filled_from_run_lists(dtype):
         runs = runs[runs[:, 0] < runs[:, 1]]
         run_list = np.zeros((runs.shape[0] + 1, 3), dtype=np.int64)
         run_list[:runs.shape[0], :2] = runs
-        run_list[:runs.shape[0], 2] = rng.integers(1, 2**31 - 1,
-                                                   runs.shape[0])
+        run_list[:runs.shape[0], 2] = rng.integers(
+            1, np.iinfo(dtype).max, runs.shape[0])
         expected = np.zeros(cols, dtype=dtype)
         for start, stop, label in run_list[:runs.shape[0]]:
             expected[start:stop] = label
@@ -930,3 +938,51 @@ def test_rows_filled_from_run_lists(dtype):
         fill_runs(buffer[:cols], run_list, runs.shape[0])
         np.testing.assert_array_equal(buffer[:cols], expected)
         assert (buffer[cols:] == -5).all()
+
+
+@pytest.mark.parametrize("mode", ["nonzero", "equal"])
+def test_string_store_fills_give_the_same_labels(monkeypatch, mode):
+    """The second pass with its run rows filled by string stores
+    (``_cpu.STRING_STORE_FILLS``, the default on Intel CPUs) labels as the
+    vector stores do: smooth (fractal) and rough (random) masks, integer
+    values with a valid mask, 4- and 8-connected, one strip and several,
+    rows narrower than a vector store and wider than a block."""
+    surface = fractal_surface((300, 333), seed=5)
+    rng = np.random.default_rng(43)
+    rasters = [((surface > np.median(surface)).astype(np.uint8), None),
+               ((rng.random((300, 333)) < 0.6).astype(np.uint8), None),
+               ((surface * 4).astype(np.int16),
+                rng.random((300, 333)) < 0.9),
+               ((rng.random((200, 7)) < 0.7).astype(np.uint8), None)]
+    for values, valid in rasters:
+        for connectivity in (4, 8):
+            for strips in (1, 3):
+                labelled = []
+                for string_stores in (False, True):
+                    monkeypatch.setattr(_cpu, "STRING_STORE_FILLS",
+                                        string_stores)
+                    labels, count = _cpu.label(values, valid, connectivity,
+                                               mode, Progress(), strips)
+                    labelled.append((labels.copy(), count))
+                np.testing.assert_array_equal(labelled[0][0],
+                                              labelled[1][0])
+                assert labelled[0][1] == labelled[1][1]
+
+
+def test_cpu_vendor_read_from_cpuinfo(tmp_path, monkeypatch):
+    """String-store fills are chosen by the CPU's vendor: read from a
+    cpuinfo file's ``vendor_id``; Intel's turns them on, others' not."""
+    from gridgraph.core.components import _string_stores
+    monkeypatch.setattr(_string_stores, "_X86_64", True)
+    for vendor, fast in (("GenuineIntel", True), ("AuthenticAMD", False)):
+        cpuinfo = tmp_path / vendor
+        cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\n"
+                           "cpu family\t: 6\n")
+        assert _string_stores.cpu_vendor(str(cpuinfo)) == vendor
+        monkeypatch.setattr(_string_stores, "cpu_vendor",
+                            lambda cpuinfo=None, vendor=vendor: vendor)
+        assert _string_stores.fast_here() is fast
+        monkeypatch.undo()
+        monkeypatch.setattr(_string_stores, "_X86_64", True)
+    monkeypatch.setattr(_string_stores, "_X86_64", False)
+    assert _string_stores.cpu_vendor(str(tmp_path / "GenuineIntel")) is None

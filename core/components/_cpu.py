@@ -44,6 +44,7 @@ from ._cpu_pool import _POOL, _Serial, _pool, _run_jobs, _wait  # noqa: F401
 from ._cpu_runs import bound_words_of_runs, keep_runs, fill_runs, \
     label_row_runs, unpack_rows, \
     unpack_runs, _run_bounds_equal, _run_bounds_nonzero
+from ._string_stores import fast_here, fill_runs_by_string_stores
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
 # honoured well within a second (256 rows of a 4096-column raster).
@@ -74,6 +75,13 @@ BLOCKS_8 = False
 # for 8, both modes; read per call, so tests run both
 TIGHT_4 = True
 TIGHT_8 = True
+
+# Run rows filled by x86 string stores (``rep stos``, _string_stores) in
+# the second pass, rather than vector stores: on Intel CPUs only (GPU
+# machine's Xeon: 2048² fractal mask, 8-connected, two threads, 14-18 %
+# less time a labelling; the 2-core box's AMD EPYC: 37 % more).  Read per
+# call, so tests run both.
+STRING_STORE_FILLS = fast_here()
 
 # Strips a CPU (strips=None): more strips than threads, each thread taking
 # the next strip when done with one, so a thread slowed by its core's
@@ -186,6 +194,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     # call: a pool thread's allocator handed back and faulted in afresh
     # ~300 KB a call (Xeon, 4096²: ~530 faults a call on the pool thread)
     scratch = [_row_scratch(cols, dtype) for _ in range(strip_starts.size)]
+    second_pass = _second_pass_string_stores if STRING_STORE_FILLS \
+        else _second_pass
 
     with _pool(workers) as pool:
 
@@ -204,8 +214,8 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         count = _resolve_then_second_passes(
             pool, workers, strip_starts, strip_stops, first_labels,
             next_labels, parent, rows_per_call,
-            lambda start, stop: _second_pass(labels, parent, run_rows, start,
-                                             stop), progress)
+            lambda start, stop: second_pass(labels, parent, run_rows, start,
+                                            stop), progress)
     _keep_union_find_buffer(parent)
     return labels, int(count)
 
@@ -763,6 +773,20 @@ def _second_pass(labels, final, run_rows, row_start, row_stop):
     """Final labels of rows ``row_start:row_stop``: rows that kept their
     run list (``run_rows``) are filled run by run (a write per cell, no
     read and no look-up), the others relabelled cell by cell."""
+    _second_pass_with(labels, final, run_rows, row_start, row_stop, False)
+
+
+@njit(cache=True, nogil=True)
+def _second_pass_string_stores(labels, final, run_rows, row_start,
+                               row_stop):
+    """:func:`_second_pass` with the run rows filled by string stores
+    (:mod:`._string_stores`, :data:`STRING_STORE_FILLS`)."""
+    _second_pass_with(labels, final, run_rows, row_start, row_stop, True)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _second_pass_with(labels, final, run_rows, row_start, row_stop,
+                      string_stores):
     runs = np.empty((labels.shape[1] // 3 + 1, 3), dtype=np.int64)
     for row in range(row_start, row_stop):
         cells = labels[row]
@@ -770,7 +794,10 @@ def _second_pass(labels, final, run_rows, row_start, row_stop):
             count = unpack_runs(cells, runs)
             for run in range(count):
                 runs[run, 2] = final[np.uint64(runs[run, 2])]
-            fill_runs(cells, runs, count)
+            if string_stores:
+                fill_runs_by_string_stores(cells, runs, count)
+            else:
+                fill_runs(cells, runs, count)
             continue
         # final[0] == 0, so background needs no branch (which random
         # masks would mispredict half the time); row views and unsigned
