@@ -77,10 +77,12 @@ TIGHT_4 = True
 TIGHT_8 = True
 
 # Run rows filled by x86 string stores (``rep stos``, _string_stores) in
-# the second pass, rather than vector stores: on Intel CPUs only (GPU
-# machine's Xeon: 2048² fractal mask, 8-connected, two threads, 14-18 %
-# less time a labelling; the 2-core box's AMD EPYC: 37 % more).  Read per
-# call, so tests run both.
+# the second pass, rather than vector stores: on Intel CPUs only.  Whole
+# labellings of the 2048² fractal mask, 8-connected, two threads, on three
+# hosts of the GPU machine's Xeon: -14 to -18 %, +3.2 %, -0.6 % (random
+# masks -0.9 to +2.3 %); on the 2-core box's AMD EPYC +30 %
+# (docs/benchmarks.md, thirtieth session).  Read per call, so tests run
+# both.
 STRING_STORE_FILLS = fast_here()
 
 # Strips a CPU (strips=None): more strips than threads, each thread taking

@@ -7,11 +7,13 @@ A plain store to a cache line the core does not hold first reads the line
 of memory.  Intel's cores run ``rep stos`` by microcode that writes whole
 lines without reading them (ERMSB, "fast strings").  Measured in one
 process on the GPU machine's Xeon (two threads, the 2048² fractal mask,
-8-connected, 41 interleaved rounds, two processes; 2026-12-03): a whole
-labelling 3.64 and 3.43 ms with the vector stores of
-:func:`._cpu_runs.fill_runs`, 3.14 and 2.81 ms with a string store a
-segment; one thread 5.93 and 5.39 ms against 4.85 and 3.96 ms; 4096²
-10.6 and 10.9 against 9.9 and 9.5 ms.  On the 2-core box's AMD EPYC
+8-connected, interleaved rounds; 2026-12-03), whole labellings: on a host
+whose fill was slow, 3.64 and 3.43 ms with the vector stores of
+:func:`._cpu_runs.fill_runs` against 3.14 and 2.81 ms with a string
+store a segment (one thread 5.93 and 5.39 against 4.85 and 3.96 ms;
+4096² 10.6 and 10.9 against 9.9 and 9.5 ms); on two faster hosts +3.2 %
+and -0.6 % (other fractal rows -4.9 to +3.1 %, random masks -0.9 to
++2.3 %, one thread up to +9.6 %).  On the 2-core box's AMD EPYC
 (Zen 5) the same string stores were slower (2048², two threads: 1.66
 against 2.28 ms; one thread 1.90 against 2.59 ms), so they are used on
 Intel x86-64 CPUs only (:func:`fast_here`).  ``bench/components_fill.py``
