@@ -181,7 +181,8 @@ def check_common_arguments(values, nodata, band, progress, out_dir):
 
 
 def as_raster_array(values):
-    """``values`` as a 2-D integer or float array (booleans viewed as uint8)."""
+    """``values`` as a 2-D integer or float array (booleans as uint8 0 and
+    1: viewed, or copied when a byte is neither)."""
     try:
         array = np.asarray(values)
     except (TypeError, ValueError) as error:
@@ -193,6 +194,11 @@ def as_raster_array(values):
             "pass a single band (e.g. values[0] for a band-first stack)")
     if array.dtype == bool:
         array = array.view(np.uint8)
+        # numpy reads any non-zero byte as True, and a bool array made from
+        # other bytes (a view of uint8 data, a buffer) may hold 2..255:
+        # ``equal`` mode would split a region of True cells by their bytes
+        if array.size and array.max() > 1:
+            array = (array != 0).view(np.uint8)
     if not (np.issubdtype(array.dtype, np.integer)
             or np.issubdtype(array.dtype, np.floating)):
         raise InvalidInputError(
