@@ -7,7 +7,8 @@ array (the old driver built one when none was given)."""
 import numpy as np
 from numba import njit
 
-from gridgraph.core.components._cpu import _resolve, _second_pass, _union
+from gridgraph.core.components._cpu_passes import _resolve, _second_pass, \
+    _union
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -25,7 +25,7 @@ from skimage.measure import label as skimage_label
 from gridgraph.core import (CancelledError, InvalidInputError,
                             connected_components)
 from gridgraph.core._common import Progress, valid_mask
-from gridgraph.core.components import _cpu
+from gridgraph.core.components import _cpu, _cpu_team
 from gridgraph.tests.rasters import fractal_surface, spiral_mask
 
 ORACLE_SETTINGS = settings(max_examples=80, deadline=None)
@@ -499,6 +499,33 @@ def test_strided_and_big_endian_inputs():
 
 
 @pytest.mark.parametrize("mode", ["equal", "nonzero"])
+@pytest.mark.parametrize("tile_size", [None, 16])
+def test_bool_bytes_other_than_one_are_true(mode, tile_size):
+    # numpy reads any non-zero byte of a bool array as True; a bool view
+    # of other bytes labels as its 0/1 copy does (equal mode would split
+    # a region of True cells by their bytes), in memory and by tiles
+    rng = np.random.default_rng(3)
+    raw = (rng.random((40, 37)) < 0.55) * rng.integers(1, 256, (40, 37))
+    raw = raw.astype(np.uint8)
+    assert raw.max() > 1
+    viewed = raw.view(bool)
+    canonical = raw != 0
+    before = raw.copy()
+    for connectivity in (4, 8):
+        expected = cpu_components(canonical, mode=mode,
+                                  connectivity=connectivity)
+        got = cpu_components(viewed, mode=mode, connectivity=connectivity,
+                             tile_size=tile_size)
+        np.testing.assert_array_equal(got[0], expected[0])
+        assert got[1] == expected[1]
+        np.testing.assert_array_equal(raw, before)  # input untouched
+    if mode == "equal":
+        # what the canonical copy guards against: by bytes, more clumps
+        by_bytes = cpu_components(raw, mode="equal")[1]
+        assert by_bytes > cpu_components(canonical, mode="equal")[1]
+
+
+@pytest.mark.parametrize("mode", ["equal", "nonzero"])
 def test_input_not_modified(mode):
     grid = np.array([[1.0, np.nan, 0.0, 2.0],
                      [1.0, 1.0, 0.0, 0.0]])
@@ -552,6 +579,8 @@ def test_cancel_is_honoured_at_the_next_block(monkeypatch, strips):
     # free, so on two threads how many calls are the caller's depends on
     # timing (CI: 14 reports once); the shares are tested in
     # test_components_cells.py.
+    # the kernel calls of _cpu.label (a team reports before and after)
+    monkeypatch.setattr(_cpu_team, "TEAM_MAX_CELLS", 0)
     monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 2 * 50)
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 1)
     grid = np.ones((40, 50), dtype=np.uint8)

@@ -21,7 +21,7 @@ import scipy.ndimage as ndi
 
 from gridgraph.core._common import Progress
 from gridgraph.core._unionfind import merge_sets
-from gridgraph.core.components import _cpu
+from gridgraph.core.components import _cpu, _cpu_team
 from gridgraph.tests.components_previous import previous_label
 from gridgraph.tests.rasters import fractal_surface, spiral_mask
 
@@ -54,18 +54,24 @@ def check(values, connectivity, mode, valid=None, strips=(1, 2, 3, 7)):
     if mode == "nonzero":
         scans = [(True, True, True), (False, True, True),
                  (False, False, False)]
-    saved = _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8
+    # each by one compiled call a thread (_cpu_team) and by the kernel
+    # calls of _cpu.label (TEAM_MAX_CELLS 0)
+    saved = (_cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8,
+             _cpu_team.TEAM_MAX_CELLS)
     try:
         for _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 in scans:
             if connectivity == 4 and _cpu.BLOCKS_8:
                 continue  # blocks are 8-connected only
-            for strip_count in strips:
-                labels, count = _cpu.label(values, valid, connectivity, mode,
-                                           Progress(), strips=strip_count)
-                np.testing.assert_array_equal(labels, expected)
-                assert count == expected_count
+            for _cpu_team.TEAM_MAX_CELLS in (saved[3], 0):
+                for strip_count in strips:
+                    labels, count = _cpu.label(values, valid, connectivity,
+                                               mode, Progress(),
+                                               strips=strip_count)
+                    np.testing.assert_array_equal(labels, expected)
+                    assert count == expected_count
     finally:
-        _cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8 = saved
+        (_cpu.BLOCKS_8, _cpu.TIGHT_4, _cpu.TIGHT_8,
+         _cpu_team.TEAM_MAX_CELLS) = saved
 
 
 MODES_AND_CONNECTIVITIES = [("nonzero", 4), ("nonzero", 8), ("equal", 4),
@@ -619,7 +625,9 @@ def test_a_forked_child_labels_with_its_own_pool(monkeypatch):
 def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
                                                          failing):
     # an error in a share run by a pool thread reaches the caller; the
-    # other shares stop at their next call (no hang, nothing swallowed)
+    # other shares stop at their next call (no hang, nothing swallowed);
+    # the kernel calls of _cpu.label (a team's: test_components_team.py)
+    monkeypatch.setattr(_cpu_team, "TEAM_MAX_CELLS", 0)
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 3)
     monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 2 * 30)
     # the general scan, the one patched below
@@ -650,6 +658,7 @@ def test_a_failing_share_on_a_pool_thread_is_raised_here(monkeypatch,
 def test_cancel_with_pool_threads_stops_every_share(monkeypatch):
     import time
     from gridgraph.core import CancelledError
+    monkeypatch.setattr(_cpu_team, "TEAM_MAX_CELLS", 0)  # calls, no team
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 3)
     monkeypatch.setattr(_cpu, "_CELLS_PER_CALL", 30)  # a row a call
     monkeypatch.setattr(_cpu, "TIGHT_4", False)  # the scan patched below
@@ -739,6 +748,7 @@ def test_a_slow_thread_takes_fewer_strips(monkeypatch):
     leave it 4, one strip a job on a pool of one thread 1)."""
     import threading
     import time
+    monkeypatch.setattr(_cpu_team, "TEAM_MAX_CELLS", 0)  # calls, no team
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
     values = (np.random.default_rng(31).random((96, 40)) < 0.6).astype(
         np.uint8)
@@ -770,6 +780,7 @@ def test_second_pass_of_numbered_strips_runs_beside_the_numbering(
     ``nonzero`` mode may take the block scan, numbered in one go)."""
     import threading
     import time
+    monkeypatch.setattr(_cpu_team, "TEAM_MAX_CELLS", 0)  # calls, no team
     monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
     values = np.random.default_rng(32).integers(0, 3, (80, 30))
     events = []
@@ -796,6 +807,7 @@ def test_second_pass_of_numbered_strips_runs_beside_the_numbering(
         events.clear()
         got = _cpu.label(values, None, 4, mode, Progress(), strips=4)
         monkeypatch.undo()
+        monkeypatch.setattr(_cpu_team, "TEAM_MAX_CELLS", 0)
         monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
         np.testing.assert_array_equal(got[0], expected[0])
         assert got[1] == expected[1]

@@ -24,7 +24,10 @@ pieces of the second pass) are shared among the calling thread and tasks on a
 process-wide pool, each thread taking the next strip when done with one; a
 strip's blocks of rows run in order with no barrier between them, and the
 calling thread reports progress (and honours a cancel, which stops every
-thread at its next block) between its own blocks.
+thread at its next block) between its own blocks.  Rasters of up to
+``_cpu_team.TEAM_MAX_CELLS`` cells skip that glue: each thread makes one
+compiled call that runs every pass (``_cpu_team``); the passes themselves
+are in ``_cpu_passes``.
 """
 
 import functools
@@ -36,15 +39,16 @@ from numba import njit
 
 from .._common import index_dtype
 from ..kept_output import KeptOutput
-from .._unionfind import find_root as _find
-from . import _cpu_blocks
-from ._cpu_cells import label_row_cells, label_row_tight, select
+from . import _cpu_blocks, _cpu_team
+# the passes; _resolve is also the threshold segments' (core/mst)
+from ._cpu_passes import _RUN_SCAN_MIN_CELLS_PER_RUN, _first_pass_equal, \
+    _first_pass_equal_tight, _first_pass_nonzero, _first_pass_nonzero_tight, \
+    _merge_seams, _resolve, _resolve_range, _second_pass, \
+    _second_pass_string_stores, _vertex  # noqa: F401
 # _POOL, _Serial and _wait are also the threshold segments' (core/mst)
 from ._cpu_pool import _POOL, _Serial, _pool, _run_jobs, _wait  # noqa: F401
-from ._cpu_runs import bound_words_of_runs, keep_runs, fill_runs, \
-    label_row_runs, unpack_rows, \
-    unpack_runs, _run_bounds_equal, _run_bounds_nonzero
-from ._string_stores import fast_here, fill_runs_by_string_stores
+from ._cpu_runs import unpack_rows, _run_bounds_equal, _run_bounds_nonzero
+from ._string_stores import fast_here
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
 # honoured well within a second (256 rows of a 4096-column raster).
@@ -109,10 +113,6 @@ _BALANCE_SAMPLE_ROWS = 48
 _BALANCE_PREFIX = 512
 _BALANCE_PREFIX_CELLS_PER_RUN = 6
 
-# A row is labelled run by run when the row before had at most one run
-# per this many cells, else cell by cell (see _label_rows).
-_RUN_SCAN_MIN_CELLS_PER_RUN = 16
-
 # Fractions of the progress bar at the end of the first pass and of the
 # seam merge + resolve step; the second pass takes the rest.
 _FIRST_PASS_END = 0.6
@@ -170,18 +170,11 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         return labels, 0
     nonzero = mode == "nonzero"
     eight = connectivity == 8
-    first_pass = _first_pass_equal_tight if (
-        TIGHT_8 if eight else TIGHT_4) else _first_pass_equal
-    if nonzero:
-        first_pass = _first_pass_nonzero_tight if (
-            TIGHT_8 if eight else TIGHT_4) else _first_pass_nonzero
 
     # strips of equal estimated cost: a fractal mask's rows differ by
     # their runs (4096²: 60 % more runs in its top half)
     strip_starts, strip_stops = _strip_bounds(
         rows, rows, cols, strips, (values, valid, check_valid, nonzero))
-    first_labels = strip_starts * cols + 1
-    next_labels = first_labels.copy()
     # Worst case (e.g. all values distinct) is one provisional label per
     # cell; only the pages of the label ranges in use are committed, and
     # kept for the next call (_union_find_buffer).
@@ -190,12 +183,26 @@ def label(array, valid, connectivity, mode, progress, strips=None):
     # rows labelled by runs that keep their run list in their label row
     # (``_cpu_runs``): the second pass fills them run by run
     run_rows = np.zeros(rows, dtype=np.bool_)
-    rows_per_call = max(1, _CELLS_PER_CALL // cols)
     workers = min(strip_starts.size, _cpu_count())
+    tight = TIGHT_8 if eight else TIGHT_4
+    if values.size <= _cpu_team.TEAM_MAX_CELLS:
+        count = _cpu_team.label_as_team(
+            values, valid, check_valid, nonzero, eight, tight,
+            STRING_STORE_FILLS, labels, parent, run_rows, strip_starts,
+            strip_stops, workers, progress)
+        _keep_union_find_buffer(parent)
+        return labels, int(count)
+    first_labels = strip_starts * cols + 1
+    next_labels = first_labels.copy()
+    rows_per_call = max(1, _CELLS_PER_CALL // cols)
     # each strip's scratch rows, made here once rather than in each kernel
     # call: a pool thread's allocator handed back and faulted in afresh
     # ~300 KB a call (Xeon, 4096²: ~530 faults a call on the pool thread)
     scratch = [_row_scratch(cols, dtype) for _ in range(strip_starts.size)]
+    first_pass = _first_pass_equal_tight if tight else _first_pass_equal
+    if nonzero:
+        first_pass = _first_pass_nonzero_tight if tight \
+            else _first_pass_nonzero
     second_pass = _second_pass_string_stores if STRING_STORE_FILLS \
         else _second_pass
 
@@ -538,271 +545,3 @@ def _kernel_ready(array):
     elif not values.dtype.isnative:
         values = values.astype(values.dtype.newbyteorder("="))
     return np.ascontiguousarray(values)
-
-
-@njit(cache=True, nogil=True)
-def _union(parent, first, second):
-    """Merge the sets of two labels; the smaller root becomes the root."""
-    first_root = _find(parent, first)
-    second_root = _find(parent, second)
-    if first_root < second_root:
-        parent[second_root] = first_root
-        return first_root
-    parent[first_root] = second_root
-    return second_root
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _vertex(values, valid, check_valid, nonzero, row, col):
-    """1 where a cell is labelled, else 0: valid (``valid`` when given,
-    else not NaN: ``v == v``) and, in ``nonzero`` mode, non-zero."""
-    value = values[row, col]
-    inside = valid[row, col] if check_valid else value == value
-    if nonzero:
-        return np.int64(inside & (value != 0))
-    return np.int64(inside)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _label_rows(values, valid, check_valid, labels, parent, run_rows, top,
-                row_start, row_stop, next_label, merges, run_list, zero_row,
-                above_row, bounds_kept, nonzero, eight, tight=False):
-    """First pass over rows ``row_start:row_stop`` of the strip whose first
-    row is ``top``; ``nonzero``, ``eight`` and ``tight`` (the
-    cell scans of :func:`label_row_tight`) are compile-time
-    constants.
-
-    Each row is labelled cell by cell without branches on the data
-    (:func:`label_row_cells`) or run by run with them
-    (:func:`._cpu_runs.label_row_runs`), by how often the row before
-    changed from one run to the next: a rough row costs the run scan a
-    mispredicted branch per run, a smooth one costs the cell scan its
-    constant work per cell.  Both read the row above's provisional
-    labels and write the row's, so they mix freely; a row labelled by
-    runs keeps its run list instead when it fits (``run_rows``;
-    :mod:`._cpu_runs`), and a cell scan below it reads its labels from a
-    scratch row filled from the list.
-    """
-    cols = values.shape[1]
-    # merges: the row's merges, made after it (a branch per cell on
-    # whether to merge costs more, mispredicted, than the merges
-    # themselves); run_list: the runs of the row before and of this row,
-    # by row parity (start, stop, label), when the run scan labelled
-    # them; zero_row: the labels "above" a strip's first row (all 0);
-    # above_row: the provisional labels of a row above that kept its run
-    # list; bounds_kept: the bound words of the row before and of this
-    # row, by row parity, when the run scan found them (all scratch of
-    # the strip: _row_scratch)
-    # runs (of cells of one component in the making) in the row before
-    runs = 0
-    # how many runs the row before has in run_list, -1 when it was
-    # labelled by cells
-    listed = -1
-    if row_start > top and run_rows[row_start - 1]:
-        # the strip's previous call left its last row as a run list
-        listed = unpack_runs(labels[row_start - 1],
-                             run_list[(row_start - 1) & 1])
-        runs = listed
-        if nonzero:
-            bound_words_of_runs(run_list[(row_start - 1) & 1], listed,
-                                bounds_kept[(row_start - 1) & 1], cols)
-    for row in range(row_start, row_stop):
-        has_above = row > top
-        if runs * _RUN_SCAN_MIN_CELLS_PER_RUN <= cols:
-            next_label, runs = label_row_runs(
-                values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, run_list[row & 1],
-                run_list[(row - 1) & 1] if listed >= 0 else run_list[0],
-                listed, bounds_kept[row & 1],
-                bounds_kept[(row - 1) & 1], nonzero, eight)
-            run_rows[row] = keep_runs(labels[row], run_list[row & 1], runs)
-            listed = runs
-            continue
-        up = zero_row
-        if has_above:
-            up = labels[row - 1]
-            if run_rows[row - 1]:  # listed >= 0: labelled by runs
-                fill_runs(above_row, run_list[(row - 1) & 1], listed)
-                up = above_row
-        if tight:
-            next_label, runs = label_row_tight(
-                values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, up, nonzero, eight)
-        else:
-            next_label, runs = label_row_cells(
-                values, valid, check_valid, labels, parent, merges, row,
-                has_above, next_label, nonzero, eight, up)
-        listed = -1
-    return next_label
-
-
-@njit(cache=True, nogil=True)
-def _first_pass_nonzero(values, valid, check_valid, eight, labels, parent,
-                        run_rows, top, row_start, row_stop, next_label,
-                        merges, run_list, zero_row, above_row,
-                        bounds_kept):
-    """Provisional labels for rows ``row_start:row_stop`` of the strip whose
-    first row is ``top`` (its rows above ``row_start`` already labelled),
-    or run lists for rows labelled by runs (``run_rows`` set); returns the
-    next unused provisional label."""
-    # one specialised loop per connectivity: no flag tests per cell
-    if eight:
-        return _label_rows(values, valid, check_valid, labels, parent,
-                           run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row,
-                           bounds_kept, True, True)
-    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
-                       top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, bounds_kept,
-                       True, False)
-
-
-@njit(cache=True, nogil=True)
-def _first_pass_nonzero_tight(values, valid, check_valid, eight, labels,
-                              parent, run_rows, top, row_start, row_stop,
-                              next_label, merges, run_list, zero_row,
-                              above_row, bounds_kept):
-    """:func:`_first_pass_nonzero` by the cell scans of
-    :func:`label_row_tight`."""
-    if eight:
-        return _label_rows(values, valid, check_valid, labels, parent,
-                           run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row,
-                           bounds_kept, True, True, True)
-    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
-                       top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, bounds_kept,
-                       True, False, True)
-
-
-@njit(cache=True, nogil=True)
-def _first_pass_equal_tight(values, valid, check_valid, eight, labels,
-                            parent, run_rows, top, row_start, row_stop,
-                            next_label, merges, run_list, zero_row,
-                            above_row, bounds_kept):
-    """:func:`_first_pass_equal` by the cell scans of
-    :func:`._cpu_cells.label_row_tight`."""
-    if eight:
-        return _label_rows(values, valid, check_valid, labels, parent,
-                           run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row,
-                           bounds_kept, False, True, True)
-    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
-                       top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, bounds_kept,
-                       False, False, True)
-
-
-@njit(cache=True, nogil=True)
-def _first_pass_equal(values, valid, check_valid, eight, labels, parent,
-                      run_rows, top, row_start, row_stop, next_label,
-                      merges, run_list, zero_row, above_row,
-                      bounds_kept):
-    """As :func:`_first_pass_nonzero`, for ``equal`` mode."""
-    if eight:
-        return _label_rows(values, valid, check_valid, labels, parent,
-                           run_rows, top, row_start, row_stop, next_label,
-                           merges, run_list, zero_row, above_row,
-                           bounds_kept, False, True)
-    return _label_rows(values, valid, check_valid, labels, parent, run_rows,
-                       top, row_start, row_stop, next_label, merges,
-                       run_list, zero_row, above_row, bounds_kept,
-                       False, False)
-
-
-@njit(cache=True, nogil=True)
-def _merge_seams(values, nonzero, eight, labels, parent, seam_rows):
-    """Union the labels linked across each strip's first row and the row
-    above it (the links the strip-local first passes could not see).
-
-    Along a run below a run every cell links the same pair of labels:
-    a pair just merged is not merged again (each merge climbs both
-    labels' paths; 2-core box, 2048² fractal mask, 8-connected, 3 seams:
-    0.14 ms of a 4.2 ms call with every link merged)."""
-    cols = values.shape[1]
-    for row in seam_rows:
-        merged_here = labels.dtype.type(0)
-        merged_above = labels.dtype.type(0)
-        for col in range(cols):
-            here = labels[row, col]
-            if here == 0:  # background or nodata
-                continue
-            first_col = col - 1 if eight and col > 0 else col
-            last_col = col + 1 if eight and col < cols - 1 else col
-            for above_col in range(first_col, last_col + 1):
-                above = labels[row - 1, above_col]
-                if above != 0 and above != here and (
-                        nonzero
-                        or values[row - 1, above_col] == values[row, col]
-                ) and (here != merged_here or above != merged_above):
-                    _union(parent, here, above)
-                    merged_here = here
-                    merged_above = above
-
-
-@njit(cache=True, nogil=True)
-def _resolve(parent, first_labels, next_labels):
-    """Turn ``parent`` into final labels: roots, in increasing provisional
-    order (= scan order of first cells), get 1, 2, ...; returns the count.
-    Strip ``s`` used provisional labels ``first_labels[s]:next_labels[s]``."""
-    count = np.int64(0)
-    for strip in range(first_labels.size):
-        count = _resolve_range(parent, first_labels[strip],
-                               next_labels[strip], count)
-    return count
-
-
-@njit(cache=True, nogil=True)
-def _resolve_range(parent, first_label, next_label, count):
-    """:func:`_resolve` for the provisional labels ``first_label:next_label``
-    (one strip's), every smaller label in use already numbered, the roots
-    before them ``count``; returns the count after them."""
-    count = np.int64(count)
-    for provisional in range(np.uint64(first_label), np.uint64(next_label)):
-        root = parent[provisional]
-        # Union by minimum keeps parent < node for non-roots, and every
-        # smaller label in use already holds its final label; a root reads
-        # itself.  No branch: roots and non-roots alternate at random on
-        # rough rasters (a mispredicted branch per label).
-        is_root = np.int64(root == provisional)
-        count += is_root
-        parent[provisional] = select(is_root, count, np.int64(parent[root]))
-    return count
-
-
-@njit(cache=True, nogil=True)
-def _second_pass(labels, final, run_rows, row_start, row_stop):
-    """Final labels of rows ``row_start:row_stop``: rows that kept their
-    run list (``run_rows``) are filled run by run (a write per cell, no
-    read and no look-up), the others relabelled cell by cell."""
-    _second_pass_with(labels, final, run_rows, row_start, row_stop, False)
-
-
-@njit(cache=True, nogil=True)
-def _second_pass_string_stores(labels, final, run_rows, row_start,
-                               row_stop):
-    """:func:`_second_pass` with the run rows filled by string stores
-    (:mod:`._string_stores`, :data:`STRING_STORE_FILLS`)."""
-    _second_pass_with(labels, final, run_rows, row_start, row_stop, True)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _second_pass_with(labels, final, run_rows, row_start, row_stop,
-                      string_stores):
-    runs = np.empty((labels.shape[1] // 3 + 1, 3), dtype=np.int64)
-    for row in range(row_start, row_stop):
-        cells = labels[row]
-        if run_rows[row]:
-            count = unpack_runs(cells, runs)
-            for run in range(count):
-                runs[run, 2] = final[np.uint64(runs[run, 2])]
-            if string_stores:
-                fill_runs_by_string_stores(cells, runs, count)
-            else:
-                fill_runs(cells, runs, count)
-            continue
-        # final[0] == 0, so background needs no branch (which random
-        # masks would mispredict half the time); row views and unsigned
-        # label indices: no negative-index fix-up per cell
-        for col in range(cells.size):
-            cells[col] = final[np.uint64(cells[col])]

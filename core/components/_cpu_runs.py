@@ -730,7 +730,14 @@ def unpack_runs(row_labels, runs):
 def unpack_rows(labels, run_rows, rows):
     """Write the provisional labels of ``rows`` that keep run lists
     (``run_rows``), and mark them as written: the seam merge reads cells."""
-    runs = np.empty((labels.shape[1] // 3 + 1, 3), dtype=np.int64)
+    unpack_rows_into(labels, run_rows, rows,
+                     np.empty((labels.shape[1] // 3 + 1, 3), dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def unpack_rows_into(labels, run_rows, rows, runs):
+    """:func:`unpack_rows` with ``runs`` (``cols // 3 + 1`` rows of 3) as
+    its scratch."""
     for row in rows:
         if run_rows[row]:
             count = unpack_runs(labels[row], runs)
