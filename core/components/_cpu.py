@@ -40,7 +40,7 @@ from numba import njit
 from .._common import index_dtype
 from ..kept_output import KeptOutput
 from . import _cpu_blocks, _cpu_team
-# the passes; _resolve is also the threshold segments' (core/mst)
+# the passes (tests patch the names here, where label() looks them up)
 from ._cpu_passes import _RUN_SCAN_MIN_CELLS_PER_RUN, _first_pass_equal, \
     _first_pass_equal_tight, _first_pass_nonzero, _first_pass_nonzero_tight, \
     _merge_seams, _resolve, _resolve_range, _second_pass, \

@@ -22,8 +22,9 @@ then merges its seams in a copy and numbers that copy.
 import numpy as np
 from numba import njit
 
-from ..components._cpu import (_Serial, _cpu_count, _resolve, _strip_count,
-                               _union, _wait)
+from ..components._cpu import _cpu_count, _strip_count
+from ..components._cpu_passes import _resolve, _union
+from ..components._cpu_pool import _Serial, _wait
 from ._cpu import _edge_weight
 
 # Cells per strip per kernel call, as in the components kernels.
