@@ -88,24 +88,24 @@ def label_as_team(values, valid, check_valid, nonzero, eight, tight,
     np.cumsum(-(-(strip_stops - strip_starts) // piece_rows),
               out=pieces_before[1:])
     seam_rows = strip_starts[1:]
-    team = workers
     shared = np.zeros(_SHARED_SIZE, dtype=np.int64)
     sleep_limit = np.array([0, _SLEEP_NANOSECONDS], dtype=np.int64)
-    # each thread's scratch rows (as _cpu._row_scratch, by thread) and a
-    # row of labels 0 above every strip's first row
     arguments = (
-        values, valid, check_valid, eight, string_stores, labels, parent, run_rows, strip_starts, strip_stops, first_labels,
-        next_labels, np.concatenate((seam_rows - 1, seam_rows)),
-        piece_rows, pieces_before,
-        np.empty((team, cols + 1, 2), dtype=np.int64),
-        np.empty((team, 2, cols + 9, 3), dtype=np.int64),
-        np.zeros(cols, dtype=dtype), np.empty((team, cols), dtype=dtype),
-        np.empty((team, 2, 2, cols // 64 + 2), dtype=np.uint64),
-        np.empty((team, cols // 3 + 1, 3), dtype=np.int64), sleep_limit,
+        values, valid, check_valid, eight, string_stores, labels, parent,
+        run_rows, strip_starts, strip_stops, first_labels, next_labels,
+        np.concatenate((seam_rows - 1, seam_rows)), piece_rows,
+        pieces_before,
+        # each thread's scratch rows (as _cpu._row_scratch, by thread),
+        # and a row of labels 0 above every strip's first row
+        np.empty((workers, cols + 1, 2), dtype=np.int64),
+        np.empty((workers, 2, cols + 9, 3), dtype=np.int64),
+        np.zeros(cols, dtype=dtype), np.empty((workers, cols), dtype=dtype),
+        np.empty((workers, 2, 2, cols // 64 + 2), dtype=np.uint64),
+        np.empty((workers, cols // 3 + 1, 3), dtype=np.int64), sleep_limit,
         shared)
-    with _pool(team) as pool:
+    with _pool(workers) as pool:
         futures = [pool.submit(_pool_member, nonzero, tight, arguments,
-                               member) for member in range(1, team)]
+                               member) for member in range(1, workers)]
         count = _run_member(nonzero, tight, arguments, 0, True)
         if shared[_FAILED]:
             # a pool thread failed (the calling thread stopped waiting on
