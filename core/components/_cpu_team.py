@@ -19,16 +19,18 @@ atomically (:mod:`._atomics`):
    seam rows' labels, merges the seams, numbers the roots strip by strip
    and publishes each strip's numbering (``_NUMBERED``);
 3. the second pass: each thread takes the next piece of rows
-   (``_NEXT_PIECE``), in order from the top, waits (spinning) until the
-   piece's strip is numbered and writes its final labels; the calling
-   thread returns once every piece is written (``_PIECES_DONE``).
+   (``_NEXT_PIECE``), in order from the top, waits until the piece's
+   strip is numbered and writes its final labels; the calling thread
+   returns once every piece is written (``_PIECES_DONE``).
 
 A thread waits only on work another thread is doing at that moment, so
 a pool thread that starts late (busy with another call) costs nothing: the
 calling thread takes every strip and piece itself, and the late thread
-finds nothing left to take.  A thread spins while it waits, at most the
-length of a strip's first pass: the glue it replaces would sleep and wake
-instead.  Progress is reported before and after, not between the passes
+finds nothing left to take.  A waiting thread spins a little, then sleeps
+until woken (``_SPINS``): spinning alone, two processes sharing two cores
+(a test run, two QGIS tasks) slowed to a crawl, each spinning thread
+holding the core the thread it waited on needed.  Progress is reported
+before and after, not between the passes
 (the largest calls take tens of milliseconds), and a cancel is honoured
 before the call starts.
 """
@@ -62,12 +64,13 @@ _PIECE_CELLS = 2**17
  _FAILED, _SLEEPERS) = (8 * slot for slot in range(8))
 _SHARED_SIZE = 8 * 8
 
-# A waiting thread spins this many pauses (~0.1-0.2 ms: 30-140 cycles a
-# pause on the x86 CPUs measured), long enough for the waits of a call
-# that has the cores to itself, then sleeps until woken (Linux futex; at
-# most _SLEEP_NANOSECONDS a time, so a failed thread is seen) or, without
-# futexes, yields its core each step: a thread spinning on one held by a
-# thread of another call or process would take the core that thread needs.
+# A waiting thread spins this many pauses (about 0.05-0.2 ms: a pause
+# takes tens to ~140 cycles on recent x86 cores, by the vendors' manuals),
+# meant to cover the waits of a call that has the cores to itself, then
+# sleeps until woken (Linux futex; at most _SLEEP_NANOSECONDS a time, so a
+# failed thread is seen) or, without futexes, yields its core each step:
+# a thread spinning on one held by a thread of another call or process
+# would take the core that thread needs.
 _SPINS = 4096
 _SLEEP_NANOSECONDS = 1_000_000
 
