@@ -3,6 +3,7 @@ compression only where it pays (same values read back either way), the CUDA
 driver pre-check (same answer as numba's), numba's set-up started early."""
 
 import ctypes
+import functools
 
 import numpy as np
 import pytest
@@ -80,6 +81,11 @@ def test_cuda_driver_precheck_defers_to_numba_when_it_cannot_tell(monkeypatch):
     def no_library(name, *args, **kwargs):
         raise OSError(f"{name}: cannot open shared object file")
     monkeypatch.setattr(ctypes, "CDLL", no_library)
+    # the library search is asked once a process: a fresh cache here, the
+    # process's own answer kept for after the test
+    monkeypatch.setattr(_common, "_cuda_library_loads",
+                        functools.lru_cache(maxsize=1)(
+                            _common._cuda_library_loads.__wrapped__))
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
     monkeypatch.delenv("NUMBA_CUDA_DRIVER", raising=False)
     assert not _common._cuda_driver_may_load()
@@ -93,8 +99,10 @@ def test_cuda_driver_precheck_defers_to_numba_when_it_cannot_tell(monkeypatch):
     assert not _common._cuda_driver_may_load()
     tried = []
     monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: tried.append(name))
+    _common._cuda_library_loads.cache_clear()
     assert _common._cuda_driver_may_load()
-    assert tried == ["libcuda.so"]
+    assert _common._cuda_driver_may_load()
+    assert tried == ["libcuda.so"]  # searched once
 
 
 def test_numba_setup_in_background_once_and_results_unchanged():
