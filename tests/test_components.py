@@ -557,6 +557,58 @@ def test_bad_mode_is_named(mode):
         cpu_components(EQUAL_GRID, mode=mode)
 
 
+# the calls that skip the general checks and the plan (a plain array, the
+# default options, the CPU), and calls one argument away from them
+PLAIN_VARIANTS = {
+    "plain": (True, {}),
+    "equal mode": (True, {"mode": "equal"}),
+    "float values": (True, {"dtype": np.float32}),
+    "auto backend": (True, {"backend": "auto"}),
+    "nodata": (False, {"nodata": 7}),
+    "progress": (False, {"progress": lambda fraction: None}),
+    "memory limit": (False, {"memory_limit_mb": 4096}),
+    "tile size 0": (False, {"tile_size": 0}),
+    "numpy connectivity": (False, {"connectivity": np.int64(8)}),
+    "bool values": (False, {"dtype": np.bool_}),
+    "memmap": (False, {"memmap": True}),
+}
+
+
+@pytest.mark.parametrize("variant", PLAIN_VARIANTS)
+def test_plain_calls_skip_the_plan_with_the_same_labels(monkeypatch, tmp_path,
+                                                        variant):
+    from gridgraph.core._common import cuda_available
+    from gridgraph.core.components import tiled
+    plain, keywords = PLAIN_VARIANTS[variant]
+    keywords = dict(keywords)
+    if variant == "auto backend" and cuda_available():
+        plain = False  # auto is the GPU here
+    mask = (fractal_surface((150, 170), seed=4) > 500)
+    values = mask.astype(keywords.pop("dtype", np.uint8))
+    if values.dtype != np.bool_:
+        values[3, 5] = 7  # a third value for equal mode
+    if keywords.pop("memmap", False):
+        np.save(tmp_path / "values.npy", values)
+        values = np.load(tmp_path / "values.npy", mmap_mode="r")
+    keywords.setdefault("connectivity", 8)
+    keywords.setdefault("mode", "nonzero")
+    keywords.setdefault("backend", "cpu")
+    # the general path's labels: with a progress callable, the plan runs
+    expected = connected_components(
+        np.array(values), progress=lambda fraction: None,
+        **{name: value for name, value in keywords.items()
+           if name != "progress"})
+    planned = []
+    real_plan = tiled.plan
+    monkeypatch.setattr(tiled, "plan", lambda *arguments: planned.append(1)
+                        or real_plan(*arguments))
+    result = connected_components(values, **keywords)
+    assert bool(planned) != plain
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert result.count == expected.count and result.count > 1
+    assert result.labels.dtype == np.int32
+
+
 def test_progress_is_monotone_and_reaches_one():
     fractions = []
     cpu_components(np.arange(12).reshape(3, 4), progress=fractions.append)

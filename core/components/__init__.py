@@ -1,14 +1,20 @@
 """Connected components (clumps) of a raster grid graph."""
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._common import (as_progress, check_common_arguments, check_connectivity,
-                       nodata_in_dtype, resolve_backend, valid_mask)
-from ..tiling import check_unsupported_scale_options, load_raster
+from .._common import (Progress, as_progress, check_common_arguments,
+                       check_connectivity, nodata_in_dtype, resolve_backend,
+                       valid_mask)
+from ..tiling import (check_unsupported_scale_options, fits_memory_limit,
+                      load_raster)
 
 MODES = ("equal", "nonzero")
+# Bytes per cell of the in-memory run (the values, valid mask, labels and
+# union-find array): larger rasters are tiled (:mod:`.tiled`)
+IN_MEMORY_BYTES_PER_CELL = 24
 
 
 @dataclass
@@ -93,6 +99,12 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
            [0, 1, 0, 2],
            [3, 0, 0, 2]], dtype=int32)
     """
+    if _plain_in_memory_call(values, connectivity, mode, nodata, backend,
+                             tile_size, memory_limit_mb, executor, progress,
+                             band, out_dir):
+        labels, count = _cpu_module().label(values, None, connectivity, mode,
+                                            _NO_PROGRESS)
+        return ComponentsResult(labels=labels, count=int(count))
     check_common_arguments(values, nodata, band, progress, out_dir)
     connectivity = check_connectivity(connectivity, (4, 8))
     if not isinstance(mode, str) or mode not in MODES:
@@ -139,6 +151,39 @@ def connected_components(values, connectivity=4, mode="equal", nodata=None,
                                    progress)
     progress(1.0)
     return ComponentsResult(labels=labels, count=int(count))
+
+
+# The Progress of a call without a progress callable (it keeps no state)
+_NO_PROGRESS = Progress()
+
+
+def _plain_in_memory_call(values, connectivity, mode, nodata, backend,
+                          tile_size, memory_limit_mb, executor, progress,
+                          band, out_dir):
+    """Whether a call takes the CPU's in-memory path with every argument
+    valid and nothing to prepare: a plain 2-D array of integers or floats
+    that fits the memory limit, the default options, no nodata, no
+    progress, and the CPU backend (asked for, or ``auto`` without a GPU).
+    Such a call skips the general checks and the plan, whose Python steps
+    cost ~0.2 ms of a 2 ms call of a 2048² raster when the call follows
+    other work (2-core box, 2026-12-03); any other call takes the general
+    path, whose checks these conditions imply."""
+    return type(values) is np.ndarray and values.ndim == 2 and \
+        values.dtype.kind in "iuf" and type(connectivity) is int and \
+        connectivity in (4, 8) and type(mode) is str and mode in MODES and \
+        nodata is None and progress is None and type(band) is int and \
+        band == 1 and tile_size is None and memory_limit_mb is None and \
+        executor is None and out_dir is None and \
+        backend in ("cpu", "auto") and resolve_backend(backend) == "cpu" and \
+        fits_memory_limit(values.size * IN_MEMORY_BYTES_PER_CELL, None)
+
+
+def _cpu_module():
+    """:mod:`._cpu` (numba's kernels, imported on first use)."""
+    module = sys.modules.get(__name__ + "._cpu")
+    if module is None:
+        from . import _cpu as module
+    return module
 
 
 def component_summary(labels, values, count):

@@ -40,6 +40,7 @@ from numba import njit
 from .. import distributed, tile_tasks, tiling
 from .._common import Progress, index_dtype, valid_mask
 from .._unionfind import find_root as _find
+from . import IN_MEMORY_BYTES_PER_CELL
 
 # Bytes per cell of one tile's working set: the values (up to 8), the valid
 # mask, the labels (8 for large tiles), the kernel's union-find array (8) and
@@ -48,8 +49,6 @@ TILE_BYTES_PER_CELL = 33
 # Progress spans of the two tile rounds (the merge between them is quick).
 SUMMARY_SPAN = (0.0, 0.45)
 LABEL_SPAN = (0.5, 1.0)
-# The in-memory run: the values, valid mask, labels and union-find array.
-IN_MEMORY_BYTES_PER_CELL = 24
 # On a Dask cluster round 1's labels may stay on the workers for round 3
 # when they take at most this share of the workers' memory (else round 3
 # labels each tile again).  0 (the default): never.  Measured on the H100
