@@ -133,20 +133,78 @@ def test_a_pool_thread_busy_elsewhere_costs_nothing(monkeypatch):
     _cpu.label(values, None, 4, "nonzero", Progress(), strips=4)  # the pool
     release = threading.Event()
     with _cpu_pool._pool(2) as pool:
-        held = pool.submit(release.wait, 60)
+        # every pool thread (an earlier test may have grown the pool)
+        held = [pool.submit(release.wait, 60)
+                for _ in range(pool._max_workers)]
     try:
         labels, count = _cpu.label(values, None, 4, "nonzero", Progress(),
                                    strips=4)
-        assert not held.done()  # the call did not wait for the pool
+        assert not any(future.done() for future in held)  # did not wait
         kept = labels.copy()
     finally:
         release.set()
-    held.result()
+    for future in held:
+        future.result()
     with _cpu_pool._pool(2) as pool:  # the late member has run by now
         pool.submit(lambda: None).result()
     np.testing.assert_array_equal(labels, expected)
     np.testing.assert_array_equal(labels, kept)
     assert count == expected_count
+
+
+def test_a_kit_is_reused_only_once_its_last_call_is_over(monkeypatch):
+    """A call's arrays (strips, scratch rows, counters) are kept for the
+    next call of the same kind, reset by it: right labels call after call.
+    A kit whose pool task is still to run (its thread busy elsewhere) is
+    not reused while that task may still change its counters."""
+    monkeypatch.setattr(_cpu, "_cpu_count", lambda: 2)
+    rasters = [_mask(200, 90, seed) for seed in range(5)]
+    expected = [ndi.label(raster)[0] for raster in rasters]
+
+    def label(index):
+        labels, count = _cpu.label(rasters[index], None, 4, "nonzero",
+                                   Progress(), strips=4)
+        np.testing.assert_array_equal(labels, expected[index])
+        assert count == expected[index].max()
+        return labels
+
+    def kept():
+        return _cpu_team._KEPT_KIT[0][1]
+
+    label(0)
+    first = kept()
+    for future in first.futures:
+        future.result()
+    label(1)
+    assert kept() is first  # reused, its counters and run rows reset
+    for future in first.futures:
+        future.result()  # (a late pool task of label(1) keeps it busy)
+    release = threading.Event()
+    with _cpu_pool._pool(2) as pool:
+        # every pool thread (an earlier test may have grown the pool)
+        held = [pool.submit(release.wait, 60)
+                for _ in range(pool._max_workers)]
+    try:
+        during = label(2).copy()  # takes the kit; its pool task waits
+        assert kept() is first and not first.futures[0].done()
+        later = label(3)  # the kit's task may still run: a new kit
+        assert kept() is not first
+    finally:
+        release.set()
+    for future in held:
+        future.result()
+    for future in first.futures + kept().futures:
+        future.result()  # the late tasks found nothing left
+    np.testing.assert_array_equal(during, expected[2])
+    np.testing.assert_array_equal(later, expected[3])
+    other = _mask(90, 200, 9)
+    np.testing.assert_array_equal(
+        _cpu.label(other, None, 4, "nonzero", Progress(), strips=4)[0],
+        ndi.label(other)[0])
+    assert kept().arguments[0].shape == (90,)  # a kit of the new shape
+    monkeypatch.setattr(_cpu_team, "_KEPT_KIT_BYTES", 0)
+    label(4)
+    assert not _cpu_team._KEPT_KIT  # over the limit: none kept
 
 
 def test_a_failing_thread_is_raised_here_and_its_waiters_stop(monkeypatch):
@@ -158,8 +216,8 @@ def test_a_failing_thread_is_raised_here_and_its_waiters_stop(monkeypatch):
     failed = threading.Event()
     real_member = _cpu_team._run_member
 
-    def failing(nonzero, tight, arguments, member):
-        shared = arguments[-1]
+    def failing(*pool_arguments):
+        shared = pool_arguments[-2][-1]  # the kit's counters
         shared[_cpu_team._NEXT_STRIP] = 1  # took strip 0, never labels it
         try:
             raise MemoryError("pool thread's strip")
@@ -182,8 +240,10 @@ def test_a_failing_thread_is_raised_here_and_its_waiters_stop(monkeypatch):
 
 def test_calls_at_once_share_the_pool():
     # four Python threads label different rasters at once (each call's
-    # team on the one shared pool): every result right
-    rasters = [_mask(300, 200 + 7 * index, index) for index in range(4)]
+    # team on the one shared pool; two shapes, so calls of one shape
+    # contend for the kept kit): every result right
+    rasters = [_mask(300, 200 + 7 * (index // 2), index)
+               for index in range(4)]
     expected = [ndi.label(raster, np.ones((3, 3)))[0] for raster in rasters]
     got = [None] * 4
 

@@ -47,7 +47,8 @@ from ._cpu_passes import _RUN_SCAN_MIN_CELLS_PER_RUN, _first_pass_equal, \
     _second_pass_string_stores, _vertex  # noqa: F401
 # _POOL, _Serial and _wait are also the threshold segments' (core/mst)
 from ._cpu_pool import _POOL, _Serial, _pool, _run_jobs, _wait  # noqa: F401
-from ._cpu_runs import unpack_rows, _run_bounds_equal, _run_bounds_nonzero
+from ._cpu_runs import unpack_rows
+from ._cpu_strips import _BALANCE_SAMPLE_ROWS, _balanced_bounds
 from ._string_stores import fast_here
 
 # Cells per strip per kernel call: a few milliseconds of work, so a cancel is
@@ -106,13 +107,6 @@ _MIN_CELLS_PER_STRIP = 2**20
 # the second pass's rows are cut in at least this many pieces a thread
 _SECOND_PASS_PIECES_PER_WORKER = 4
 
-# Rows sampled to balance the strips' first-pass costs (_row_costs)
-_BALANCE_SAMPLE_ROWS = 48
-# cells tested first on each sampled row, and the runs in them (one per
-# this many cells) that make the row rough without testing the rest
-_BALANCE_PREFIX = 512
-_BALANCE_PREFIX_CELLS_PER_RUN = 6
-
 # Fractions of the progress bar at the end of the first pass and of the
 # seam merge + resolve step; the second pass takes the rest.
 _FIRST_PASS_END = 0.6
@@ -155,7 +149,7 @@ def label(array, valid, connectivity, mode, progress, strips=None):
             raise ValueError(f"valid mask shape {valid.shape} differs from "
                              f"the raster shape {values.shape}")
     check_valid = valid is not None
-    mask = valid if check_valid else np.ones((1, 1), dtype=np.bool_)
+    mask = valid if check_valid else _ALL_VALID
     if mode == "nonzero" and connectivity == 8 and BLOCKS_8 and not _smooth(
             values, mask, check_valid):
         # 2 x 2 blocks (in 4-connectivity a block's cells need not touch);
@@ -170,28 +164,31 @@ def label(array, valid, connectivity, mode, progress, strips=None):
         return labels, 0
     nonzero = mode == "nonzero"
     eight = connectivity == 8
-
-    # strips of equal estimated cost: a fractal mask's rows differ by
-    # their runs (4096²: 60 % more runs in its top half)
-    strip_starts, strip_stops = _strip_bounds(
-        rows, rows, cols, strips, (values, valid, check_valid, nonzero))
     # Worst case (e.g. all values distinct) is one provisional label per
     # cell; only the pages of the label ranges in use are committed, and
     # kept for the next call (_union_find_buffer).
     parent = _union_find_buffer(values.size + 1, dtype)
+    tight = TIGHT_8 if eight else TIGHT_4
+    strip_count = _strip_count(rows, cols, STRIPS_PER_CPU,
+                               _MIN_CELLS_PER_STRIP) if strips is None \
+        else max(1, min(int(strips), rows))
+    workers = min(strip_count, _cpu_count())
+    if values.size <= _cpu_team.TEAM_MAX_CELLS:
+        count = _cpu_team.label_as_team(
+            values, valid, check_valid, nonzero, eight, tight,
+            STRING_STORE_FILLS, labels, parent, strip_count, workers,
+            progress)
+        _keep_union_find_buffer(parent)
+        return labels, int(count)
+
+    # strips of equal estimated cost: a fractal mask's rows differ by
+    # their runs (4096²: 60 % more runs in its top half)
+    strip_starts, strip_stops = _strip_bounds(
+        rows, rows, cols, strip_count, (values, valid, check_valid, nonzero))
     parent[0] = 0
     # rows labelled by runs that keep their run list in their label row
     # (``_cpu_runs``): the second pass fills them run by run
     run_rows = np.zeros(rows, dtype=np.bool_)
-    workers = min(strip_starts.size, _cpu_count())
-    tight = TIGHT_8 if eight else TIGHT_4
-    if values.size <= _cpu_team.TEAM_MAX_CELLS:
-        count = _cpu_team.label_as_team(
-            values, valid, check_valid, nonzero, eight, tight,
-            STRING_STORE_FILLS, labels, parent, run_rows, strip_starts,
-            strip_stops, workers, progress)
-        _keep_union_find_buffer(parent)
-        return labels, int(count)
     first_labels = strip_starts * cols + 1
     next_labels = first_labels.copy()
     rows_per_call = max(1, _CELLS_PER_CALL // cols)
@@ -279,6 +276,10 @@ def _row_scratch(cols, dtype):
             np.zeros(cols, dtype=dtype), np.empty(cols, dtype=dtype),
             np.empty((2, 2, cols // 64 + 2), dtype=np.uint64))
 
+
+# the valid mask of a raster whose cells are all valid but NaN ones (the
+# kernels read it only when told to check validity): one for every call
+_ALL_VALID = np.ones((1, 1), dtype=np.bool_)
 
 # union-find arrays kept between calls (at most one, and none larger than
 # _KEPT_UNION_FIND_ENTRIES): a fresh one costs its first-touch page faults,
@@ -424,68 +425,6 @@ def _strip_bounds(units, rows, cols, strips, balance=None):
         bounds = np.linspace(0, units, strip_count + 1).round().astype(
             np.int64)
     return bounds[:-1], bounds[1:]
-
-
-@njit(cache=True, nogil=True)
-def _balanced_bounds(values, valid, check_valid, nonzero, strip_count,
-                     samples):
-    """Strip bounds (``strip_count + 1`` rows) that split the estimated
-    first-pass cost evenly: ``samples`` rows spread over the raster stand
-    for the rows around them.  A rough row (at least one run per
-    ``_RUN_SCAN_MIN_CELLS_PER_RUN`` cells) costs its cells (the cell
-    scan); a smooth one, labelled run by run, a sixteenth of its cells
-    (the run bounds read 64 cells at a time) and 8 cells a run (2-core box,
-    4096² fractal mask, one thread: the two strips' first passes within
-    5 % of each other, 3.05 and 2.93 ms, against 3.47 and 2.60 ms for
-    equal rows; 2048²: 0.98 us a row of ~20 runs, the cell scan 4.3 ns a
-    cell).  On a fractal mask the rows differ by their runs (4096²: 60 %
-    more in the top half); on a random one all rows cost the same.  A
-    strip that would get no row gives equal rows instead."""
-    rows, cols = values.shape
-    bounds_buffer = np.empty((cols + 9, 3), dtype=np.int64)
-    bounds_kept = np.empty((2, cols // 64 + 2), dtype=np.uint64)
-    costs = np.empty(samples + 1, dtype=np.float64)
-    costs[0] = 0.0
-    for index in range(samples):
-        # the sample stands for rows [index, index + 1) * rows / samples
-        row = (2 * index + 1) * rows // (2 * samples)
-        inside = valid[row if check_valid else 0]
-        # a row whose first cells hold a run every few cells (a random
-        # mask's: one in 4) is rough: no need to find all its runs
-        smooth = True
-        for stop in (min(cols, _BALANCE_PREFIX), cols):
-            if smooth:
-                if nonzero:
-                    runs = _run_bounds_nonzero(values[row, :stop],
-                                               inside[:stop], check_valid,
-                                               bounds_buffer, bounds_kept)
-                else:
-                    runs = _run_bounds_equal(values[row, :stop],
-                                             inside[:stop], check_valid,
-                                             bounds_buffer)
-                smooth = runs * (_RUN_SCAN_MIN_CELLS_PER_RUN if stop == cols
-                                 else _BALANCE_PREFIX_CELLS_PER_RUN) <= stop
-        cost = cols / 16 + 8.0 * runs if smooth else float(cols)
-        costs[index + 1] = costs[index] + cost
-    bounds = np.empty(strip_count + 1, dtype=np.int64)
-    bounds[0] = 0
-    bounds[strip_count] = rows
-    sample = 0
-    for strip in range(1, strip_count):
-        target = costs[samples] * strip / strip_count
-        while costs[sample + 1] < target:
-            sample += 1
-        share = (target - costs[sample]) / max(
-            costs[sample + 1] - costs[sample], 1e-300)
-        bounds[strip] = int(round((sample + share) * rows / samples))
-    for strip in range(strip_count):
-        if bounds[strip + 1] <= bounds[strip]:
-            # a strip without rows: equal rows instead
-            for other in range(strip_count + 1):
-                bounds[other] = (other * rows + strip_count // 2) \
-                    // strip_count
-            break
-    return bounds
 
 
 def _first_passes(pool, strip_starts, strip_stops, per_call, run, progress,

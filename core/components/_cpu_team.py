@@ -45,6 +45,7 @@ from ._cpu_passes import _first_pass_equal, _first_pass_equal_tight, \
     _resolve_range, _second_pass_with
 from ._cpu_pool import _pool
 from ._cpu_runs import unpack_rows_into
+from ._cpu_strips import _BALANCE_SAMPLE_ROWS, _balanced_bounds
 
 # Rasters of up to this many cells are labelled by one call a thread (a
 # 5792² raster takes ~25 ms on two threads of the GPU machine's Xeon);
@@ -76,60 +77,141 @@ _SLEEP_NANOSECONDS = 1_000_000
 
 
 def label_as_team(values, valid, check_valid, nonzero, eight, tight,
-                  string_stores, labels, parent, run_rows, strip_starts,
-                  strip_stops, workers, progress):
-    """Label ``values`` into ``labels`` (the arrays and strips as
-    :func:`._cpu.label` made them: ``parent`` the union-find, ``run_rows``
-    all False) with ``workers`` threads; returns the count."""
+                  string_stores, labels, parent, strip_count, workers,
+                  progress):
+    """Label ``values`` into ``labels`` (``parent`` the union-find array,
+    of at least one entry a cell and one more) in ``strip_count`` strips
+    of balanced first-pass cost, with ``workers`` threads; returns the
+    count."""
     progress(0.0)  # a cancel asked for before the call
     rows, cols = values.shape
-    dtype = labels.dtype
-    first_labels = strip_starts * cols + 1
-    next_labels = first_labels.copy()
-    piece_rows = max(1, _PIECE_CELLS // cols)
-    pieces_before = np.zeros(strip_starts.size + 1, dtype=np.int64)
-    np.cumsum(-(-(strip_stops - strip_starts) // piece_rows),
-              out=pieces_before[1:])
-    seam_rows = strip_starts[1:]
-    shared = np.zeros(_SHARED_SIZE, dtype=np.int64)
-    sleep_limit = np.array([0, _SLEEP_NANOSECONDS], dtype=np.int64)
-    arguments = (
-        values, valid, check_valid, eight, string_stores, labels, parent,
-        run_rows, strip_starts, strip_stops, first_labels, next_labels,
-        np.concatenate((seam_rows - 1, seam_rows)), piece_rows,
-        pieces_before,
-        # each thread's scratch rows (as _cpu._row_scratch, by thread),
-        # and a row of labels 0 above every strip's first row
-        np.empty((workers, cols + 1, 2), dtype=np.int64),
-        np.empty((workers, 2, cols + 9, 3), dtype=np.int64),
-        np.zeros(cols, dtype=dtype), np.empty((workers, cols), dtype=dtype),
-        np.empty((workers, 2, 2, cols // 64 + 2), dtype=np.uint64),
-        np.empty((workers, cols // 3 + 1, 3), dtype=np.int64), sleep_limit,
-        shared)
+    key = (rows, cols, labels.dtype, strip_count, workers)
+    kit = _take_kit(key)
+    arguments = kit.arguments
+    _prepare(values, valid, check_valid, nonzero,
+             min(rows, _BALANCE_SAMPLE_ROWS), *arguments[:8], parent,
+             arguments[-1])
     with _pool(workers) as pool:
-        futures = [pool.submit(_pool_member, nonzero, tight, arguments,
-                               member) for member in range(1, workers)]
-        count = _run_member(nonzero, tight, arguments, 0, True)
-        if shared[_FAILED]:
+        kit.futures = [pool.submit(
+            _pool_member, nonzero, tight, values, valid, check_valid, eight,
+            string_stores, labels, parent, arguments, member)
+            for member in range(1, workers)]
+        count = _run_member(nonzero, tight, values, valid, check_valid, eight,
+                            string_stores, labels, parent, arguments, 0, True)
+        if arguments[-1][_FAILED]:
             # a pool thread failed (the calling thread stopped waiting on
             # it, or finished without it): its error, raised here
-            for future in futures:
+            for future in kit.futures:
                 future.result()
             raise RuntimeError("a components thread failed without an "
                                "error")
+    if kit.nbytes <= _KEPT_KIT_BYTES:
+        _KEPT_KIT[:] = [(key, kit)]
     progress(1.0)
     return count
 
 
-def _pool_member(nonzero, tight, arguments, member):
+class _Kit:
+    """The arrays of a labelling of one shape, label type, strip count and
+    thread count besides the raster, its labels and the union-find
+    (``arguments``: the team's arguments after those, in :func:`_member`'s
+    order), and the pool tasks of the call that used it last.  Kept for
+    the next call of that kind (:data:`_KEPT_KIT`): made afresh, its dozen
+    arrays cost ~0.1 ms of Python a call when the call follows other work
+    (2-core box, 2026-12-03)."""
+
+    def __init__(self, rows, cols, dtype, strip_count, workers):
+        self.futures = []
+        self.arguments = (
+            np.zeros(rows, dtype=np.bool_),  # run_rows
+            np.empty(strip_count, dtype=np.int64),  # strip_starts
+            np.empty(strip_count, dtype=np.int64),  # strip_stops
+            np.empty(strip_count, dtype=np.int64),  # first_labels
+            np.empty(strip_count, dtype=np.int64),  # next_labels
+            np.empty(2 * strip_count - 2, dtype=np.int64),  # seam pair rows
+            max(1, _PIECE_CELLS // cols),  # piece_rows
+            np.empty(strip_count + 1, dtype=np.int64),  # pieces_before
+            # each thread's scratch rows (as _cpu._row_scratch, by thread),
+            # and a row of labels 0 above every strip's first row
+            np.empty((workers, cols + 1, 2), dtype=np.int64),
+            np.empty((workers, 2, cols + 9, 3), dtype=np.int64),
+            np.zeros(cols, dtype=dtype), np.empty((workers, cols), dtype=dtype),
+            np.empty((workers, 2, 2, cols // 64 + 2), dtype=np.uint64),
+            np.empty((workers, cols // 3 + 1, 3), dtype=np.int64),
+            np.array([0, _SLEEP_NANOSECONDS], dtype=np.int64),  # sleep_limit
+            np.zeros(_SHARED_SIZE, dtype=np.int64))  # shared
+        self.nbytes = sum(getattr(array, "nbytes", 0)
+                          for array in self.arguments)
+
+
+# At most one kit, taken by a call and put back after it; another call
+# (concurrent, or of another kind) makes its own.  A kit whose last call's
+# pool tasks are still running (a late thread finding nothing left to
+# take still changes the counters) is not reused: calls back to back with
+# nothing between them that lets the pool thread finish (it needs the
+# GIL to return) often make a new kit, as every call did before.
+_KEPT_KIT = []
+# ...and none over this many bytes: the scratch rows take ~100 bytes a
+# column a thread (a 2048-column raster's kit of two threads ~0.3 MiB), so
+# a raster of few, very long rows would keep hundreds of MiB
+_KEPT_KIT_BYTES = 16 << 20
+
+
+def _take_kit(key):
+    """The kept kit when it is of ``key``'s kind and free, else a new one
+    (a kept kit of another kind is let go)."""
     try:
-        _run_member(nonzero, tight, arguments, member, False)
+        kept_key, kit = _KEPT_KIT.pop()  # atomic: one call gets it
+    except IndexError:
+        return _Kit(*key)
+    if kept_key == key and all(future.done() for future in kit.futures):
+        return kit
+    return _Kit(*key)
+
+
+@njit(cache=True, nogil=True)
+def _prepare(values, valid, check_valid, nonzero, samples, run_rows,
+             strip_starts, strip_stops, first_labels, next_labels,
+             seam_pair_rows, piece_rows, pieces_before, parent, shared):
+    """A call's strips (:func:`._cpu_strips._balanced_bounds`), their
+    first labels, seams and second-pass pieces, and the run rows, the
+    union-find's entry 0 and the counters reset, in the kit's arrays."""
+    rows, cols = values.shape
+    strips = strip_starts.size
+    if strips > 1:
+        bounds = _balanced_bounds(values, valid, check_valid, nonzero,
+                                  strips, samples)
+    else:
+        bounds = np.array([0, rows], dtype=np.int64)
+    pieces_before[0] = 0
+    for strip in range(strips):
+        strip_starts[strip] = bounds[strip]
+        strip_stops[strip] = bounds[strip + 1]
+        first_labels[strip] = bounds[strip] * cols + 1
+        next_labels[strip] = first_labels[strip]
+        pieces_before[strip + 1] = pieces_before[strip] + -(
+            -(bounds[strip + 1] - bounds[strip]) // piece_rows)
+        if strip > 0:
+            seam_pair_rows[strip - 1] = bounds[strip] - 1
+            seam_pair_rows[strips - 1 + strip - 1] = bounds[strip]
+    run_rows[:] = False
+    parent[0] = 0
+    shared[:] = 0
+
+
+def _pool_member(nonzero, tight, values, valid, check_valid, eight,
+                 string_stores, labels, parent, arguments, member):
+    try:
+        _run_member(nonzero, tight, values, valid, check_valid, eight,
+                    string_stores, labels, parent, arguments, member, False)
     except BaseException:
         arguments[-1][_FAILED] = 1  # the threads waiting on it stop
         raise
 
 
-def _run_member(nonzero, tight, arguments, member, waits_for_all):
+def _run_member(nonzero, tight, values, valid, check_valid, eight,
+                string_stores, labels, parent, arguments, member,
+                waits_for_all):
     """One thread's part (:func:`_member`), compiled for the mode and the
     scans: one entry each, so a call compiles only the first pass it
     runs."""
@@ -137,7 +219,8 @@ def _run_member(nonzero, tight, arguments, member, waits_for_all):
         entry = _member_nonzero_tight if tight else _member_nonzero
     else:
         entry = _member_equal_tight if tight else _member_equal
-    return entry(*arguments, member, waits_for_all)
+    return entry(values, valid, check_valid, eight, string_stores, labels,
+                 parent, *arguments, member, waits_for_all)
 
 
 # Four compiled entries, one a (mode, scans), each binding _member's two
