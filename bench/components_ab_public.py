@@ -1,6 +1,6 @@
 """The public ``connected_components`` of an older checkout
 (``gridgraph_old`` on PYTHONPATH, made with ``git archive``) against this
-one's, ``nonzero`` mode, two threads, with ``backend="cpu"`` (as
+one's, ``nonzero`` mode (or the mode given fifth), two threads, with ``backend="cpu"`` (as
 bench/cpu.py calls it) and with the default ``backend="auto"``; the four
 in a shuffled order each round, each call right after an OpenCV Spaghetti
 call (as in a benchmark against it); medians in ms.  What the public
@@ -11,7 +11,7 @@ first, ``rev`` this one (the first to allocate its kept arrays gets the
 faster ones on some CPUs).  Labels of all four are checked equal.
 
     PYTHONPATH=/tmp/cpu-old taskset -c 0,1 .venv/bin/python \\
-        bench/components_ab_public.py 2048 41 fwd fractal,random
+        bench/components_ab_public.py 2048 41 fwd fractal,random [equal]
 """
 import os
 import random
@@ -36,6 +36,7 @@ def main():
     cv2.setNumThreads(2)
     size, rounds = int(sys.argv[1]), int(sys.argv[2])
     reverse = sys.argv[3] == "rev"
+    mode = sys.argv[5] if len(sys.argv) > 5 else "nonzero"
     surface = fractal_surface((size, size), seed=2)
     masks = {"fractal": (surface > np.median(surface)).astype(np.uint8),
              "random": (np.random.default_rng(2).random((size, size))
@@ -44,12 +45,12 @@ def main():
         mask = masks[name]
         for conn in (8, 4):
             calls = {
-                "old cpu": lambda: old(mask, conn, "nonzero",
+                "old cpu": lambda: old(mask, conn, mode,
                                        backend="cpu").labels,
-                "new cpu": lambda: new(mask, conn, "nonzero",
+                "new cpu": lambda: new(mask, conn, mode,
                                        backend="cpu").labels,
-                "old auto": lambda: old(mask, conn, "nonzero").labels,
-                "new auto": lambda: new(mask, conn, "nonzero").labels}
+                "old auto": lambda: old(mask, conn, mode).labels,
+                "new auto": lambda: new(mask, conn, mode).labels}
             first = calls["old cpu"]().copy()
             for call in calls.values():
                 assert (call() == first).all()
@@ -74,7 +75,7 @@ def main():
             ms = {key: statistics.median(value) * 1e3
                   for key, value in times.items()}
             cv_ms = statistics.median(opencv) * 1e3
-            print(f"{size} {name} {conn}-conn "
+            print(f"{size} {name} {conn}-conn {mode} "
                   f"{'new-first' if reverse else 'old-first'}: "
                   + " ".join(f"{key} {value:.3f}" for key, value in ms.items())
                   + f" OpenCV {cv_ms:.3f} | new/old cpu "

@@ -507,6 +507,18 @@ def test_runs_swept_below_rows_of_runs(mode, connectivity):
     comb[::2, 1::20] = 1
     check(comb, connectivity, mode, strips=(1, 3))
     check(comb[::-1].copy(), connectivity, mode, strips=(1, 3))
+    # a run whose first run above of its value is two or three runs in,
+    # after runs of other values, and runs above of its value beyond it
+    # (merges)
+    ladder = np.zeros((6, cols), dtype=np.uint8)
+    ladder[0] = (np.arange(cols) // 20) % 4
+    ladder[1, :] = 9
+    ladder[1, 10:75] = 2
+    ladder[1, 75:150] = 3
+    ladder[2:] = (np.arange(cols) // 7) % 5
+    ladder[3, 100:400] = 4
+    check(ladder, connectivity, mode, strips=(1, 3))
+    check(ladder[::-1].copy(), connectivity, mode, strips=(1, 3))
     # a comb's teeth on a full row: many runs below one run, and above
     teeth = comb.copy()
     teeth[1::4] = 1
@@ -519,7 +531,7 @@ def test_runs_swept_below_rows_of_runs(mode, connectivity):
         for row in range(rows):
             widths = rng.integers(16, 48, wide // 16 + 1)
             values[row] = np.repeat(rng.integers(0, int(rng.choice(
-                [2, 3, 5])), widths.size), widths)[:wide]
+                [2, 3, 5, 16])), widths.size), widths)[:wide]
         # runs above bounded where the ones below are, give or take a cell
         values[1::2] = np.roll(values[0::2][:rows // 2],
                                int(rng.integers(-1, 2)), axis=1)
