@@ -1,7 +1,8 @@
 """The public ``connected_components`` of an older checkout
 (``gridgraph_old`` on PYTHONPATH, made with ``git archive``) against this
-one's, ``nonzero`` mode (or the mode given fifth), two threads, with ``backend="cpu"`` (as
-bench/cpu.py calls it) and with the default ``backend="auto"``; the four
+one's, ``nonzero`` mode (or the mode given fifth), two threads, with
+``backend="cpu"`` (as bench/cpu.py calls it) and with the default
+``backend="auto"``; the four
 in a shuffled order each round, each call right after an OpenCV Spaghetti
 call (as in a benchmark against it); medians in ms.  What the public
 function adds to the labelling (argument checks, backend, plan) is the
