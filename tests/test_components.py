@@ -670,3 +670,34 @@ def test_int64_labels_past_two_to_the_31_cells(monkeypatch, mode):
     assert narrow.dtype == np.int32 and wide.dtype == np.int64
     np.testing.assert_array_equal(wide, narrow)
     assert wide_count == narrow_count
+
+
+@pytest.mark.parametrize("layout", ["strided columns", "fortran order",
+                                    "reversed rows", "empty", "one row",
+                                    "all nan", "float16", "big endian",
+                                    "read-only"])
+def test_plain_calls_of_any_array_layout_match_the_general_path(layout):
+    """The plain call's path (``_plain_in_memory_call``) takes any 2-D
+    array of integers or floats as it comes, where the general path loads
+    it first: strided and Fortran-ordered views, reversed rows, empty and
+    one-row arrays, an all-NaN raster (no component), float16, big-endian
+    and read-only buffers give the labels and count of a call that takes
+    the general path (a progress callable)."""
+    base = (np.random.default_rng(1).random((60, 90)) < 0.6).astype(
+        np.uint8)
+    values = {
+        "strided columns": base[:, ::2], "fortran order":
+        np.asfortranarray(base), "reversed rows": base[::-1],
+        "empty": np.zeros((0, 5), np.uint8), "one row": base[:1],
+        "all nan": np.full((4, 4), np.nan), "float16":
+        base.astype(np.float16), "big endian": base.astype(">i4"),
+        "read-only": np.frombuffer(base.tobytes(), np.uint8).reshape(
+            base.shape)}[layout]
+    for mode in ("equal", "nonzero"):
+        plain = connected_components(values, 8, mode, backend="cpu")
+        general = connected_components(values, 8, mode, backend="cpu",
+                                       progress=lambda fraction: None)
+        np.testing.assert_array_equal(plain.labels, general.labels)
+        assert plain.count == general.count
+        assert plain.count == (0 if layout in ("empty", "all nan") else
+                               plain.labels.max())
