@@ -181,6 +181,12 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
+#   bench/dask_device.sh thirtyfifth_bound -- components' tile work
+#                                   without Dask (the tile probe: round 1,
+#                                   labelling, labelling with the label
+#                                   writes; 1 and 8 processes, twice) beside
+#                                   components on Dask at 8, 1, 8 workers,
+#                                   and the CPUs' sharing, on one host
 #   bench/dask_device.sh ab      -- cost distance at 8 workers with one
 #                                   scheduling switch each (against the
 #                                   8-worker row of table)
@@ -784,6 +790,21 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+thirtyfifth_bound)
+    # how far Dask's components run is from its tile work's own scaling
+    # on this host: the probe's spans bound any schedule of these tiles
+    machine
+    python3 bench/cpu_sharing.py --procs 1 8 \
+        --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
+    python3 bench/dask_tile_probe.py --mask $W/mask-17630x12555.npy \
+        --procs 1 8 --dirs $W/probe --repeats 2 --plain --heap \
+        --modes summary labels labels-runs-populate \
+        --json "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+    echo "probe done at $SECONDS s" >> "$OUT/probe.log"
+    $B --workers 8 1 8 --operations components --scheduler-process \
+        --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 twentythird_sizes)
     machine
