@@ -792,8 +792,9 @@ twentythird_all | twentyfourth_all)
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
     ;;
 thirtyfifth_bound)
-    # how far Dask's components run is from its tile work's own scaling
-    # on this host: the probe's spans bound any schedule of these tiles
+    # how far Dask's components run is from the same tile work done by
+    # bare processes on this host (the probe's 1-process runs come first
+    # and pay a fresh VM's first writes: not a bound on T1)
     machine
     python3 bench/cpu_sharing.py --procs 1 8 \
         --json "$OUT/cpus.json" > "$OUT/cpus.log" 2>&1
