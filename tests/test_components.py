@@ -682,7 +682,8 @@ def test_plain_calls_of_any_array_layout_match_the_general_path(layout):
     it first: strided and Fortran-ordered views, reversed rows, empty and
     one-row arrays, an all-NaN raster (no component), float16, big-endian
     and read-only buffers give the labels and count of a call that takes
-    the general path (a progress callable)."""
+    the general path (a progress callable), and scipy's (an oracle that
+    shares no code with either path)."""
     base = (np.random.default_rng(1).random((60, 90)) < 0.6).astype(
         np.uint8)
     values = {
@@ -701,3 +702,10 @@ def test_plain_calls_of_any_array_layout_match_the_general_path(layout):
         assert plain.count == general.count
         assert plain.count == (0 if layout in ("empty", "all nan") else
                                plain.labels.max())
+        valid = ~np.isnan(values) if values.dtype.kind == "f" else \
+            np.ones(values.shape, bool)
+        expected, expected_count = (
+            equal_mode_oracle(values, valid, 8) if mode == "equal" else
+            ndi.label(valid & (values != 0), structure(8)))
+        np.testing.assert_array_equal(plain.labels, expected)
+        assert plain.count == expected_count
