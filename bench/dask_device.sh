@@ -181,6 +181,10 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
+#   bench/dask_device.sh thirtysixth_pages -- the kernel's write paths
+#                                   at 1 and 8 processes, then components
+#                                   with the labels file's pages brought in
+#                                   by round 1 or by the label round
 #   bench/dask_device.sh thirtyfifth_bound -- components' tile work
 #                                   without Dask (the tile probe: round 1,
 #                                   labelling, labelling with the label
@@ -790,6 +794,21 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+thirtysixth_pages)
+    # where the label round's page-cache pages are made: 884 MB written by
+    # 1 and 8 processes through the kernel's paths (one file or one each,
+    # mapped or pwrite, anonymous, tmpfs), then components on Dask at 8,
+    # 1, 8 workers with the labels file's pages brought in by round 1's
+    # tiles (fadvise, populate read / write) or by the label runs (late),
+    # each pair in ABBA order on one cluster
+    machine
+    python3 bench/write_paths.py --procs 1 8 --repeats 2 --dir $W/wp \
+        > "$OUT/write-paths.log" 2>&1
+    $B --workers 8 1 8 --turns 2 --operations components \
+        components-pages-late components-pages-read components-pages-write \
+        --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;
 thirtyfifth_bound)
     # how far Dask's components run is from the same tile work done by
