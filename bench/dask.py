@@ -235,8 +235,7 @@ def settings():
         if hasattr(rounds, name)}
     from gridgraph.core import tile_io
     for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE",
-                 "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES",
-                 "LABEL_PAGES_IN_ROUND1"):
+                 "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["COMPILED_ROW_IO"] = tile_io.COMPILED_ROW_IO
@@ -299,14 +298,6 @@ COMPONENT_VARIANTS = {
     # round submitted at once (Dask starts each next task, no round trip
     # through the driver; its guided variants were removed in the eighth)
     "components-atonce": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True)],
-    # the thirty-sixth session's switch off: the labels file's pages
-    # faulted in by the label round's runs, not by round 1's tiles
-    "components-pages-late": [("components.tiled", "LABEL_PAGES_IN_ROUND1",
-                               None)],
-    "components-pages-read": [("components.tiled", "LABEL_PAGES_IN_ROUND1",
-                               "read")],
-    "components-pages-write": [("components.tiled", "LABEL_PAGES_IN_ROUND1",
-                                "write")],
     # the seventh session's second call: its defaults then (each round at
     # once, the preflight by client.run, the label pages faulted in by
     # round 1's idle workers) against all three off (the session's

@@ -183,8 +183,7 @@
 #                                   workers at HEAD, the CPUs' sharing
 #   bench/dask_device.sh thirtysixth_pages -- the kernel's write paths
 #                                   at 1 and 8 processes, then components
-#                                   with the labels file's pages brought in
-#                                   by round 1 or by the label round
+#                                   on Dask at 8, 1, 8 workers
 #   bench/dask_device.sh thirtyfifth_bound -- components' tile work
 #                                   without Dask (the tile probe: round 1,
 #                                   labelling, labelling with the label
@@ -799,14 +798,14 @@ thirtysixth_pages)
     # where the label round's page-cache pages are made: 884 MB written by
     # 1 and 8 processes through the kernel's paths (one file or one each,
     # mapped or pwrite, anonymous, tmpfs), then components on Dask at 8,
-    # 1, 8 workers with the labels file's pages brought in by round 1's
-    # tiles (fadvise, populate read / write) or by the label runs (late),
-    # each pair in ABBA order on one cluster
+    # 1, 8 workers.  (The thirty-sixth session's call also ran the
+    # variants components-pages-{read,write} and the fadvise default of
+    # commit bb35805, round 1's tiles bringing the labels file's pages in;
+    # measured slower, reverted with their switch.)
     machine
     python3 bench/write_paths.py --procs 1 8 --repeats 2 --dir $W/wp \
         > "$OUT/write-paths.log" 2>&1
     $B --workers 8 1 8 --turns 2 --operations components \
-        components-pages-late components-pages-read components-pages-write \
         --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     ;;

@@ -432,47 +432,6 @@ class NpySink:
             # unmapped here (the dirty pages stay in the page cache)
             del rows, put
 
-    def fault_in_share(self, share, shares, how="fadvise"):
-        """Mapped: the ``share``-th of ``shares`` near-equal, page-aligned
-        parts of the file's cells brought into the page cache now, so
-        that later windows written there through mappings find them:
-        ``how`` "fadvise" (``posix_fadvise(WILLNEED)``: the reserved
-        blocks read as zeros, the pages left clean and unmapped), "read"
-        or "write" (``madvise(MADV_POPULATE_READ / _WRITE)`` through a
-        mapping of the part; "write" dirties the pages).  Not mapped:
-        nothing.  Idempotent; the cells stay zero."""
-        import mmap
-        if not self.mapped:
-            return
-        data = self.dtype.itemsize * self.shape[0] * self.shape[1]
-        pages = -(-(self.offset + data) // mmap.PAGESIZE)
-        first = self.offset // mmap.PAGESIZE
-        begin = (first + (pages - first) * share // shares) * mmap.PAGESIZE
-        end = min((first + (pages - first) * (share + 1) // shares)
-                  * mmap.PAGESIZE, self.offset + data)
-        if end <= begin:
-            return
-        with self._disk_errors():
-            fd = os.open(self.partial, os.O_RDWR)  # never creates
-            try:
-                if how == "fadvise":
-                    if hasattr(os, "posix_fadvise"):
-                        os.posix_fadvise(fd, begin, end - begin,
-                                         os.POSIX_FADV_WILLNEED)
-                    return
-                base = begin - begin % mmap.ALLOCATIONGRANULARITY
-                handle = mmap.mmap(fd, end - base, flags=mmap.MAP_SHARED,
-                                   prot=mmap.PROT_READ | mmap.PROT_WRITE,
-                                   offset=base)
-            finally:
-                os.close(fd)
-            try:
-                _populate_range(handle, begin - base, end - begin,
-                                MADV_POPULATE_READ if how == "read"
-                                else MADV_POPULATE_WRITE)
-            finally:
-                handle.close()
-
     def _write(self, fd, window, block):
         block = np.ascontiguousarray(block, dtype=self.dtype)
         itemsize = self.dtype.itemsize
@@ -560,7 +519,6 @@ PWRITE_BAND_BYTES = 64 << 20
 # benchmarks.md, Dask, sixth session, second round).
 POPULATE_MAPPED_WRITES = True
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
-MADV_POPULATE_READ = 22
 _populate_refused = False
 # errno values of a failed MADV_POPULATE_WRITE already logged here
 _populate_logged = set()
@@ -602,8 +560,11 @@ def _populate(handle, start, window, first, cols, itemsize):
     ENOSYS, EOPNOTSUPP); any other error (out of memory, a file cut
     short) is logged once per errno and the copy then faults the pages in
     (and meets the error itself if it persists)."""
+    global _populate_refused
+    import mmap
     if _populate_refused:
         return
+    page = mmap.PAGESIZE
     row_bytes = cols * itemsize
     if window.col == 0 and window.cols == cols:
         ranges = [(start + (window.row - first) * row_bytes,
@@ -613,34 +574,21 @@ def _populate(handle, start, window, first, cols, itemsize):
                    window.cols * itemsize)
                   for row in range(window.row, window.row + window.rows)]
     for begin, size in ranges:
-        if not _populate_range(handle, begin, size):
+        aligned = begin - begin % page
+        try:
+            handle.madvise(MADV_POPULATE_WRITE, aligned, begin + size
+                           - aligned)
+        except OSError as error:
+            if error.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                _populate_refused = True
+            elif error.errno not in _populate_logged:
+                _populate_logged.add(error.errno)
+                import logging
+                logging.getLogger(__name__).warning(
+                    "madvise(MADV_POPULATE_WRITE) failed on the output "
+                    "mapping (%s); its pages are faulted in by the writes "
+                    "instead", error)
             return  # the copy faults the pages in
-
-
-def _populate_range(handle, begin, size, advice=MADV_POPULATE_WRITE):
-    """``madvise(advice)`` (MADV_POPULATE_WRITE or _READ) on bytes ``begin:begin + size`` of
-    the mapping ``handle`` (widened to whole pages).  False where it was
-    not done: refused by the kernel (then never tried again in this
-    process) or failed (logged once per errno)."""
-    global _populate_refused
-    import mmap
-    if _populate_refused:
-        return False
-    aligned = begin - begin % mmap.PAGESIZE
-    try:
-        handle.madvise(advice, aligned, begin + size - aligned)
-    except OSError as error:
-        if error.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-            _populate_refused = True
-        elif error.errno not in _populate_logged:
-            _populate_logged.add(error.errno)
-            import logging
-            logging.getLogger(__name__).warning(
-                "madvise(MADV_POPULATE_WRITE) failed on the output "
-                "mapping (%s); its pages are faulted in by the writes "
-                "instead", error)
-        return False
-    return True
 
 
 def window_writer(sink, window):

@@ -97,17 +97,6 @@ LABEL_RUN_TILES = "auto"
 # into shorter runs): its mapped pages are in the writing process's
 # resident set until the run is written (tile by tile: one tile's).
 RUN_BYTES = 64 << 20
-# Round 1's tile tasks fault in the labels file's pages (a share each,
-# one madvise call: tile_io.NpySink.fault_in_share) when the label round
-# writes through mappings (MAPPED_LABEL_WRITES), so the label round finds
-# them in the page cache.  The same kernel work, moved: at 8 workers the
-# label round's populating made every worker allocate fresh page-cache
-# pages of one file at the same moment (884 MB into one file from 8
-# processes: 0.12-0.14 s against 0.49-0.63 s from one, its system time
-# 1.5-2.2x; bench/write_paths.py, 2026-12-04), whereas round 1's tasks
-# spread it among their tiles' labelling.  False: the label round's own
-# populate (POPULATE_MAPPED_WRITES) does it.
-LABEL_PAGES_IN_ROUND1 = "fadvise"
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
@@ -289,18 +278,10 @@ def _joined_rounds(source, grid, connectivity, mode, nodata, executor,
     label runs through :func:`tiling.run_joined_rounds` (on a Dask
     cluster the merge is a task on a worker and the label round is
     submitted together with round 1, behind it).  Returns the count."""
-    if LABEL_PAGES_IN_ROUND1 and getattr(sink, "mapped", False):
-        first = tile_summary_faulting_in
-        first_tasks = [(sink, index, len(windows), LABEL_PAGES_IN_ROUND1,
-                        source, window, shape, connectivity, mode, nodata,
-                        backend, strips)
-                       for index, window in enumerate(windows)]
-    else:
-        first = tile_summary
-        first_tasks = [(source, window, shape, connectivity, mode, nodata,
-                        backend, strips) for window in windows]
     return tiling.run_joined_rounds(
-        executor, first, first_tasks,
+        executor, tile_summary,
+        [(source, window, shape, connectivity, mode, nodata, backend, strips)
+         for window in windows],
         merge_summaries, (grid, tiles, connectivity == 8, mode == "equal"),
         label_run_answered,
         [(sink, source, grid, run, shape, connectivity, mode, nodata,
@@ -448,17 +429,6 @@ def tile_summary(source, window, shape, connectivity, mode, nodata,
     kernel's (None: one per CPU; any value gives the same labels)."""
     return tile_summary_kept(source, window, shape, connectivity, mode,
                              nodata, backend, strips)[0]
-
-
-def tile_summary_faulting_in(sink, share, shares, how, source, window,
-                             shape, connectivity, mode, nodata, backend="cpu",
-                             strips=None):
-    """:func:`tile_summary`, after faulting in the ``share``-th of
-    ``shares`` parts of the mapped labels file ``sink``
-    (:data:`LABEL_PAGES_IN_ROUND1`)."""
-    sink.fault_in_share(share, shares, how)
-    return tile_summary(source, window, shape, connectivity, mode, nodata,
-                        backend, strips)
 
 
 def tile_summary_kept(source, window, shape, connectivity, mode, nodata,
