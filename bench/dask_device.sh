@@ -181,6 +181,9 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
+#   bench/dask_device.sh thirtysixth_runs -- components with the label
+#                                   round's runs of near equal cells
+#                                   against the tile rows cut in 7s
 #   bench/dask_device.sh thirtysixth_pages -- the kernel's write paths
 #                                   at 1 and 8 processes, then components
 #                                   on Dask at 8, 1, 8 workers
@@ -793,6 +796,20 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+thirtysixth_runs)
+    # the label round in runs of near equal cells, a whole number a worker
+    # (the default) against each tile row cut into runs of at most 7
+    # tiles (components-runs7: the default before, at 8 workers), ABBA on
+    # each cluster, 8, 1, 8 workers; then the same with timelines at 8
+    machine
+    $B --workers 8 1 8 --turns 2 --operations components components-runs7 \
+        --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 --turns 2 --operations components components-runs7 \
+        --scheduler-process --timeline --json "$OUT/cc-timeline.json" \
+        > "$OUT/timeline.log" 2>&1
+    echo "timelines done at $SECONDS s" >> "$OUT/timeline.log"
     ;;
 thirtysixth_pages)
     # where the label round's page-cache pages are made: 884 MB written by
