@@ -298,9 +298,6 @@ COMPONENT_VARIANTS = {
     # round submitted at once (Dask starts each next task, no round trip
     # through the driver; its guided variants were removed in the eighth)
     "components-atonce": [("tile_tasks", "DASK_SUBMIT_ROUND_AT_ONCE", True)],
-    # the label round's runs before the thirty-sixth session, at 8 workers:
-    # each tile row cut into runs of at most 7 tiles (neuse40: 36 runs)
-    "components-runs7": [("components.tiled", "LABEL_RUN_TILES", 7)],
     # the seventh session's second call: its defaults then (each round at
     # once, the preflight by client.run, the label pages faulted in by
     # round 1's idle workers) against all three off (the session's

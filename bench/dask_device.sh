@@ -798,15 +798,17 @@ twentythird_all | twentyfourth_all)
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
     ;;
 thirtysixth_runs)
-    # the label round in runs of near equal cells, a whole number a worker
-    # (the default) against each tile row cut into runs of at most 7
-    # tiles (components-runs7: the default before, at 8 workers), ABBA on
-    # each cluster, 8, 1, 8 workers; then the same with timelines at 8
+    # (the thirty-sixth session's call ran components with the label
+    # round in runs of near equal cells, a whole number a worker, against
+    # components-runs7 (each tile row cut into runs of at most 7 tiles,
+    # the default at 8 workers), at commit 5ad3e7a; measured slower and
+    # reverted.)  Now: components at 8, 1, 8 workers, twice each, then
+    # twice at 8 with timelines
     machine
-    $B --workers 8 1 8 --turns 2 --operations components components-runs7 \
+    $B --workers 8 1 8 --turns 2 --operations components \
         --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
-    $B --workers 8 --turns 2 --operations components components-runs7 \
+    $B --workers 8 --turns 2 --operations components \
         --scheduler-process --timeline --json "$OUT/cc-timeline.json" \
         > "$OUT/timeline.log" 2>&1
     echo "timelines done at $SECONDS s" >> "$OUT/timeline.log"

@@ -316,33 +316,6 @@ class TileGrid:
         return [[(r, c) for c in range(bounds[k], bounds[k + 1])]
                 for r in range(self.tile_rows) for k in range(parts)]
 
-    def balanced_runs(self, count):
-        """The tiles in row-major order cut into ``count`` runs of
-        consecutive tiles holding near equal cells (lists of
-        ``(tile_row, tile_col)``; fewer where tiles are fewer, or larger
-        than a run's share).  A run may end in one tile row and go on at
-        the start of the next: its tiles of one tile row are adjacent
-        (:meth:`row_runs`' runs, cut at the tile rows' ends), so each part
-        is one segment of the file a row.  With ``count`` a multiple of the
-        workers, every worker gets the same cells: a tile row's cut
-        (:meth:`row_runs`) would leave neuse40's 36 runs for 8 workers, a
-        fifth wave for four of them."""
-        tiles = [(r, c) for r in range(self.tile_rows)
-                 for c in range(self.tile_cols)]
-        cells = [self.window(r, c).rows * self.window(r, c).cols
-                 for r, c in tiles]
-        total = sum(cells)
-        count = max(1, min(int(count), len(tiles)))
-        runs = [[] for _ in range(count)]
-        before = 0
-        for tile, size in zip(tiles, cells):
-            # the run holding the tile's middle cell
-            middle = 2 * before + size
-            runs[min(count - 1, middle * count // max(1, 2 * total))].append(
-                tile)
-            before += size
-        return [run for run in runs if run]
-
 
 def auto_tile_size(shape, limit_bytes, tile_bytes_per_cell, workers=1,
                    share=TILE_SHARE):

@@ -83,15 +83,11 @@ EXECUTOR_TILE_STRIPS = 1
 # a 1024-wide tile's row segment of a raster whose rows are not a
 # multiple of a page touches two pages, each shared with the next tile,
 # so tile by tile every page is faulted in twice, by two processes).
-# "auto": a whole number of runs a worker thread (at least
-# tile_tasks.BATCHES_PER_THREAD; one thread without an executor), the
-# tiles in row-major order cut into runs of near equal cells, a run going
-# on into the next tile row where its share does (TileGrid.balanced_runs:
-# the label round runs in whole waves; until the thirty-sixth session each
-# tile row was cut into runs of about a batch's length, neuse40's 36 runs
-# for 8 workers); "row": whole tile rows; an int: each tile row cut into
-# runs of at most that many tiles; None: tile by tile in Morton order
-# (batched on Dask as round 1).  Measured on the H100
+# "auto": runs of about the length of a Dask batch
+# (tile_tasks.BATCHES_PER_THREAD tasks per worker thread; one thread
+# without an executor), each tile row cut into near equal runs; "row":
+# whole tile rows; an int: at most that many tiles a run; None: tile by
+# tile in Morton order (batched on Dask as round 1).  Measured on the H100
 # host's CPUs (neuse40, tiles of 1024, one-thread workers, 2026-11-24
 # 20:59 UTC), with tile_io.POPULATE_MAPPED_WRITES: 0.94-0.95 s at 8
 # workers against 1.17-1.29 s tile by tile, 4.98 s against 6.19 s at 1
@@ -206,7 +202,7 @@ def _rounds(source, grid, connectivity, mode, nodata, executor, progress,
     runs = None
     if in_task and LABEL_RUN_TILES is not None:
         threads = tiling.executor_workers(executor)
-        runs = _label_runs(grid, threads, label_dtype)
+        runs = grid.row_runs(_run_length(grid, threads, label_dtype))
     if runs is not None and (backend != "cuda" or executor is not None) \
             and not _keep_labels(executor, shape[0] * shape[1]) and \
             distributed.task_resources(backend, executor) is None:
@@ -346,53 +342,31 @@ def _summary_round(source, connectivity, mode, nodata, executor, progress,
         [state for _, state in summaries], None
 
 
-def _label_runs(grid, threads, label_dtype):
-    """The label round's runs of tiles (:data:`LABEL_RUN_TILES`) for an
-    executor of ``threads``: "auto", a whole number of runs a thread, at
-    least :data:`tile_tasks.BATCHES_PER_THREAD` and enough to keep each
-    run's labels within about :data:`RUN_BYTES`, of near equal cells
-    (:meth:`tiling.TileGrid.balanced_runs`); "row" or an int, each tile
-    row cut into runs of at most that many tiles (and within
-    :data:`RUN_BYTES`)."""
-    itemsize = np.dtype(label_dtype).itemsize
-    if LABEL_RUN_TILES == "auto":
-        rows, cols = grid.shape
-        count = max(tile_tasks.BATCHES_PER_THREAD * threads,
-                    -(-rows * cols * itemsize // RUN_BYTES))
-        return grid.balanced_runs(-(-count // threads) * threads)
-    length = grid.tile_cols if LABEL_RUN_TILES == "row" \
-        else int(LABEL_RUN_TILES)
-    tile_bytes = grid.tile_size ** 2 * itemsize
-    return grid.row_runs(max(1, min(length, RUN_BYTES // tile_bytes)))
+def _run_length(grid, threads, label_dtype):
+    """Tiles per run of the label round (:data:`LABEL_RUN_TILES`, within
+    :data:`RUN_BYTES` of labels) for an executor of ``threads``."""
+    if LABEL_RUN_TILES == "row":
+        length = grid.tile_cols
+    elif LABEL_RUN_TILES == "auto":
+        length = grid.count // (tile_tasks.BATCHES_PER_THREAD * threads)
+    else:
+        length = int(LABEL_RUN_TILES)
+    tile_bytes = grid.tile_size ** 2 * np.dtype(label_dtype).itemsize
+    return max(1, min(length, RUN_BYTES // tile_bytes))
 
 
 def label_run(sink, source, run, shape, connectivity, mode, nodata,
               label_dtype, backend="cpu", strips=None):
-    """Round 3 for a run of tiles in row-major order (``run``: their
-    ``(window, answer)``; its tiles of one tile row adjacent): each tile
-    labelled as :func:`tile_labels` does and written into ``sink``
-    through one window per tile row of the run, its tiles' there
+    """Round 3 for a run of adjacent tiles of one tile row (``run``: their
+    ``(window, answer)``): each tile labelled as :func:`tile_labels` does
+    and written into ``sink`` through one window, the run's
     (:func:`tiling.window_writer`).  Returns None; idempotent (a retried
     run writes the same bytes)."""
-    for segment in _row_segments(run):
-        window = tiling.union_window([part for part, _ in segment])
-        with tiling.window_writer(sink, window) as put:
-            for part, answer in segment:
-                put(part, tile_label_filler(source, part, connectivity,
-                                            mode, nodata, answer, backend,
-                                            strips))
-
-
-def _row_segments(run):
-    """``run``'s ``(window, answer)`` pairs grouped by tile row (windows
-    of one first row), in order."""
-    segments = []
-    for part in run:
-        if segments and segments[-1][-1][0].row == part[0].row:
-            segments[-1].append(part)
-        else:
-            segments.append([part])
-    return segments
+    window = tiling.union_window([part for part, _ in run])
+    with tiling.window_writer(sink, window) as put:
+        for part, answer in run:
+            put(part, tile_label_filler(source, part, connectivity, mode,
+                                        nodata, answer, backend, strips))
 
 
 def _keep_labels(executor, cells):
