@@ -181,9 +181,9 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
-#   bench/dask_device.sh thirtysixth_runs -- components with the label
-#                                   round's runs of near equal cells
-#                                   against the tile rows cut in 7s
+#   bench/dask_device.sh thirtysixth_runs -- components at 8, 1, 8
+#                                   workers twice each, then twice at 8
+#                                   with timelines
 #   bench/dask_device.sh thirtysixth_pages -- the kernel's write paths
 #                                   at 1 and 8 processes, then components
 #                                   on Dask at 8, 1, 8 workers
@@ -814,7 +814,7 @@ thirtysixth_runs)
     echo "timelines done at $SECONDS s" >> "$OUT/timeline.log"
     ;;
 thirtysixth_pages)
-    # where the label round's page-cache pages are made: 884 MB written by
+    # where the label round's page-cache pages are made: 880 MiB written by
     # 1 and 8 processes through the kernel's paths (one file or one each,
     # mapped or pwrite, anonymous, tmpfs), then components on Dask at 8,
     # 1, 8 workers.  (The thirty-sixth session's call also ran the
