@@ -19,84 +19,137 @@ system CPU seconds.  Usage::
 
     python3 bench/write_paths.py --procs 1 8 --repeats 2 --dir /tmp/wp
 """
-import argparse, mmap, os, resource, time, json, multiprocessing as mp
+import argparse
+import json
+import mmap
+import multiprocessing as mp
+import os
+import resource
+import time
+
 import numpy as np
 
-MADV_POPULATE_WRITE = 23
+MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
+MODES = ["one-mmap", "own-mmap", "one-pwrite", "own-pwrite", "anon",
+         "shm-mmap"]
 
-def child(mode, path, index, k, share, barrier, q):
-    barrier.wait()
-    r0 = resource.getrusage(resource.RUSAGE_SELF); t0 = time.perf_counter()
+
+def write_share(mode, path, index, share):
+    """Process ``index``'s share (``share`` bytes) written by ``mode``."""
     data = np.full(share // 4, index + 1, np.uint32)
-    if mode in ("one-mmap", "own-mmap", "shm-mmap"):
-        fd = os.open(path, os.O_RDWR)
-        off = 0 if mode != "one-mmap" else index * share
-        m = mmap.mmap(fd, share, mmap.MAP_SHARED, offset=off)
-        m.madvise(MADV_POPULATE_WRITE, 0, share)
-        np.frombuffer(m, np.uint32)[:] = data
-        del m
+    offset = index * share if mode.startswith("one") else 0
+    if mode == "anon":
+        handle = mmap.mmap(-1, share, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        handle.madvise(MADV_POPULATE_WRITE, 0, share)
+        np.frombuffer(handle, np.uint32)[:] = data
+        handle.close()
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if mode.endswith("pwrite"):
+            step = 1 << 20
+            view = memoryview(data).cast("B")
+            for start in range(0, share, step):
+                os.pwrite(fd, view[start:start + step], offset + start)
+            return
+        handle = mmap.mmap(fd, share, mmap.MAP_SHARED, offset=offset)
+        handle.madvise(MADV_POPULATE_WRITE, 0, share)
+        target = np.frombuffer(handle, np.uint32)
+        target[:] = data
+        del target
+        handle.close()
+    finally:
         os.close(fd)
-    elif mode in ("one-pwrite", "own-pwrite"):
-        fd = os.open(path, os.O_RDWR)
-        off = 0 if mode != "one-pwrite" else index * share
-        step = 1 << 20
-        mv = memoryview(data).cast("B")
-        for s in range(0, share, step):
-            os.pwrite(fd, mv[s:s + step], off + s)
-        os.close(fd)
-    elif mode == "anon":
-        m = mmap.mmap(-1, share, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        m.madvise(MADV_POPULATE_WRITE, 0, share)
-        np.frombuffer(m, np.uint32)[:] = data
-        del m
-    t1 = time.perf_counter(); r1 = resource.getrusage(resource.RUSAGE_SELF)
-    q.put((t0, t1, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime))
+
+
+def child(mode, path, index, share, barrier, answers):
+    """One process: waits for the others, writes, reports its times (or
+    its error, so the parent never waits for an answer that cannot
+    come)."""
+    try:
+        barrier.wait()
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        start = time.perf_counter()
+        write_share(mode, path, index, share)
+        stop = time.perf_counter()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        answers.put((start, stop, after.ru_utime - before.ru_utime,
+                     after.ru_stime - before.ru_stime))
+    except BaseException as error:  # noqa: BLE001 - handed to the parent
+        answers.put(error)
+
+
+def make_files(mode, folder, procs, share):
+    """The files of one run (None for anonymous memory), one per process:
+    the same path for all in the one-file modes.  Reserved by
+    posix_fallocate on a disk, sparse on tmpfs."""
+    if mode == "anon":
+        return [None] * procs
+    names = ["one.bin"] if mode.startswith("one") else \
+        [f"own{i}.bin" for i in range(procs)]
+    size = share * procs if mode.startswith("one") else share
+    paths = []
+    for name in names:
+        path = os.path.join(folder, name)
+        paths.append(path)
+        with open(path, "wb") as handle:
+            if mode == "shm-mmap":
+                handle.truncate(size)
+            else:
+                os.posix_fallocate(handle.fileno(), 0, size)
+    return paths * procs if mode.startswith("one") else paths
+
+
+def run(mode, folder, procs, total):
+    """One timed run: the row for its JSON line."""
+    context = mp.get_context("fork")
+    share = (total // procs) // mmap.PAGESIZE * mmap.PAGESIZE
+    paths = []
+    try:
+        paths = make_files(mode, folder, procs, share)
+        barrier, answers = context.Barrier(procs), context.Queue()
+        workers = [context.Process(target=child, args=(
+            mode, paths[i], i, share, barrier, answers))
+            for i in range(procs)]
+        for worker in workers:
+            worker.start()
+        results = [answers.get() for _ in workers]
+        for worker in workers:
+            worker.join()
+    finally:
+        for path in set(path for path in paths if path):
+            os.unlink(path)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return dict(span=round(max(r[1] for r in results)
+                           - min(r[0] for r in results), 4),
+                user=round(sum(r[2] for r in results), 3),
+                sys=round(sum(r[3] for r in results), 3))
+
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--dir", default="/tmp/wp")
-    p.add_argument("--shm", default="/dev/shm/wp")
-    p.add_argument("--mb", type=int, default=880)
-    p.add_argument("--procs", type=int, nargs="+", default=[1, 8])
-    p.add_argument("--modes", nargs="+", default=["one-mmap", "own-mmap", "one-pwrite", "own-pwrite", "anon", "shm-mmap"])
-    p.add_argument("--repeats", type=int, default=2)
-    a = p.parse_args()
-    os.makedirs(a.dir, exist_ok=True); os.makedirs(a.shm, exist_ok=True)
-    ctx = mp.get_context("fork")
-    for rep in range(a.repeats):
-        for mode in a.modes:
-            for k in a.procs:
-                total = a.mb << 20
-                share = (total // k) // mmap.PAGESIZE * mmap.PAGESIZE
-                base = a.shm if mode == "shm-mmap" else a.dir
-                paths = []
-                if mode.startswith("one"):
-                    path = os.path.join(base, "one.bin")
-                    with open(path, "wb") as f:
-                        os.posix_fallocate(f.fileno(), 0, share * k)
-                    paths = [path] * k
-                elif mode != "anon":
-                    for i in range(k):
-                        path = os.path.join(base, f"own{i}.bin")
-                        with open(path, "wb") as f:
-                            if mode != "shm-mmap":
-                                os.posix_fallocate(f.fileno(), 0, share)
-                            else:
-                                f.truncate(share)
-                        paths.append(path)
-                else:
-                    paths = [None] * k
-                barrier = ctx.Barrier(k); q = ctx.Queue()
-                ps = [ctx.Process(target=child, args=(mode, paths[i], i, k, share, barrier, q)) for i in range(k)]
-                for x in ps: x.start()
-                res = [q.get() for _ in ps]
-                for x in ps: x.join()
-                span = max(r[1] for r in res) - min(r[0] for r in res)
-                row = dict(mode=mode, procs=k, repeat=rep, span=round(span, 4),
-                           user=round(sum(r[2] for r in res), 3), sys=round(sum(r[3] for r in res), 3))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", default="/tmp/wp",
+                        help="folder of the files on disk")
+    parser.add_argument("--shm", default="/dev/shm/wp",
+                        help="folder of the tmpfs files (shm-mmap)")
+    parser.add_argument("--mb", type=int, default=880,
+                        help="MiB written by all processes together")
+    parser.add_argument("--procs", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    os.makedirs(args.shm, exist_ok=True)
+    for repeat in range(args.repeats):
+        for mode in args.modes:
+            for procs in args.procs:
+                folder = args.shm if mode == "shm-mmap" else args.dir
+                row = dict(mode=mode, procs=procs, repeat=repeat)
+                row.update(run(mode, folder, procs, args.mb << 20))
                 print(json.dumps(row), flush=True)
-                for path in set(p for p in paths if p):
-                    os.unlink(path)
+
 
 if __name__ == "__main__":
     main()
