@@ -422,6 +422,10 @@ COMPONENT_VARIANTS = {
     # DASK_PREPARED_PER_THREAD, and its variants components-noahead and
     # components-allahead were removed with the switch: no faster at 8
     # workers, slower at 1)
+    # the thirty-seventh session's label runs ahead (a run a thread, none;
+    # the default two a thread), started as round 1's last wave runs
+    "components-ahead0": [("tile_tasks", "DASK_AHEAD_PER_THREAD", 0)],
+    "components-ahead1": [("tile_tasks", "DASK_AHEAD_PER_THREAD", 1)],
 }
 
 
