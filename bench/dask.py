@@ -425,6 +425,11 @@ COMPONENT_VARIANTS = {
     # the thirty-seventh session's label runs ahead (a run a thread, none;
     # the default two a thread), started as round 1's last wave runs
     "components-ahead0": [("tile_tasks", "DASK_AHEAD_PER_THREAD", 0)],
+    # ...and the batches' heap set back at each batch's end (before the
+    # thirty-seventh session), with and without the runs ahead
+    "components-batchtrim": [("tile_tasks", "BATCHES_HEAP_KEPT", False)],
+    "components-before37": [("tile_tasks", "BATCHES_HEAP_KEPT", False),
+                            ("tile_tasks", "DASK_AHEAD_PER_THREAD", 0)],
     "components-ahead1": [("tile_tasks", "DASK_AHEAD_PER_THREAD", 1)],
 }
 

@@ -183,7 +183,9 @@
 #                                   workers at HEAD, the CPUs' sharing
 #   bench/dask_device.sh thirtyseventh_ahead -- components with the
 #                                   label runs ahead (two a thread, one,
-#                                   none) at 8, 1, 8 workers, ABBA, then
+#                                   none) and round 1's batches' heap set
+#                                   back at each batch's end (with none
+#                                   ahead) at 8, 1, 8 workers, ABBA, then
 #                                   timelines at 8
 #   bench/dask_device.sh thirtysixth_runs -- components at 8, 1, 8
 #                                   workers twice each, then twice at 8
@@ -806,12 +808,12 @@ thirtyseventh_ahead)
     # labelled while round 1's last wave runs and the merge is made
     machine
     $B --workers 8 1 8 --turns 2 --operations components components-ahead1 \
-        components-ahead0 --scheduler-process --json "$OUT/cc.json" \
-        > "$OUT/run.log" 2>&1
+        components-ahead0 components-before37 --scheduler-process \
+        --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     $B --workers 8 --turns 2 --operations components components-ahead0 \
-        --scheduler-process --timeline --json "$OUT/cc-timeline.json" \
-        > "$OUT/timeline.log" 2>&1
+        components-before37 --scheduler-process --timeline \
+        --json "$OUT/cc-timeline.json" > "$OUT/timeline.log" 2>&1
     echo "timelines done at $SECONDS s" >> "$OUT/timeline.log"
     ;;
 thirtysixth_runs)

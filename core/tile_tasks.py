@@ -162,6 +162,15 @@ STEP_HEAP_KEPT = True
 # 12.82 s at 8 workers and 81.75 s against 92.81 s at 1; cost distance
 # (with MAPPED_OUTPUT_WRITES) 81.0 s against 90.2 s at 1.
 TASK_HEAP_KEPT = True
+# The same for a round run in batches on a Dask cluster
+# (run_tasks(batch="auto"): components' round 1, the surveys): a batch
+# leaves its freed memory in the worker's heap for the worker's next batch
+# and next round, set back at the tiled run's end.  False: each batch's
+# end sets the worker's own settings back (heap_kept_for_tiles), so every
+# batch's first tile takes its arrays as fresh pages: at 8 workers four
+# times a worker in components' round 1 (BATCHES_PER_THREAD), eight heaps
+# made four times over where one worker makes one four times.
+BATCHES_HEAP_KEPT = True
 # Whether this process keeps freed memory now (keep_freed_memory, until
 # own_malloc_settings).
 freed_memory_kept = False
@@ -682,6 +691,10 @@ def _joined_rounds_ahead_on_dask(client, first, first_tasks, join,
     # the fraction of round 1's Dask tasks done when its last wave runs
     start_at = (round_tasks - threads) / max(round_tasks, 1)
     run = uuid.uuid4().hex[:12]
+    # each task's freed memory kept for the worker's next one, as
+    # _run_on_dask's tasks do (TASK_HEAP_KEPT)
+    in_task = _on_task_threads_heap_kept if TASK_HEAP_KEPT else \
+        _in_kept_heap
     prepare_name, finish_name, second_name = map(_task_name,
                                                  (prepare, finish, second))
     prepared = []
@@ -690,7 +703,7 @@ def _joined_rounds_ahead_on_dask(client, first, first_tasks, join,
 
     def submit_ahead():
         prepared.extend(client.map(
-            functools.partial(_starred, functools.partial(_in_kept_heap,
+            functools.partial(_starred, functools.partial(in_task,
                                                           prepare)),
             [_Arguments(task) for task in second_tasks[:count]],
             key=[f"{prepare_name}-{run}-{k:07d}" for k in range(count)],
@@ -716,12 +729,12 @@ def _joined_rounds_ahead_on_dask(client, first, first_tasks, join,
         # a finish before the other tasks of its worker: its prepared
         # state is let go sooner
         finishes = client.map(
-            functools.partial(_finish_task, finish), prepared,
+            functools.partial(_finish_task, in_task, finish), prepared,
             arguments[:count],
             key=[f"{finish_name}-{run}-{k:07d}" for k in range(count)],
             pure=False, resources=second_resources, priority=1)
         others = client.map(
-            functools.partial(_starred, functools.partial(_in_kept_heap,
+            functools.partial(_starred, functools.partial(in_task,
                                                           second)),
             arguments[count:],
             key=[f"{second_name}-{run}-{k:07d}"
@@ -749,12 +762,12 @@ def _joined_rounds_ahead_on_dask(client, first, first_tasks, join,
     return value
 
 
-def _finish_task(finish, state, arguments):
+def _finish_task(in_task, finish, state, arguments):
     """A prepared second-round task of :func:`_joined_rounds_ahead_on_dask`:
-    ``finish(shared, state, *task)`` (``arguments``: shared, then the
-    task)."""
-    return _in_kept_heap(finish, arguments.values[0], state,
-                         *arguments.values[1:])
+    ``in_task(finish, shared, state, *task)`` (``arguments``: shared,
+    then the task)."""
+    return in_task(finish, arguments.values[0], state,
+                   *arguments.values[1:])
 
 
 def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
@@ -783,7 +796,8 @@ def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
         sizes = batch_sizes(total, distributed.cluster_threads(client))
     if sizes is not None and len(sizes) < total:
         starts = [0] + list(itertools.accumulate(sizes))
-        arguments = [_Arguments((first, first_tasks[a:b]))
+        arguments = [_Arguments((first, first_tasks[a:b],
+                                 BATCHES_HEAP_KEPT))
                      for a, b in zip(starts, starts[1:])]
         function = functools.partial(_starred, _run_batch_packed)
     else:
@@ -843,10 +857,10 @@ def _join_task(join, arguments, batched, *results):
         return join(*arguments.values, list(results))
 
 
-def _run_batch_packed(function, tasks):
+def _run_batch_packed(function, tasks, heap_kept_after=False):
     """:func:`_run_batch`'s results as one :class:`Packed` (a round 1
     batch of :func:`_joined_rounds_on_dask`)."""
-    return Packed(_run_batch(function, tasks))
+    return Packed(_run_batch(function, tasks, heap_kept_after))
 
 
 def _second_task(second, joined, arguments):
@@ -925,19 +939,23 @@ def _in_kept_heap(function, *arguments):
         return function(*unkept(arguments))
 
 
-def _run_batch(function, tasks):
+def _run_batch(function, tasks, heap_kept_after=False):
     """``function(*task)`` for each task of a batch, in order, freed
-    memory reused from tile to tile (:func:`heap_kept_for_tiles`), on the
-    task's threads (:func:`task_numba_threads`)."""
+    memory reused from tile to tile (:func:`heap_kept_for_tiles`; with
+    ``heap_kept_after``, the driver's :data:`BATCHES_HEAP_KEPT`, also
+    after the batch), on the task's threads (:func:`task_numba_threads`)."""
+    if heap_kept_after and HEAP_KEPT_IN_BATCHES:
+        return _on_task_threads_heap_kept(
+            lambda: [function(*task) for task in tasks])
     with task_numba_threads(), heap_kept_for_tiles():
         return [function(*task) for task in tasks]
 
 
-def _run_batch_kept(function, tasks):
+def _run_batch_kept(function, tasks, heap_kept_after=False):
     """:func:`_run_batch` of tasks returning ``(message, state)``: the
     batch's ``(messages, states)``, split by Dask so that only the
     messages travel."""
-    results = _run_batch(function, tasks)
+    results = _run_batch(function, tasks, heap_kept_after)
     return [message for message, _ in results], \
         [state for _, state in results]
 
@@ -979,7 +997,8 @@ def _run_batches_on_dask(client, function, tasks, sizes, consume,
 
     def batches():
         for size in sizes:
-            yield (function, list(itertools.islice(tasks, size)))
+            yield (function, list(itertools.islice(tasks, size)),
+                   BATCHES_HEAP_KEPT)
 
     def consume_batch(index, results):
         if keep:

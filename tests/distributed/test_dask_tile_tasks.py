@@ -241,23 +241,27 @@ def test_task_pool_steps_keep_freed_memory_until_close(client, monkeypatch,
     assert not any(client.run(keeps_freed_memory).values())
 
 
+@pytest.mark.parametrize("batch", [None, "auto"])
 @pytest.mark.parametrize("kept", [True, False])
 def test_tile_tasks_keep_freed_memory_until_the_run_ends(client, tmp_path,
-                                                         monkeypatch, kept):
-    """With TASK_HEAP_KEPT a round run tile by tile leaves each worker's
-    freed memory in its heap after the tasks (for the next one) until the
-    tiled run ends; without it every task sets the worker's own malloc
-    settings back at its end.  Inside a task it is kept either way."""
+                                                         monkeypatch, kept,
+                                                         batch):
+    """With TASK_HEAP_KEPT a round run tile by tile (BATCHES_HEAP_KEPT: in
+    batches) leaves each worker's freed memory in its heap after the tasks
+    (for the next one) until the tiled run ends; without it every task
+    sets the worker's own malloc settings back at its end.  Inside a task
+    it is kept either way."""
     from gridgraph.core import distributed, tile_tasks
     from gridgraph.core.tile_io import open_source
     if tile_tasks._MALLOPT is None:
         pytest.skip("no glibc mallopt here")
     monkeypatch.setattr(tile_tasks, "TASK_HEAP_KEPT", kept)
+    monkeypatch.setattr(tile_tasks, "BATCHES_HEAP_KEPT", kept)
     client.run(tile_tasks.own_malloc_settings)
     source = open_source(save_npy(tmp_path, "cost", costs((20, 23), 8)))
     with distributed.tile_executor(client, [source]) as executor:
-        assert tile_tasks.run_tasks(keeps_freed_memory, [()] * 6,
-                                    executor) == [True] * 6
+        assert tile_tasks.run_tasks(keeps_freed_memory, [()] * 20,
+                                    executor, batch=batch) == [True] * 20
         assert any(client.run(keeps_freed_memory).values()) == kept
     assert not any(client.run(keeps_freed_memory).values())
 
