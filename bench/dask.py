@@ -421,16 +421,12 @@ COMPONENT_VARIANTS = {
     # (the ninth session's label round ahead of the merge,
     # DASK_PREPARED_PER_THREAD, and its variants components-noahead and
     # components-allahead were removed with the switch: no faster at 8
-    # workers, slower at 1)
-    # the thirty-seventh session's label runs ahead (a run a thread, none;
-    # the default two a thread), started as round 1's last wave runs
-    "components-ahead0": [("tile_tasks", "DASK_AHEAD_PER_THREAD", 0)],
-    # ...and the batches' heap set back at each batch's end (before the
-    # thirty-seventh session), with and without the runs ahead
+    # workers, slower at 1; the thirty-seventh session's, started as round
+    # 1's last wave ran, was slower on the 2-core box and was removed
+    # without a device call)
+    # round 1's batches' heap set back at each batch's end (before the
+    # thirty-seventh session)
     "components-batchtrim": [("tile_tasks", "BATCHES_HEAP_KEPT", False)],
-    "components-before37": [("tile_tasks", "BATCHES_HEAP_KEPT", False),
-                            ("tile_tasks", "DASK_AHEAD_PER_THREAD", 0)],
-    "components-ahead1": [("tile_tasks", "DASK_AHEAD_PER_THREAD", 1)],
 }
 
 

@@ -181,12 +181,10 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
-#   bench/dask_device.sh thirtyseventh_ahead -- components with the
-#                                   label runs ahead (two a thread, one,
-#                                   none) and round 1's batches' heap set
-#                                   back at each batch's end (with none
-#                                   ahead) at 8, 1, 8 workers, ABBA, then
-#                                   timelines at 8
+#   bench/dask_device.sh thirtyseventh_heap -- components with round
+#                                   1's batches' heap kept (the default)
+#                                   and set back at each batch's end, at 8,
+#                                   1, 8 workers, ABBA, then timelines at 8
 #   bench/dask_device.sh thirtysixth_runs -- components at 8, 1, 8
 #                                   workers twice each, then twice at 8
 #                                   with timelines
@@ -803,17 +801,17 @@ twentythird_all | twentyfourth_all)
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
     ;;
-thirtyseventh_ahead)
-    # tile_tasks.DASK_AHEAD_PER_THREAD: the label round's first runs
-    # labelled while round 1's last wave runs and the merge is made
+thirtyseventh_heap)
+    # tile_tasks.BATCHES_HEAP_KEPT: round 1's batches leave freed memory
+    # in the worker's heap for the next batch and the label round
     machine
-    $B --workers 8 1 8 --turns 2 --operations components components-ahead1 \
-        components-ahead0 components-before37 --scheduler-process \
-        --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    $B --workers 8 1 8 --turns 3 --operations components \
+        components-batchtrim --scheduler-process --json "$OUT/cc.json" \
+        > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
-    $B --workers 8 --turns 2 --operations components components-ahead0 \
-        components-before37 --scheduler-process --timeline \
-        --json "$OUT/cc-timeline.json" > "$OUT/timeline.log" 2>&1
+    $B --workers 8 --turns 2 --operations components components-batchtrim \
+        --scheduler-process --timeline --json "$OUT/cc-timeline.json" \
+        > "$OUT/timeline.log" 2>&1
     echo "timelines done at $SECONDS s" >> "$OUT/timeline.log"
     ;;
 thirtysixth_runs)

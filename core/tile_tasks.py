@@ -583,21 +583,12 @@ def _unpacked(state):
 # eighth session).  Kept for clusters whose driver is far from the
 # workers (round 1's results and the answers then stay on the cluster).
 DASK_JOIN_ON_WORKER = False
-# On a Dask cluster, run_joined_rounds(ahead=...) starts the part of this
-# many second-round tasks a worker thread that needs no join (their
-# ``prepare``) as round 1's last wave runs, so the workers done with round
-# 1 work on while the last round 1 tasks end, their results come here and
-# the join runs; each prepared task's ``finish`` runs where its prepared
-# state is, after the join.  0: off (the second round starts after the
-# join, as without ``ahead``).
-DASK_AHEAD_PER_THREAD = 2
 
 
 def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
                       second, second_tasks, first_progress=None,
                       second_progress=None, first_resources=None,
-                      second_resources=None, batch=None, part=None,
-                      ahead=None):
+                      second_resources=None, batch=None, part=None):
     """Two rounds of independent tasks joined by one call between them:
     ``first(*task)`` for each of ``first_tasks``, then ``join(*
     join_arguments, results)`` (round 1's results, a list in task order)
@@ -618,15 +609,7 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
     is a task taking round 1's futures, on a worker, and round 2's tasks
     take the join's future, so Dask starts them the moment it finishes
     (:func:`_joined_rounds_on_dask`).  The same calls either way, so the
-    same results.
-
-    ``ahead=(prepare, finish)``: ``second(shared, *task)`` is also
-    ``finish(shared, prepare(*task), *task)`` (``prepare``'s result only
-    read by ``finish``).  On a Dask cluster (with
-    :data:`DASK_AHEAD_PER_THREAD`, the join here) the first second-round
-    tasks run that way, their ``prepare`` before the join
-    (:func:`_joined_rounds_ahead_on_dask`); the same calls' results, so
-    the same outputs."""
+    same results."""
     first_progress = first_progress or Progress()
     second_progress = second_progress or Progress()
     second_tasks = list(second_tasks)
@@ -638,12 +621,6 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
             executor, first, list(first_tasks), join, tuple(join_arguments),
             second, second_tasks, first_progress, second_progress,
             first_resources, second_resources, batch)
-    if distributed.is_dask_client(executor) and ahead is not None and \
-            DASK_AHEAD_PER_THREAD > 0 and second_tasks:
-        return _joined_rounds_ahead_on_dask(
-            executor, first, list(first_tasks), join, tuple(join_arguments),
-            second, second_tasks, ahead, first_progress, second_progress,
-            first_resources, second_resources, batch, part)
     results = run_tasks(first, first_tasks, executor, first_progress,
                         resources=first_resources, batch=batch, at_once=True)
     shared, value = join(*join_arguments, results)
@@ -655,119 +632,6 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
               on_result=lambda index, result: None,
               resources=second_resources, at_once=True)
     return value
-
-
-def _joined_rounds_ahead_on_dask(client, first, first_tasks, join,
-                                 join_arguments, second, second_tasks, ahead,
-                                 first_progress, second_progress,
-                                 first_resources, second_resources, batch,
-                                 part):
-    """:func:`run_joined_rounds` with ``ahead`` on a Dask client: round 1
-    as :func:`run_tasks` runs it; once its last wave is running (at most a
-    task a worker thread left), ``prepare`` of the first
-    :data:`DASK_AHEAD_PER_THREAD` second-round tasks a thread, queued
-    behind round 1 (a lower priority), their results kept on the workers;
-    after the join here, their ``finish`` (each where its prepared state
-    is, before the other tasks there) and the other second-round tasks.
-
-    Why: between round 1's last tasks and the second round's first, the
-    workers wait for the last results, the join and the second round's
-    dispatch (components on neuse40 at 8 workers on an H200 host's CPUs:
-    38-51 ms of a 0.42-0.52 s run, and the last workers' round 1 ended
-    10-20 ms before the others; docs/benchmarks.md, Dask, thirty-sixth
-    session).  A prepare's state is retry-safe as any task's result:
-    Dask computes it again when its worker dies."""
-    import uuid
-
-    from distributed import as_completed
-
-    prepare, finish = ahead
-    threads = distributed.cluster_threads(client)
-    count = min(len(second_tasks), DASK_AHEAD_PER_THREAD * threads)
-    round_tasks = len(first_tasks)
-    if batch == "auto":
-        round_tasks = min(round_tasks,
-                          len(batch_sizes(len(first_tasks), threads)))
-    # the fraction of round 1's Dask tasks done when its last wave runs
-    start_at = (round_tasks - threads) / max(round_tasks, 1)
-    run = uuid.uuid4().hex[:12]
-    # each task's freed memory kept for the worker's next one, as
-    # _run_on_dask's tasks do (TASK_HEAP_KEPT)
-    in_task = _on_task_threads_heap_kept if TASK_HEAP_KEPT else \
-        _in_kept_heap
-    prepare_name, finish_name, second_name = map(_task_name,
-                                                 (prepare, finish, second))
-    prepared = []
-    state_of = {}  # a finish's key -> its prepared state's future
-    second_round = []
-
-    def submit_ahead():
-        prepared.extend(client.map(
-            functools.partial(_starred, functools.partial(in_task,
-                                                          prepare)),
-            [_Arguments(task) for task in second_tasks[:count]],
-            key=[f"{prepare_name}-{run}-{k:07d}" for k in range(count)],
-            pure=False, resources=second_resources, priority=-1))
-
-    def first_progress_ahead(fraction):
-        if not prepared and fraction >= start_at:
-            submit_ahead()
-        first_progress(fraction)
-
-    try:
-        if start_at <= 0:
-            submit_ahead()
-        results = run_tasks(first, first_tasks, client, first_progress_ahead,
-                            resources=first_resources, batch=batch,
-                            at_once=True)
-        if not prepared:
-            submit_ahead()
-        shared, value = join(*join_arguments, results)
-        arguments = [_Arguments(((shared if part is None
-                                  else part(shared, task)),) + tuple(task))
-                     for task in second_tasks]
-        # a finish before the other tasks of its worker: its prepared
-        # state is let go sooner
-        finishes = client.map(
-            functools.partial(_finish_task, in_task, finish), prepared,
-            arguments[:count],
-            key=[f"{finish_name}-{run}-{k:07d}" for k in range(count)],
-            pure=False, resources=second_resources, priority=1)
-        others = client.map(
-            functools.partial(_starred, functools.partial(in_task,
-                                                          second)),
-            arguments[count:],
-            key=[f"{second_name}-{run}-{k:07d}"
-                 for k in range(count, len(arguments))],
-            pure=False, resources=second_resources)
-        second_round = finishes + others
-        # each prepared state let go once its finish has run
-        state_of.update((f.key, state) for f, state in zip(finishes,
-                                                          prepared))
-        del prepared[:], finishes, others
-        done = 0
-        for future, result in as_completed(second_round, loop=client.loop,
-                                           with_results=True,
-                                           raise_errors=False):
-            _dask_result(future, result, second_name)
-            state_of.pop(future.key, None)
-            done += 1
-            second_progress(done / len(second_tasks))
-    except BaseException:
-        # finished ones too: their results would stay on the workers for
-        # as long as this frame lives (a traceback holds it)
-        client.cancel(prepared + list(state_of.values()) + second_round,
-                      force=True)
-        raise
-    return value
-
-
-def _finish_task(in_task, finish, state, arguments):
-    """A prepared second-round task of :func:`_joined_rounds_ahead_on_dask`:
-    ``in_task(finish, shared, state, *task)`` (``arguments``: shared,
-    then the task)."""
-    return in_task(finish, arguments.values[0], state,
-                   *arguments.values[1:])
 
 
 def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,

@@ -287,8 +287,7 @@ def _joined_rounds(source, grid, connectivity, mode, nodata, executor,
         [(sink, source, grid, run, shape, connectivity, mode, nodata,
           label_dtype, backend, strips) for run in runs],
         progress.span(*SUMMARY_SPAN), progress.span(*LABEL_SPAN),
-        batch=DASK_BATCH, part=_run_answers,
-        ahead=(label_run_ahead, label_run_finished))
+        batch=DASK_BATCH, part=_run_answers)
 
 
 def merge_summaries(grid, tiles, eight, compare_values, summaries):
@@ -315,33 +314,6 @@ def label_run_answered(answers, sink, source, grid, run, shape, connectivity,
     label_run(sink, source, [(grid.window(*tile), answers[tile])
                              for tile in run], shape, connectivity, mode,
               nodata, label_dtype, backend, strips)
-
-
-def label_run_ahead(sink, source, grid, run, shape, connectivity, mode,
-                    nodata, label_dtype, backend="cpu", strips=None):
-    """The part of :func:`label_run_answered` that needs no answers (run
-    ahead of them on a Dask cluster: :func:`tiling.run_joined_rounds`'s
-    ``ahead``): each tile of ``run`` labelled, its ``(labels, border
-    index)`` as :func:`tile_label_filler` keeps them."""
-    return [_kept_labels(source, grid.window(*tile), connectivity, mode,
-                         nodata, backend, strips) for tile in run]
-
-
-def label_run_finished(answers, kept, sink, source, grid, run, shape,
-                       connectivity, mode, nodata, label_dtype,
-                       backend="cpu", strips=None):
-    """:func:`label_run_answered` from :func:`label_run_ahead`'s ``kept``
-    labels (only read: a retried task writes the same bytes)."""
-    window = tiling.union_window([grid.window(*tile) for tile in run])
-    with tiling.window_writer(sink, window) as put:
-        for tile, (labels, border_index) in zip(run, kept):
-            # writeable: a state moved between workers may come back
-            # read-only, a type numba would compile its kernel again for
-            kept_tile = tuple(array if array.flags.writeable
-                              else array.copy()
-                              for array in (labels, border_index))
-            put(grid.window(*tile), functools.partial(
-                renumber_into, kept_tile, answers[tile]))
 
 
 def _summary_round(source, connectivity, mode, nodata, executor, progress,
@@ -752,18 +724,10 @@ def tile_label_filler(source, window, connectivity, mode, nodata, answer,
     ``out`` (any 2-D array of the window's shape, e.g. the tile's part of
     a mapped labels file: no block of its own and no copy, which saved
     a write and a read of every label in the label round)."""
-    kept = _kept_labels(source, window, connectivity, mode, nodata,
-                        backend, strips)
-    return functools.partial(renumber_into, kept, answer)
-
-
-def _kept_labels(source, window, connectivity, mode, nodata, backend="cpu",
-                 strips=None):
-    """A tile's labels and border index (:func:`renumber_into`'s
-    ``kept``)."""
     _, labels, count = _local_labels(source, window, connectivity, mode,
                                      nodata, backend, strips)
-    return labels, tiling.border_label_index(labels, count)
+    kept = (labels, tiling.border_label_index(labels, count))
+    return functools.partial(renumber_into, kept, answer)
 
 
 def renumber_kept_group(states, parts, label_dtype, sink=None):

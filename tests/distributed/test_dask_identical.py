@@ -300,29 +300,6 @@ def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
             > first_progress
 
 
-@pytest.mark.parametrize("per_thread", [0, 1, 2, 50])
-def test_components_label_runs_ahead(client, tmp_path, monkeypatch,
-                                     per_thread):
-    """tile_tasks.DASK_AHEAD_PER_THREAD: the label round's first runs
-    labelled as round 1's last wave runs (label_run_ahead), renumbered
-    and written after the merge (label_run_finished), the other runs as
-    before: the in-process labels whatever their number, only labels.npy
-    left."""
-    from distributed import get_task_stream
-
-    from gridgraph.core import tile_tasks
-    monkeypatch.setattr(tile_tasks, "DASK_AHEAD_PER_THREAD", per_thread)
-    with get_task_stream(client=client) as stream:
-        assert_components_on_dask(client, tmp_path, 19)
-    names = [str(record["key"]).split("-")[0] for record in stream.data]
-    runs = names.count("label_run_finished") + names.count(
-        "label_run_answered")
-    ahead = min(runs, per_thread * distributed.cluster_threads(client))
-    assert runs > 2 * distributed.cluster_threads(client)
-    assert names.count("label_run_ahead") == ahead
-    assert names.count("label_run_finished") == ahead
-
-
 @pytest.mark.parametrize("hosts", [1, 2])
 def test_components_workers_on_two_hosts_write_with_pwrite(
         client, tmp_path, monkeypatch, hosts):

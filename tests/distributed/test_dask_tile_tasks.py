@@ -5,7 +5,6 @@ Dask's message batching off for a run and set back.
 """
 
 import itertools
-import os
 
 import numpy as np
 import pytest
@@ -360,96 +359,3 @@ def test_batch_intervals_of_overlapping_runs_set_back(client, tmp_path):
         second.__exit__(None, None, None)
     assert during == (0.0, [0.0] * len(before[1]), [0.0] * len(before[2]))
     assert batch_intervals(client) == before
-
-
-def square(k):
-    return k * k
-
-
-def sum_and_count(offset, results):
-    """A join: ``(shared, value)``."""
-    return sum(results) + offset, len(results)
-
-
-def written_plain(shared, k, folder):
-    """A second-round task: writes its answer into ``folder/k``."""
-    with open(os.path.join(folder, str(k)), "w") as out:
-        out.write(f"{shared + 2 * k} plain")
-
-
-def doubled(k, folder):
-    """``ahead``'s prepare of :func:`written_plain` (a worker's state)."""
-    return np.array([2 * k])
-
-
-def written_ahead(shared, state, k, folder):
-    """``ahead``'s finish: :func:`written_plain`'s answer from the state."""
-    with open(os.path.join(folder, str(k)), "w") as out:
-        out.write(f"{shared + int(state[0])} ahead")
-
-
-def failing_prepare(k, folder):
-    if k == 1:
-        raise OSError("the prepared tile's read failed")
-    return doubled(k, folder)
-
-
-@pytest.mark.parametrize("per_thread,second", [(0, 12), (1, 12), (2, 12),
-                                               (2, 3), (9, 12)])
-def test_joined_rounds_ahead(client, tmp_path, monkeypatch, per_thread,
-                             second):
-    """run_joined_rounds(ahead=(prepare, finish)) on Dask: the first
-    DASK_AHEAD_PER_THREAD x threads second-round tasks run as prepare
-    (queued behind round 1: none starts before every round 1 task has
-    started) and finish (after the join, with the prepared state), the
-    others as ``second``; every task's answer is the join's, the join's
-    value is returned, progress ends at 1 and no task is left on the
-    scheduler."""
-    from distributed import get_task_stream
-
-    from gridgraph.core import tile_tasks, tiling
-    from dask_helpers import no_new_tasks
-    monkeypatch.setattr(tile_tasks, "DASK_AHEAD_PER_THREAD", per_thread)
-    before = scheduler_tasks(client)
-    marks = []
-    with get_task_stream(client=client) as stream:
-        value = tiling.run_joined_rounds(
-            client, square, [(k,) for k in range(20)], sum_and_count, (5,),
-            written_plain, [(k, str(tmp_path)) for k in range(second)],
-            second_progress=marks.append, batch="auto",
-            ahead=(doubled, written_ahead))
-    assert value == 20
-    shared = sum(k * k for k in range(20)) + 5
-    ahead = min(second, per_thread * distributed.cluster_threads(client))
-    for k in range(second):
-        kind = "ahead" if k < ahead else "plain"
-        assert (tmp_path / str(k)).read_text() == f"{shared + 2 * k} {kind}"
-    assert marks[-1] == 1.0
-    starts = {}
-    for record in stream.data:
-        name = str(record["key"]).split("-")[0]
-        start = min(part["start"] for part in record["startstops"]
-                    if part["action"] == "compute")
-        starts.setdefault(name, []).append(start)
-    assert len(starts.get("doubled", [])) == ahead
-    if ahead:
-        assert min(starts["doubled"]) >= max(starts["square"])
-    assert no_new_tasks(client, before), sorted(
-        scheduler_tasks(client) - before)
-
-
-def test_joined_rounds_ahead_prepare_failing(client, tmp_path):
-    """A prepare failing: its error raised (after round 1 and the join),
-    no task left on the scheduler, no second-round task's answer whose
-    prepare failed."""
-    from gridgraph.core import tiling
-    from dask_helpers import no_new_tasks
-    before = scheduler_tasks(client)
-    with pytest.raises(OSError, match="the prepared tile's read failed"):
-        tiling.run_joined_rounds(
-            client, square, [(k,) for k in range(20)], sum_and_count, (5,),
-            written_plain, [(k, str(tmp_path)) for k in range(12)],
-            batch="auto", ahead=(failing_prepare, written_ahead))
-    assert not (tmp_path / "1").exists()
-    assert no_new_tasks(client, before), sorted(
-        scheduler_tasks(client) - before)
