@@ -26,18 +26,24 @@ TILE = 8
 
 @pytest.fixture(scope="module")
 def gpu_cluster():
+    import dask
     from distributed import Client, LocalCluster
     above = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     saved = list(sys.path)
-    # the workers start with this sys.path (see tests/distributed/conftest.py)
+    # the workers start with this sys.path (see tests/conftest.py)
     sys.path[:] = [p for p in sys.path
                    if os.path.abspath(p or os.curdir) != above]
     try:
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                          host="127.0.0.1", dashboard_address=None,
-                          resources={"GPU": 1},
-                          env={"NUMBA_ENABLE_CUDASIM": "1"}) as cluster, \
+        # the simulator's GPU threads and a cold numba cache can hold a
+        # worker's GIL for minutes on a loaded CI box; its missed heartbeats
+        # must not make the scheduler restart it under a new address (the
+        # placement checked below is by address)
+        with dask.config.set({"distributed.scheduler.worker-ttl": None}), \
+                LocalCluster(n_workers=1, threads_per_worker=1,
+                             processes=True, host="127.0.0.1",
+                             dashboard_address=None, resources={"GPU": 1},
+                             env={"NUMBA_ENABLE_CUDASIM": "1"}) as cluster, \
                 Client(cluster, set_as_default=False) as client:
             # a second worker without the GPU resource (nor the simulator)
             spec = copy.deepcopy(cluster.worker_spec[0])
@@ -46,6 +52,8 @@ def gpu_cluster():
             cluster.worker_spec["cpu"] = spec
             cluster.sync(cluster._correct_state)
             client.wait_for_workers(2, timeout=60)
+            assert client.run_on_scheduler(
+                lambda dask_scheduler: dask_scheduler.worker_ttl) is None
             yield client
     finally:
         sys.path[:] = saved
