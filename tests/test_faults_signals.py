@@ -5,6 +5,7 @@ pool, two qgis_process runs at once)."""
 import os
 import signal
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -132,17 +133,22 @@ def test_gdal_source_reads_through_one_handle_per_thread(tmp_path):
     path = write_geotiff(tmp_path / "v.tif", np.arange(64.0).reshape(8, 8))
     source = tiling.open_source(path)
     window = tiling.Window(0, 0, 8, 8)
-    readers = set()
+    readers = []
+    # all three reads wait for each other: three threads read, never one
+    # thread three times (on a loaded box the pool's first thread could
+    # take every task before the others start)
+    together = threading.Barrier(3, timeout=60)
 
     def read():
+        together.wait()
         block = source.read(window)
-        readers.add(id(source._local.reader))
+        readers.append(source._local.reader)  # kept: ids stay unique
         return block
     with ThreadPoolExecutor(3) as pool:
         blocks = list(pool.map(lambda _: read(), range(3)))
     for block in blocks:
         np.testing.assert_array_equal(block, np.arange(64.0).reshape(8, 8))
-    assert len(readers) >= 2
+    assert len({id(reader) for reader in readers}) == 3
 
 
 def test_two_qgis_process_runs_at_once_equal_a_lone_run(tmp_path):
