@@ -181,6 +181,9 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
+#   bench/dask_device.sh thirtyninth_tiles -- fresh pages' cost at 1 and
+#                                   8 processes, then components at 8, 1, 8
+#                                   workers with tiles of 1024, 2048, 1536
 #   bench/dask_device.sh thirtyseventh_heap -- components with round
 #                                   1's batches' heap kept (the default)
 #                                   and set back at each batch's end, at 8,
@@ -800,6 +803,20 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+thirtyninth_tiles)
+    # what touching fresh, just-freed and long-freed memory costs at 1 and
+    # 8 processes (bench/fresh_pages.py), then components at 8, 1, 8
+    # workers with tiles of 1024, 2048 and 1536, each on its own clusters
+    machine
+    python3 bench/fresh_pages.py --procs 1 8 --mb 880 --pause 5 \
+        > "$OUT/fresh.log" 2>&1
+    for size in 1024 2048 1536 2048 1024; do
+        $B --tile-size $size --workers 8 1 8 --turns 2 \
+            --operations components --scheduler-process \
+            --json "$OUT/cc-$size-$SECONDS.json" >> "$OUT/run.log" 2>&1
+        echo "tiles of $size done at $SECONDS s" >> "$OUT/run.log"
+    done
     ;;
 thirtyseventh_heap)
     # tile_tasks.BATCHES_HEAP_KEPT: round 1's batches leave freed memory
