@@ -278,6 +278,11 @@ COMPONENT_VARIANTS = {
     "components-runs-populate": [
         ("components.tiled", "LABEL_RUN_TILES", "auto"),
         ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+    # the thirty-ninth session: the label runs' mappings advised
+    # MADV_HUGEPAGE, their pages faulted in by the copy (not populated)
+    "components-huge": [("components.tiled", "LABEL_RUN_TILES", "auto"),
+                        ("tile_io", "POPULATE_MAPPED_WRITES", False),
+                        ("tile_io", "HUGE_PAGE_MAPPED_WRITES", True)],
     "components-rows": [("components.tiled", "LABEL_RUN_TILES", "row"),
                         ("tile_io", "POPULATE_MAPPED_WRITES", False)],
     "components-rows-populate": [

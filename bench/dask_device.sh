@@ -181,6 +181,9 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
+#   bench/dask_device.sh thirtyninth_huge -- components with the label
+#                                   runs' mappings advised MADV_HUGEPAGE,
+#                                   not populated, at 8, 1, 8 workers
 #   bench/dask_device.sh thirtyninth_tiles -- fresh pages' cost at 1 and
 #                                   8 processes, then components at 8, 1, 8
 #                                   workers with tiles of 1024, 2048, 1536
@@ -803,6 +806,18 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+thirtyninth_huge)
+    # the label runs' mappings advised MADV_HUGEPAGE and not populated
+    # (components-huge), against not populated alone (components-runs)
+    # and the defaults, 8, 1, 8 workers, ABBA; the kernel's THP counters
+    machine
+    grep -E "thp_file|thp_fault" /proc/vmstat > "$OUT/vmstat-before.txt"
+    $B --workers 8 1 8 --turns 2 --operations components components-huge \
+        components-runs --scheduler-process --json "$OUT/cc.json" \
+        > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    grep -E "thp_file|thp_fault" /proc/vmstat > "$OUT/vmstat-after.txt"
     ;;
 thirtyninth_tiles)
     # what touching fresh, just-freed and long-freed memory costs at 1 and

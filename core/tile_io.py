@@ -518,6 +518,10 @@ PWRITE_BAND_BYTES = 64 << 20
 # s against 5.28 s at 1; tile by tile it changed nothing (docs/
 # benchmarks.md, Dask, sixth session, second round).
 POPULATE_MAPPED_WRITES = True
+# NpySink's mappings advised MADV_HUGEPAGE (large page-cache folios for
+# the file, faulted in a folio at a time) before the blocks are copied.
+# Off: under measurement (docs/benchmarks.md, Dask, thirty-ninth session).
+HUGE_PAGE_MAPPED_WRITES = False
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap may not name it
 _populate_refused = False
 # errno values of a failed MADV_POPULATE_WRITE already logged here
@@ -545,6 +549,11 @@ def _mapped_rows(path, offset, dtype, first, count, cols, populate=None):
                            offset=base)
     finally:
         os.close(fd)
+    if HUGE_PAGE_MAPPED_WRITES:
+        try:
+            handle.madvise(mmap.MADV_HUGEPAGE)
+        except (AttributeError, OSError):  # no THP: plain pages
+            pass
     if populate is not None:
         _populate(handle, start - base, populate, first, cols, itemsize)
     # the array holds the mapping: released with it
