@@ -265,29 +265,40 @@ COMPONENT_VARIANTS = {
     "components-strips": [("components.tiled", "EXECUTOR_TILE_STRIPS",
                            None)],
     # the label round's writes (the seventh session; each sets both
-    # switches, whatever the defaults): tile by tile (the sixth session's
-    # default), in runs of adjacent tiles of a tile row written through one
-    # mapping (about a batch long, whole tile rows, 4 tiles), the windows'
-    # pages faulted in writable first (populate) or by the copy
+    # switches, whatever the defaults, and no huge-page advice): tile by
+    # tile (the sixth session's default), in runs of adjacent tiles of a
+    # tile row written through one mapping (about a batch long, whole tile
+    # rows, 4 tiles), the windows' pages faulted in writable first
+    # (populate) or by the copy
     "components-tiles": [("components.tiled", "LABEL_RUN_TILES", None),
-                         ("tile_io", "POPULATE_MAPPED_WRITES", False)],
+                         ("tile_io", "POPULATE_MAPPED_WRITES", False),
+                         ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
     "components-populate": [("components.tiled", "LABEL_RUN_TILES", None),
-                            ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+                            ("tile_io", "POPULATE_MAPPED_WRITES", True),
+                            ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
     "components-runs": [("components.tiled", "LABEL_RUN_TILES", "auto"),
-                        ("tile_io", "POPULATE_MAPPED_WRITES", False)],
+                        ("tile_io", "POPULATE_MAPPED_WRITES", False),
+                        ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
     "components-runs-populate": [
         ("components.tiled", "LABEL_RUN_TILES", "auto"),
-        ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+        ("tile_io", "POPULATE_MAPPED_WRITES", True),
+        ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
     # the thirty-ninth session: the label runs' mappings advised
-    # MADV_HUGEPAGE, their pages faulted in by the copy (not populated)
+    # MADV_HUGEPAGE, their pages faulted in by the copy (not populated;
+    # the default since where the kernel makes large folios for the file),
+    # against populated without the advice (the default before)
     "components-huge": [("components.tiled", "LABEL_RUN_TILES", "auto"),
-                        ("tile_io", "POPULATE_MAPPED_WRITES", False),
                         ("tile_io", "HUGE_PAGE_MAPPED_WRITES", True)],
+    "components-nohuge": [("components.tiled", "LABEL_RUN_TILES", "auto"),
+                          ("tile_io", "POPULATE_MAPPED_WRITES", True),
+                          ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
     "components-rows": [("components.tiled", "LABEL_RUN_TILES", "row"),
-                        ("tile_io", "POPULATE_MAPPED_WRITES", False)],
+                        ("tile_io", "POPULATE_MAPPED_WRITES", False),
+                        ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
     "components-rows-populate": [
         ("components.tiled", "LABEL_RUN_TILES", "row"),
-        ("tile_io", "POPULATE_MAPPED_WRITES", True)],
+        ("tile_io", "POPULATE_MAPPED_WRITES", True),
+        ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
     # ...or gathered into a band per run, written with pwrite (a call per
     # row of the run; one per run for whole tile rows)
     "components-rows-pwrite": [

@@ -181,6 +181,10 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
+#   bench/dask_device.sh thirtyninth_final -- components with the
+#                                   defaults against components-nohuge at
+#                                   8, 1, 8 workers; cost distance and the
+#                                   MST at 8 and 1
 #   bench/dask_device.sh thirtyninth_huge -- components with the label
 #                                   runs' mappings advised MADV_HUGEPAGE,
 #                                   not populated, at 8, 1, 8 workers
@@ -806,6 +810,21 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+thirtyninth_final)
+    # components with the defaults (the label runs' mappings advised
+    # MADV_HUGEPAGE where the kernel makes large folios) against populated
+    # without the advice, 8, 1, 8 workers, ABBA; then cost distance and
+    # the MST at 8 and 1 worker with the defaults
+    machine
+    grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-before.txt"
+    $B --workers 8 1 8 --turns 2 --operations components components-nohuge \
+        --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-after.txt"
+    $B --workers 8 1 --operations costdistance mst --scheduler-process \
+        --json "$OUT/others.json" > "$OUT/others.log" 2>&1
+    echo "cost distance and MST done at $SECONDS s" >> "$OUT/others.log"
     ;;
 thirtyninth_huge)
     # the label runs' mappings advised MADV_HUGEPAGE and not populated

@@ -460,13 +460,14 @@ def run_lengths(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("writes", ["mapped", "populate", "pwrite"])
+@pytest.mark.parametrize("writes", ["mapped", "populate", "huge", "pwrite"])
 @pytest.mark.parametrize("runs", [None, 1, 2, 3, "auto", "row"])
 def test_label_round_in_runs_identical(tmp_path, monkeypatch, run_lengths,
                                       runs, writes):
     """The label round in runs of adjacent tiles (LABEL_RUN_TILES), each
     written through one window: through a mapping (its pages populated
-    first or not) or gathered and written with pwrite; in process and on
+    first or not, or advised MADV_HUGEPAGE) or gathered and written with
+    pwrite; in process and on
     a thread pool, 5 x 6 tiles cut short at the edges: the in-memory
     labels, nothing else in out_dir."""
     from gridgraph.core import tile_io
@@ -476,6 +477,7 @@ def test_label_round_in_runs_identical(tmp_path, monkeypatch, run_lengths,
                         writes != "pwrite")
     monkeypatch.setattr(tile_io, "POPULATE_MAPPED_WRITES",
                         writes == "populate")
+    monkeypatch.setattr(tile_io, "HUGE_PAGE_MAPPED_WRITES", writes == "huge")
     seen = run_lengths
     values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
     expected = in_memory(values, connectivity=8, mode="equal")
@@ -623,6 +625,7 @@ def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
     the same labels, and the advice is not tried again."""
     from gridgraph.core import tile_io
     monkeypatch.setattr(tile_io, "POPULATE_MAPPED_WRITES", True)
+    monkeypatch.setattr(tile_io, "HUGE_PAGE_MAPPED_WRITES", False)
     monkeypatch.setattr(tile_io, "MADV_POPULATE_WRITE", 4095)
     monkeypatch.setattr(tile_io, "_populate_refused", False)
     values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
@@ -632,6 +635,70 @@ def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
                                   backend="cpu")
     np.testing.assert_array_equal(result.labels, expected.labels)
     assert tile_io._populate_refused
+
+
+def test_huge_page_advice_refused_writes_the_same(tmp_path, monkeypatch):
+    """Where the kernel refuses MADV_HUGEPAGE (here an advice no kernel
+    knows) the mapped writes go on with plain pages: the same labels."""
+    import mmap
+
+    from gridgraph.core import tile_io
+    monkeypatch.setattr(tile_io, "HUGE_PAGE_MAPPED_WRITES", True)
+    monkeypatch.setattr(mmap, "MADV_HUGEPAGE", 4095, raising=False)
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=4, mode="equal")
+    result = connected_components(values, connectivity=4, mode="equal",
+                                  tile_size=16, out_dir=tmp_path,
+                                  backend="cpu")
+    np.testing.assert_array_equal(result.labels, expected.labels)
+
+
+@pytest.mark.parametrize("release, thp, fs_type, expected", [
+    ("6.18.44-fc-v1272-gpu", "always [madvise] never", "ext4", True),
+    ("6.16.0", "[always] madvise never", "xfs", True),
+    ("7.1.2-arch1", "always [madvise] never", "ext4", True),
+    ("6.15.9", "always [madvise] never", "ext4", False),   # before 6.16
+    ("6.1.0-27-amd64", "always [madvise] never", "ext4", False),  # Debian 12
+    ("6.18.1", "always madvise [never]", "ext4", False),   # THP off
+    ("6.18.1", None, "ext4", False),                        # no THP at all
+    ("6.18.1", "always [madvise] never", "tmpfs", False),
+    ("6.18.1", "always [madvise] never", "nfs4", False),
+    ("6.18.1", "always [madvise] never", None, False),
+    ("unknown", "always [madvise] never", "ext4", False),
+])
+def test_large_folio_rule(release, thp, fs_type, expected):
+    """Mapped writes are advised MADV_HUGEPAGE, unpopulated, only where
+    the kernel makes large page-cache folios for the file system."""
+    from gridgraph.core import tile_io
+    assert tile_io.large_folios_for(release, thp, fs_type) is expected
+
+
+def test_file_system_type_from_the_deepest_mount(monkeypatch, tmp_path):
+    """The file system of a folder: the mount with the longest mount point
+    above it (escaped spaces read back), not a sibling sharing a prefix;
+    the choice is cached per folder and follows the switch."""
+    from gridgraph.core import tile_io
+    inner = tmp_path / "a b" / "out"
+    inner.mkdir(parents=True)
+    sibling = str(tmp_path) + "x"
+    root = str(tmp_path).replace(" ", "\\040")
+    mounts = "\n".join([
+        "/dev/vda / ext4 rw 0 0",
+        f"tmpfs {root}/a\\040b tmpfs rw 0 0",
+        f"server:/x {sibling} nfs4 rw 0 0",
+        "bad line"])
+    monkeypatch.setattr(tile_io, "_read_text", lambda path: mounts
+                        if path == "/proc/self/mounts" else
+                        "always [madvise] never")
+    assert tile_io.file_system_type(str(inner)) == "tmpfs"
+    assert tile_io.file_system_type(str(tmp_path)) == "ext4"
+    assert tile_io.file_system_type(sibling) == "nfs4"
+    monkeypatch.setattr(tile_io, "_large_folio_dirs", {})
+    monkeypatch.setattr(tile_io, "HUGE_PAGE_MAPPED_WRITES", "auto")
+    assert tile_io.large_folio_writes(str(inner / "labels.npy")) is False
+    assert str(inner) in tile_io._large_folio_dirs
+    monkeypatch.setattr(tile_io, "HUGE_PAGE_MAPPED_WRITES", True)
+    assert tile_io.large_folio_writes(str(inner / "labels.npy")) is True
 
 
 def test_populate_failing_otherwise_is_logged(caplog, monkeypatch):
