@@ -181,7 +181,8 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
-#   bench/dask_device.sh thirtyninth_final -- components with the
+#   bench/dask_device.sh thirtyninth_final -- mapped row-run writes
+#                                   (bench/mapped_writes.py), components with the
 #                                   defaults against components-nohuge at
 #                                   8, 1, 8 workers; cost distance and the
 #                                   MST at 8 and 1
@@ -817,6 +818,9 @@ thirtyninth_final)
     # without the advice, 8, 1, 8 workers, ABBA; then cost distance and
     # the MST at 8 and 1 worker with the defaults
     machine
+    python3 bench/mapped_writes.py --tile-rows 16 --parts 1 3 13 \
+        --procs 1 8 --modes populate huge plain --repeats 2 \
+        > "$OUT/mapped.log" 2>&1
     grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-before.txt"
     $B --workers 8 1 8 --turns 2 --operations components components-nohuge \
         --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
