@@ -181,6 +181,8 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
+#   bench/dask_device.sh thirtyninth_confirm -- the same without cost
+#                                   distance and the MST
 #   bench/dask_device.sh thirtyninth_final -- mapped row-run writes
 #                                   (bench/mapped_writes.py), components with the
 #                                   defaults against components-nohuge at
@@ -811,6 +813,19 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+thirtyninth_confirm)
+    # thirtyninth_final without cost distance and the MST (a call that
+    # fits what was left of the session's device time)
+    machine
+    python3 bench/mapped_writes.py --tile-rows 16 --parts 3 13 \
+        --procs 1 8 --modes populate huge --repeats 1 \
+        > "$OUT/mapped.log" 2>&1
+    grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-before.txt"
+    $B --workers 8 1 8 --turns 2 --operations components components-nohuge \
+        --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-after.txt"
     ;;
 thirtyninth_final)
     # components with the defaults (the label runs' mappings advised
