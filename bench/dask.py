@@ -286,9 +286,13 @@ COMPONENT_VARIANTS = {
     # the thirty-ninth session: the label runs' mappings advised
     # MADV_HUGEPAGE, their pages faulted in by the copy (not populated;
     # the default since where the kernel makes large folios for the file),
-    # against populated without the advice (the default before)
+    # advised and populated, and populated without the advice (the default
+    # before)
     "components-huge": [("components.tiled", "LABEL_RUN_TILES", "auto"),
                         ("tile_io", "HUGE_PAGE_MAPPED_WRITES", True)],
+    "components-hugepop": [("components.tiled", "LABEL_RUN_TILES", "auto"),
+                           ("tile_io", "POPULATE_MAPPED_WRITES", "always"),
+                           ("tile_io", "HUGE_PAGE_MAPPED_WRITES", True)],
     "components-nohuge": [("components.tiled", "LABEL_RUN_TILES", "auto"),
                           ("tile_io", "POPULATE_MAPPED_WRITES", True),
                           ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],

@@ -819,11 +819,12 @@ thirtyninth_confirm)
     # fits what was left of the session's device time)
     machine
     python3 bench/mapped_writes.py --tile-rows 16 --parts 3 13 \
-        --procs 1 8 --modes populate huge --repeats 1 \
+        --procs 1 8 --modes populate huge huge-populate --repeats 1 \
         > "$OUT/mapped.log" 2>&1
     grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-before.txt"
     $B --workers 8 1 8 --turns 2 --operations components components-nohuge \
-        --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+        components-hugepop --scheduler-process --json "$OUT/cc.json" \
+        > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-after.txt"
     ;;

@@ -423,7 +423,8 @@ class NpySink:
             huge = large_folio_writes(self.partial)
             rows = _mapped_rows(self.partial, self.offset, self.dtype,
                                 window.row, window.rows, self.shape[1],
-                                window if POPULATE_MAPPED_WRITES and not huge
+                                window if POPULATE_MAPPED_WRITES == "always"
+                                or (POPULATE_MAPPED_WRITES and not huge)
                                 else None, huge)
 
         def put(part, block):
@@ -522,7 +523,9 @@ PWRITE_BAND_BYTES = 64 << 20
 # H100 host's CPUs (components' label round in runs, neuse40, 2026-11-24
 # 20:59 UTC): 0.94-0.95 s at 8 workers against 1.00-1.10 s without, 4.98
 # s against 5.28 s at 1; tile by tile it changed nothing (docs/
-# benchmarks.md, Dask, sixth session, second round).
+# benchmarks.md, Dask, sixth session, second round).  Not where the
+# mapping is advised MADV_HUGEPAGE (HUGE_PAGE_MAPPED_WRITES) unless
+# "always" (a benchmark's variant).
 POPULATE_MAPPED_WRITES = True
 # NpySink's window mappings advised MADV_HUGEPAGE and not populated: the
 # page cache then makes the file's new pages as large folios, each mapped
