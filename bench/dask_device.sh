@@ -822,8 +822,8 @@ thirtyninth_confirm)
         --procs 1 8 --modes populate huge huge-populate --repeats 1 \
         > "$OUT/mapped.log" 2>&1
     grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-before.txt"
-    $B --workers 8 1 8 --turns 2 --operations components components-nohuge \
-        ${CONFIRM_VARIANTS:-components-hugepop} --scheduler-process \
+    $B --workers 8 1 8 --turns ${CONFIRM_TURNS:-2} --operations components \
+        components-nohuge ${CONFIRM_VARIANTS:-components-hugepop} --scheduler-process \
         --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
     echo "components done at $SECONDS s" >> "$OUT/run.log"
     grep -E "thp_file" /proc/vmstat > "$OUT/vmstat-after.txt"
