@@ -284,10 +284,9 @@ COMPONENT_VARIANTS = {
         ("tile_io", "POPULATE_MAPPED_WRITES", True),
         ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
     # the thirty-ninth session: the label runs' mappings advised
-    # MADV_HUGEPAGE, their pages faulted in by the copy (not populated;
-    # the default since where the kernel makes large folios for the file),
-    # advised and populated, and populated without the advice (the default
-    # before)
+    # MADV_HUGEPAGE, their pages faulted in by the copy (not populated),
+    # advised and populated, and populated without the advice (the
+    # default)
     "components-huge": [("components.tiled", "LABEL_RUN_TILES", "auto"),
                         ("tile_io", "HUGE_PAGE_MAPPED_WRITES", True)],
     "components-hugepop": [("components.tiled", "LABEL_RUN_TILES", "auto"),

@@ -383,12 +383,13 @@ class NpySink:
         and a page that two tiles of the run share (a row segment of a
         tile is rarely page aligned) is faulted in once, not once per
         tile.  The blocks were reserved up front, so no page can find the
-        disk full.  Where the kernel makes large page-cache folios for
-        the file (:func:`large_folio_writes`) the mapping is advised
-        MADV_HUGEPAGE and the copy faults a folio at a time; elsewhere,
-        with :data:`POPULATE_MAPPED_WRITES`, the window's pages are
-        faulted in writable before the first block
-        (``madvise(MADV_POPULATE_WRITE)``).
+        disk full.  With :data:`POPULATE_MAPPED_WRITES` the window's
+        pages are faulted in writable before the first block
+        (``madvise(MADV_POPULATE_WRITE)``); with
+        :data:`HUGE_PAGE_MAPPED_WRITES` (off), where the kernel makes
+        large page-cache folios for the file (:func:`large_folio_writes`),
+        the mapping is advised MADV_HUGEPAGE instead and the copy faults
+        a folio at a time.
 
         Not mapped: the blocks are gathered into one band of ``window``
         (which they must tile: disjoint and covering it) and the band is
@@ -533,12 +534,14 @@ POPULATE_MAPPED_WRITES = True
 # otherwise take a fault or more per page.  "auto": where the kernel makes
 # large folios for the file system of the file (:func:`large_folio_writes`;
 # elsewhere the pages are populated as above); True / False: always /
-# never.  Measured on an H100 host's CPUs (components, neuse40, tiles of
-# 1024, 8 one-thread Dask workers, 2026-12-05): median 0.328 s against
-# 0.358 s at 8 workers, 1.60 s at 1 either way, page faults 36-46k
-# against 86-128k; the pages faulted by the copy without the advice:
-# 0.547 s, 248k faults (docs/benchmarks.md, Dask, thirty-ninth session).
-HUGE_PAGE_MAPPED_WRITES = "auto"
+# never.  Off: a gain on one host and a loss on another with the same
+# kernel.  On an H100 host's CPUs (components, neuse40, tiles of 1024,
+# one-thread Dask workers, 2026-12-05) median 0.328 s against 0.358 s at
+# 8 workers, 1.60 s at 1 either way, page faults 36-46k against 86-128k;
+# on the 2-core box (the same kernel release) 1.8 s against 1.5-1.6 s at
+# 1 worker and 1.0-1.9 s against 0.9-1.0 s at 2 (docs/benchmarks.md,
+# Dask, thirty-ninth session).
+HUGE_PAGE_MAPPED_WRITES = False
 # Linux makes large page-cache folios on these file systems from this
 # release on (ext4 from 6.16; XFS earlier): see large_folio_writes.
 LARGE_FOLIO_FILE_SYSTEMS = ("ext4", "xfs")
