@@ -78,12 +78,16 @@ def main():
             share, args.pause, barrier, answers)) for _ in range(procs)]
         for process in children:
             process.start()
-        got = [answers.get() for _ in range(3 * procs)]
+        got = []
+        while len(got) < 3 * procs:  # a failed child sends one error
+            answer = answers.get()
+            if isinstance(answer, BaseException):
+                for process in children:
+                    process.kill()
+                raise answer
+            got.append(answer)
         for process in children:
             process.join()
-        errors = [answer for answer in got if isinstance(answer, Exception)]
-        if errors:
-            raise errors[0]
         for name in ("first", "again", "after-pause"):
             mine = [answer for answer in got if answer[0] == name]
             print(json.dumps({

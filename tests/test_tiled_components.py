@@ -26,6 +26,17 @@ def in_memory(values, **options):
     return connected_components(values, backend="cpu", **options)
 
 
+def assert_tiled_in_out_dir_matches_in_memory(out_dir):
+    """A 77 x 91 fractal raster labelled on the tiled path (tiles of 16,
+    4-connected, ``equal``) into ``out_dir``: the in-memory labels."""
+    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
+    expected = in_memory(values, connectivity=4, mode="equal")
+    result = connected_components(values, connectivity=4, mode="equal",
+                                  tile_size=16, out_dir=out_dir,
+                                  backend="cpu")
+    np.testing.assert_array_equal(result.labels, expected.labels)
+
+
 def tiled(values, tile_size, **options):
     return connected_components(values, backend="cpu", tile_size=tile_size,
                                 **options)
@@ -516,12 +527,7 @@ def test_label_runs_bounded_in_bytes(tmp_path, monkeypatch, run_lengths):
     monkeypatch.setattr(components_tiled, "LABEL_RUN_TILES", "row")
     monkeypatch.setattr(components_tiled, "RUN_BYTES", 2 * 16 * 16 * 4 + 5)
     seen = run_lengths
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    expected = in_memory(values, connectivity=4, mode="equal")
-    result = connected_components(values, connectivity=4, mode="equal",
-                                  tile_size=16, out_dir=tmp_path,
-                                  backend="cpu")
-    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert_tiled_in_out_dir_matches_in_memory(tmp_path)
     assert seen == [2, 2, 2] * 5
 
 
@@ -628,12 +634,7 @@ def test_populate_refused_falls_back_to_the_copy(tmp_path, monkeypatch):
     monkeypatch.setattr(tile_io, "HUGE_PAGE_MAPPED_WRITES", False)
     monkeypatch.setattr(tile_io, "MADV_POPULATE_WRITE", 4095)
     monkeypatch.setattr(tile_io, "_populate_refused", False)
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    expected = in_memory(values, connectivity=4, mode="equal")
-    result = connected_components(values, connectivity=4, mode="equal",
-                                  tile_size=16, out_dir=tmp_path,
-                                  backend="cpu")
-    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert_tiled_in_out_dir_matches_in_memory(tmp_path)
     assert tile_io._populate_refused
 
 
@@ -645,12 +646,7 @@ def test_huge_page_advice_refused_writes_the_same(tmp_path, monkeypatch):
     from gridgraph.core import tile_io
     monkeypatch.setattr(tile_io, "HUGE_PAGE_MAPPED_WRITES", True)
     monkeypatch.setattr(mmap, "MADV_HUGEPAGE", 4095, raising=False)
-    values = (fractal_surface((77, 91), seed=4) // 60).astype(np.float32)
-    expected = in_memory(values, connectivity=4, mode="equal")
-    result = connected_components(values, connectivity=4, mode="equal",
-                                  tile_size=16, out_dir=tmp_path,
-                                  backend="cpu")
-    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert_tiled_in_out_dir_matches_in_memory(tmp_path)
 
 
 @pytest.mark.parametrize("release, thp, fs_type, expected", [
