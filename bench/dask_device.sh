@@ -181,8 +181,13 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
-#   bench/dask_device.sh thirtyninth_confirm -- the same without cost
-#                                   distance and the MST
+#   bench/dask_device.sh fortieth_ahead -- components with the label
+#                                   round submitted with round 1 (the
+#                                   default) against after the merge, at 8,
+#                                   1, 8 workers, ABBA (AHEAD_TURNS turns,
+#                                   AHEAD_VARIANTS more), then timelines at 8
+#   bench/dask_device.sh thirtyninth_confirm -- thirtyninth_final without
+#                                   cost distance and the MST
 #   bench/dask_device.sh thirtyninth_final -- mapped row-run writes
 #                                   (bench/mapped_writes.py), components with the
 #                                   defaults against components-nohuge at
@@ -813,6 +818,21 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+fortieth_ahead)
+    # tile_tasks.DASK_ROUND_AHEAD: the label round submitted with round 1,
+    # its answers handed off through a file once the merge has run (the
+    # default), against submitted after the merge (components-noahead);
+    # ABBA at 8, 1, 8 workers, then timelines at 8
+    machine
+    $B --workers 8 1 8 --turns ${AHEAD_TURNS:-3} --operations components \
+        components-noahead ${AHEAD_VARIANTS:-} --scheduler-process \
+        --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 --turns 1 --operations components components-noahead \
+        --scheduler-process --timeline --json "$OUT/cc-timeline.json" \
+        > "$OUT/timeline.log" 2>&1
+    echo "timelines done at $SECONDS s" >> "$OUT/timeline.log"
     ;;
 thirtyninth_confirm)
     # thirtyninth_final without cost distance and the MST (a call that
