@@ -235,14 +235,12 @@ def settings():
         if hasattr(rounds, name)}
     from gridgraph.core import tile_io
     for name in ("MAPPED_LABEL_WRITES", "KEPT_LABELS_SHARE",
-                 "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES",
-                 "LABEL_AHEAD_BYTES"):
+                 "EXECUTOR_TILE_STRIPS", "LABEL_RUN_TILES"):
         chosen[name] = getattr(components_tiled, name)
     chosen["POPULATE_MAPPED_WRITES"] = tile_io.POPULATE_MAPPED_WRITES
     chosen["COMPILED_ROW_IO"] = tile_io.COMPILED_ROW_IO
     chosen["DASK_SUBMIT_ROUND_AT_ONCE"] = tile_tasks.DASK_SUBMIT_ROUND_AT_ONCE
     chosen["DASK_JOIN_ON_WORKER"] = tile_tasks.DASK_JOIN_ON_WORKER
-    chosen["DASK_ROUND_AHEAD"] = tile_tasks.DASK_ROUND_AHEAD
     chosen["EVEN_BATCH_WAVES"] = tile_tasks.EVEN_BATCH_WAVES
     from gridgraph.core import task_pool
     chosen["PUSHED_MESSAGES"] = task_pool.PUSHED_MESSAGES
@@ -297,12 +295,6 @@ COMPONENT_VARIANTS = {
     "components-nohuge": [("components.tiled", "LABEL_RUN_TILES", "auto"),
                           ("tile_io", "POPULATE_MAPPED_WRITES", True),
                           ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],
-    # the fortieth session: the label round submitted behind round 1, its
-    # answers handed off through a file (tile_tasks.DASK_ROUND_AHEAD, the
-    # default), without labelling ahead while the merge runs, and off
-    # (the label round submitted after the merge, as before)
-    "components-ahead0": [("components.tiled", "LABEL_AHEAD_BYTES", 0)],
-    "components-noahead": [("tile_tasks", "DASK_ROUND_AHEAD", False)],
     "components-rows": [("components.tiled", "LABEL_RUN_TILES", "row"),
                         ("tile_io", "POPULATE_MAPPED_WRITES", False),
                         ("tile_io", "HUGE_PAGE_MAPPED_WRITES", False)],

@@ -181,11 +181,17 @@
 #                                   the scheduler in its own process, 8 and 1
 #   bench/dask_device.sh twentyfourth_all -- every operation at 8, 1, 8
 #                                   workers at HEAD, the CPUs' sharing
+#   bench/dask_device.sh fortieth_final -- components with the defaults
+#                                   against components-hugepop at 8, 1, 8
+#                                   workers, ABBA; cost distance and the MST
+#                                   at 8 and 1 worker
 #   bench/dask_device.sh fortieth_ahead -- components with the label
 #                                   round submitted with round 1 (the
 #                                   default) against after the merge, at 8,
 #                                   1, 8 workers, ABBA (AHEAD_TURNS turns,
 #                                   AHEAD_VARIANTS more), then timelines at 8
+#                                   (its variants and the switch were removed
+#                                   after it)
 #   bench/dask_device.sh thirtyninth_confirm -- thirtyninth_final without
 #                                   cost distance and the MST
 #   bench/dask_device.sh thirtyninth_final -- mapped row-run writes
@@ -818,6 +824,22 @@ twentythird_all | twentyfourth_all)
     $B --workers 8 1 8 --operations components costdistance mst \
         --scheduler-process --json "$OUT/all.json" > "$OUT/run.log" 2>&1
     echo "all three done at $SECONDS s" >> "$OUT/run.log"
+    ;;
+fortieth_final)
+    # components with the defaults against the label runs' mappings
+    # advised MADV_HUGEPAGE and populated (components-hugepop), ABBA at 8,
+    # 1, 8 workers; then cost distance and the MST at 8 and 1 worker with
+    # the defaults (each in its own log: a cut call keeps what finished)
+    machine
+    $B --workers 8 1 8 --turns 2 --operations components components-hugepop \
+        --scheduler-process --json "$OUT/cc.json" > "$OUT/run.log" 2>&1
+    echo "components done at $SECONDS s" >> "$OUT/run.log"
+    $B --workers 8 1 --operations costdistance --scheduler-process \
+        --json "$OUT/cd.json" > "$OUT/cd.log" 2>&1
+    echo "cost distance done at $SECONDS s" >> "$OUT/cd.log"
+    $B --workers 8 1 --operations mst --scheduler-process \
+        --json "$OUT/mst.json" > "$OUT/mst.log" 2>&1
+    echo "MST done at $SECONDS s" >> "$OUT/mst.log"
     ;;
 fortieth_ahead)
     # tile_tasks.DASK_ROUND_AHEAD: the label round submitted with round 1,

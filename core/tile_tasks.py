@@ -583,18 +583,12 @@ def _unpacked(state):
 # eighth session).  Kept for clusters whose driver is far from the
 # workers (round 1's results and the answers then stay on the cluster).
 DASK_JOIN_ON_WORKER = False
-# On a Dask cluster whose workers share this host, :func:`run_joined_rounds`
-# given ``ahead`` submits the second round right behind the first; its
-# tasks start as workers finish round 1 and find their answers in a file
-# once the join has run here (:mod:`handoff`, where the measurements are).
-DASK_ROUND_AHEAD = True
 
 
 def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
                       second, second_tasks, first_progress=None,
                       second_progress=None, first_resources=None,
-                      second_resources=None, batch=None, part=None,
-                      ahead=None, ahead_folder=None):
+                      second_resources=None, batch=None, part=None):
     """Two rounds of independent tasks joined by one call between them:
     ``first(*task)`` for each of ``first_tasks``, then ``join(*
     join_arguments, results)`` (round 1's results, a list in task order)
@@ -614,25 +608,11 @@ def run_joined_rounds(executor, first, first_tasks, join, join_arguments,
     :data:`DASK_JOIN_ON_WORKER` all three are submitted at once: the join
     is a task taking round 1's futures, on a worker, and round 2's tasks
     take the join's future, so Dask starts them the moment it finishes
-    (:func:`_joined_rounds_on_dask`).  With :data:`DASK_ROUND_AHEAD`, on a
-    Dask cluster, given ``ahead`` (``second`` taking a
-    :class:`handoff.Handoff` in place of ``shared``) and ``ahead_folder``
-    (a folder every worker reads at once: this host's), the second round
-    is submitted with the first and its answers handed off through a
-    file there (:func:`_rounds_ahead_on_dask`).  The same calls either
-    way, so the same results."""
+    (:func:`_joined_rounds_on_dask`).  The same calls either way, so the
+    same results."""
     first_progress = first_progress or Progress()
     second_progress = second_progress or Progress()
     second_tasks = list(second_tasks)
-    if ahead is not None and ahead_folder is not None and DASK_ROUND_AHEAD \
-            and not DASK_JOIN_ON_WORKER \
-            and distributed.is_dask_client(executor) \
-            and first_resources is None and second_resources is None:
-        return _rounds_ahead_on_dask(
-            executor, ahead_folder, first, list(first_tasks), join,
-            tuple(join_arguments), ahead, second_tasks,
-            part or (lambda shared, task: shared), first_progress,
-            second_progress, batch)
     if distributed.is_dask_client(executor) and DASK_JOIN_ON_WORKER and \
             len(second_tasks) > 2 * distributed.cluster_threads(executor):
         # (fewer tasks are not root-like to Dask: it would send them all
@@ -674,8 +654,25 @@ def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
 
     run = uuid.uuid4().hex[:12]
     first_name = _task_name(first)
-    firsts, batched = _first_round_futures(client, first, first_tasks, batch,
-                                           run, first_resources)
+    total = len(first_tasks)
+    sizes = None
+    if batch == "auto":
+        sizes = batch_sizes(total, distributed.cluster_threads(client))
+    if sizes is not None and len(sizes) < total:
+        starts = [0] + list(itertools.accumulate(sizes))
+        arguments = [_Arguments((first, first_tasks[a:b],
+                                 BATCHES_HEAP_KEPT))
+                     for a, b in zip(starts, starts[1:])]
+        function = functools.partial(_starred, _run_batch_packed)
+    else:
+        arguments = [_Arguments(task) for task in first_tasks]
+        function = functools.partial(_starred, functools.partial(
+            _in_kept_heap, first))
+    firsts = client.map(function, arguments,
+                        key=[f"{first_name}-{run}-{k:07d}"
+                             for k in range(len(arguments))],
+                        pure=False, resources=first_resources)
+    batched = sizes is not None and len(sizes) < total
     joined = client.submit(_join_task, join, _Arguments(join_arguments),
                            batched, *firsts, key=f"{_task_name(join)}-{run}",
                            pure=False)
@@ -713,107 +710,6 @@ def _joined_rounds_on_dask(client, first, first_tasks, join, join_arguments,
         client.cancel(everything, force=True)
         raise
     return result
-
-
-def _first_round_futures(client, first, first_tasks, batch, run,
-                         resources=None):
-    """Round 1 of joined rounds submitted by one ``client.map``, in
-    batches with ``batch="auto"``: ``(futures, batched)``; a batch's
-    result is a :class:`Packed` of its tasks' results."""
-    total = len(first_tasks)
-    sizes = None
-    if batch == "auto":
-        sizes = batch_sizes(total, distributed.cluster_threads(client))
-    batched = sizes is not None and len(sizes) < total
-    if batched:
-        starts = [0] + list(itertools.accumulate(sizes))
-        arguments = [_Arguments((first, first_tasks[a:b],
-                                 BATCHES_HEAP_KEPT))
-                     for a, b in zip(starts, starts[1:])]
-        function = functools.partial(_starred, _run_batch_packed)
-    else:
-        arguments = [_Arguments(task) for task in first_tasks]
-        function = functools.partial(_starred, functools.partial(
-            _in_kept_heap, first))
-    name = _task_name(first)
-    futures = client.map(function, arguments,
-                         key=[f"{name}-{run}-{k:07d}"
-                              for k in range(len(arguments))],
-                         pure=False, resources=resources)
-    return futures, batched
-
-
-def _rounds_ahead_on_dask(client, folder, first, first_tasks, join,
-                          join_arguments, second, second_tasks, part,
-                          first_progress, second_progress, batch):
-    """:func:`run_joined_rounds` with ``ahead`` on a Dask client: round 2
-    submitted once round 1's first result is in (queued behind round 1 by
-    Dask's priorities), each task ``ahead(handoff, *task)`` with a
-    :class:`handoff.Handoff` for ``part(shared, task)``, published in
-    ``folder`` (a scratch folder made there) once the join has run here.
-    A worker done with round 1 starts round 2 at once, without waiting
-    for the join (:mod:`handoff`)."""
-    import uuid
-
-    from distributed import as_completed
-
-    from .handoff import HandoffBoard
-
-    run = uuid.uuid4().hex[:12]
-    board = HandoffBoard(folder)
-    firsts, seconds = [], []
-    try:
-        firsts, batched = _first_round_futures(client, first, first_tasks,
-                                               batch, run)
-        name = _task_name(second)
-
-        def submit_second_round():
-            return client.map(
-                functools.partial(_starred, functools.partial(
-                    _on_task_threads_heap_kept if TASK_HEAP_KEPT
-                    else _in_kept_heap, second)),
-                [_Arguments((board.handoff(k),) + tuple(task))
-                 for k, task in enumerate(second_tasks)],
-                key=[f"{name}-{run}-{k:07d}"
-                     for k in range(len(second_tasks))],
-                # behind every round 1 task: two graphs sent within Dask's
-                # fifo_timeout (100 ms) share a generation, and their
-                # tasks would interleave by their order in each graph
-                priority=-1, pure=False)
-
-        index_of = {future.key: k for k, future in enumerate(firsts)}
-        results = [None] * len(firsts)
-        for done, (future, result) in enumerate(as_completed(
-                firsts, loop=client.loop, with_results=True,
-                raise_errors=False), 1):
-            if done == 1:
-                # only now: the scheduler may take in a small graph before
-                # a large one sent first (it materializes them apart), and
-                # a free worker would start a label run before round 1
-                seconds = submit_second_round()
-            results[index_of[future.key]] = _dask_result(
-                future, result, _task_name(first))
-            first_progress(done / max(len(firsts), 1))
-        if not seconds:
-            seconds = submit_second_round()
-        firsts = []  # round 1's results leave the workers
-        if batched:
-            results = [item for packed in results for item in packed.items]
-        shared, value = join(*join_arguments, results)
-        board.publish([part(shared, task) for task in second_tasks])
-        del shared, results
-        for done, (future, result) in enumerate(as_completed(
-                seconds, loop=client.loop, with_results=True,
-                raise_errors=False), 1):
-            _dask_result(future, result, name)
-            second_progress(done / max(len(seconds), 1))
-    except BaseException:
-        board.close()  # first: the tasks waiting for answers stop
-        if firsts or seconds:
-            client.cancel(firsts + seconds, force=True)
-        raise
-    board.close()
-    return value
 
 
 def _join_task(join, arguments, batched, *results):

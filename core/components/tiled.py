@@ -32,8 +32,6 @@ Memory: a tile's kernel arrays, plus messages of O(tile side) per tile
 """
 
 import functools
-import os
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,15 +97,6 @@ LABEL_RUN_TILES = "auto"
 # into shorter runs): its mapped pages are in the writing process's
 # resident set until the run is written (tile by tile: one tile's).
 RUN_BYTES = 64 << 20
-# A label run's task started before the merge is done (on a Dask cluster
-# on this host, tile_tasks.DASK_ROUND_AHEAD) labels its first tiles while
-# it waits, its worker process keeping at most this many bytes of such
-# labels (int32) until the answers come: about what a worker's heap kept
-# from round 1 holds
-# (TILE_BYTES_PER_CELL per cell of a tile), so they take no fresh pages
-# (the ninth and thirty-seventh sessions' runs labelled ahead held
-# 56-128 MB a worker and were slower for it).
-LABEL_AHEAD_BYTES = 32 << 20
 # Tiles per Dask task: "auto" groups them (tile_tasks.BATCHES_PER_THREAD
 # Dask tasks per worker thread; the same tile calls, the same labels),
 # None one task per tile.
@@ -298,9 +287,7 @@ def _joined_rounds(source, grid, connectivity, mode, nodata, executor,
         [(sink, source, grid, run, shape, connectivity, mode, nodata,
           label_dtype, backend, strips) for run in runs],
         progress.span(*SUMMARY_SPAN), progress.span(*LABEL_SPAN),
-        batch=DASK_BATCH, part=_run_answers, ahead=label_run_ahead,
-        ahead_folder=os.path.dirname(sink.partial)
-        if distributed.one_host(executor) else None)
+        batch=DASK_BATCH, part=_run_answers)
 
 
 def merge_summaries(grid, tiles, eight, compare_values, summaries):
@@ -327,75 +314,6 @@ def label_run_answered(answers, sink, source, grid, run, shape, connectivity,
     label_run(sink, source, [(grid.window(*tile), answers[tile])
                              for tile in run], shape, connectivity, mode,
               nodata, label_dtype, backend, strips)
-
-
-def label_run_ahead(handoff, sink, source, grid, run, shape, connectivity,
-                    mode, nodata, label_dtype, backend="cpu", strips=None):
-    """:func:`label_run_answered` with the answers handed off
-    (:mod:`..handoff`): a task started before the merge is done labels
-    the run's first tiles meanwhile (kept, at most
-    :data:`LABEL_AHEAD_BYTES` of labels, the worker's heap reused from
-    round 1), then waits for its answers and writes the run, the tiles
-    it kept renumbered, the others labelled as :func:`label_run` does.
-    The same labels either way."""
-    windows = [grid.window(*tile) for tile in run]
-    kept = []
-    held = 0
-    try:
-        answers = handoff.fetch()
-        while answers is None and len(kept) < len(windows):
-            window = windows[len(kept)]
-            if not _hold_ahead(_labels_bytes([window])):
-                break
-            held += _labels_bytes([window])
-            kept.append(_kept_labels(source, window, connectivity, mode,
-                                     nodata, backend, strips))
-            answers = handoff.fetch()
-        if answers is None:
-            answers = handoff.fetch(wait=True)
-        _write_run(sink, source, run, windows, kept, answers, connectivity,
-                   mode, nodata, backend, strips)
-    finally:
-        _hold_ahead(-held)
-
-
-def _write_run(sink, source, run, windows, kept, answers, connectivity, mode,
-               nodata, backend, strips):
-    """:func:`label_run_ahead`'s writes: the tiles of ``kept`` renumbered,
-    the others labelled now."""
-    with tiling.window_writer(sink, tiling.union_window(windows)) as put:
-        for k, (tile, window) in enumerate(zip(run, windows)):
-            if k < len(kept):
-                fill = functools.partial(renumber_into, kept[k],
-                                         answers[tile])
-                kept[k] = None
-            else:
-                fill = tile_label_filler(source, window, connectivity, mode,
-                                         nodata, answers[tile], backend,
-                                         strips)
-            put(window, fill)
-
-
-def _labels_bytes(windows):
-    """Bytes of the kernel's labels (int32) of these tiles."""
-    return 4 * sum(window.rows * window.cols for window in windows)
-
-
-# Bytes of labels the label runs of this process hold ahead (a Dask
-# worker's: LABEL_AHEAD_BYTES is the process's, whatever its threads)
-_held_ahead = [0]
-_held_ahead_lock = threading.Lock()
-
-
-def _hold_ahead(nbytes):
-    """Take ``nbytes`` more of this process's :data:`LABEL_AHEAD_BYTES`
-    (False, nothing taken, where they do not fit; a negative ``nbytes``
-    gives back)."""
-    with _held_ahead_lock:
-        if nbytes > 0 and _held_ahead[0] + nbytes > LABEL_AHEAD_BYTES:
-            return False
-        _held_ahead[0] += nbytes
-        return True
 
 
 def _summary_round(source, connectivity, mode, nodata, executor, progress,
@@ -806,16 +724,10 @@ def tile_label_filler(source, window, connectivity, mode, nodata, answer,
     ``out`` (any 2-D array of the window's shape, e.g. the tile's part of
     a mapped labels file: no block of its own and no copy, which saved
     a write and a read of every label in the label round)."""
-    return functools.partial(renumber_into, _kept_labels(
-        source, window, connectivity, mode, nodata, backend, strips), answer)
-
-
-def _kept_labels(source, window, connectivity, mode, nodata, backend,
-                 strips):
-    """A tile's ``(labels, border_index)`` for :func:`renumber_into`."""
     _, labels, count = _local_labels(source, window, connectivity, mode,
                                      nodata, backend, strips)
-    return labels, tiling.border_label_index(labels, count)
+    kept = (labels, tiling.border_label_index(labels, count))
+    return functools.partial(renumber_into, kept, answer)
 
 
 def renumber_kept_group(states, parts, label_dtype, sink=None):

@@ -12,7 +12,6 @@ import pytest
 from gridgraph.core import (CancelledError, GridGraphError,
                             connected_components, cost_distance,
                             minimum_spanning_tree)
-from gridgraph.core.components import tiled as components_tiled
 
 from dask_helpers import (TILE, save_npy, assert_same, costs, SOURCES,
                           scheduler_tasks, no_new_tasks)
@@ -141,30 +140,19 @@ def test_cancel_cancels_outstanding_futures(client, tmp_path):
 
 @pytest.mark.parametrize("settings", [
     {"LABEL_RUN_TILES": None, "DASK_BATCH": None},
-    {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": False,
-     "DASK_ROUND_AHEAD": False},
-    {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": True,
-     "DASK_ROUND_AHEAD": False},
-    {"LABEL_RUN_TILES": 1},
-    {"LABEL_RUN_TILES": 1,
-     "cancel_at": components_tiled.SUMMARY_SPAN[1] / 2},
-    ], ids=["tiles", "runs", "runs_at_once", "runs_ahead",
-            "runs_ahead_in_round_1"])
+    {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": False},
+    {"LABEL_RUN_TILES": 1, "DASK_SUBMIT_ROUND_AT_ONCE": True}],
+    ids=["tiles", "runs", "runs_at_once"])
 def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
     """Components cancelled in the label round with tasks outstanding (a
     task a tile: tile by tile without batches, or runs of one tile, one by
-    one or at once after the merge, or submitted with round 1: the
-    default), writing through mappings, or cancelled in round 1 with the
-    label round submitted behind it: CancelledError, and once the workers
-    are done nothing is left in out_dir (no partial file: a task still
-    running finds it gone and fails; a task waiting for its answers
-    finds their folder gone)."""
+    one or at once), writing through mappings: CancelledError, and once
+    the workers are done nothing is left in out_dir (no partial file: a
+    task still running finds it gone and fails)."""
     from gridgraph.core import tile_tasks
-    settings = dict(settings)
-    cancel_at = settings.pop("cancel_at", components_tiled.LABEL_SPAN[0])
+    from gridgraph.core.components import tiled as components_tiled
     for name, value in settings.items():
-        monkeypatch.setattr(tile_tasks if name.startswith("DASK_")
-                            and name != "DASK_BATCH"
+        monkeypatch.setattr(tile_tasks if name.startswith("DASK_SUBMIT")
                             else components_tiled, name, value)
     values = (np.random.default_rng(12).random((64, 72)) < 0.45).astype(
         np.uint8)
@@ -175,42 +163,30 @@ def test_cancel_in_the_label_round(client, tmp_path, monkeypatch, settings):
 
     def cancel_in_the_label_round(fraction):
         marks.append(fraction)
-        return fraction <= cancel_at
+        return fraction <= components_tiled.LABEL_SPAN[0]
 
     before = scheduler_tasks(client)
     with pytest.raises(CancelledError):
         connected_components(memmap, connectivity=8, mode="nonzero",
                              tile_size=TILE, executor=client, out_dir=out,
                              progress=cancel_in_the_label_round)
-    assert marks[-1] > cancel_at
+    assert marks[-1] > components_tiled.LABEL_SPAN[0]
     assert no_new_tasks(client, before), sorted(
         scheduler_tasks(client) - before)
     assert os.listdir(out) == []
 
 
-# where components' merge runs, and whether the label round is submitted
-# with round 1 (its answers handed off: the default) or after the merge
-MERGES = {"here, ahead": (False, True), "here": (False, False),
-          "on a worker": (True, False)}
-
-
-def set_merge(monkeypatch, merge):
-    from gridgraph.core import tile_tasks
-    on_worker, ahead = MERGES[merge]
-    monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
-    monkeypatch.setattr(tile_tasks, "DASK_ROUND_AHEAD", ahead)
-
-
-@pytest.mark.parametrize("merge", MERGES)
+@pytest.mark.parametrize("on_worker", [False, True])
 def test_round_1_failing_leaves_no_task(client, tmp_path, monkeypatch,
-                                        merge):
+                                        on_worker):
     """Components' round 1 failing on its last tile (submitted at once;
-    the merge here, the label round submitted with round 1 or after it,
-    or the merge as a task on a worker): round 1's error is raised, and
-    its finished tasks are released too (no task left on the scheduler
-    while the error's traceback lives; label tasks waiting for their
-    answers stop) and out_dir holds nothing."""
-    set_merge(monkeypatch, merge)
+    the merge here or as a task on a worker): round 1's error is raised,
+    and its finished tasks are released too (no task left on the
+    scheduler while the error's traceback lives) and out_dir holds
+    nothing."""
+    from gridgraph.core import tile_tasks
+    from gridgraph.core.components import tiled as components_tiled
+    monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
     real_summary = components_tiled.tile_summary
 
     def tile_summary(source, window, *rest):
@@ -233,17 +209,17 @@ def test_round_1_failing_leaves_no_task(client, tmp_path, monkeypatch,
     assert os.listdir(out) == []
 
 
-@pytest.mark.parametrize("merge", MERGES)
+@pytest.mark.parametrize("on_worker", [True, False])
 def test_worker_killed_in_the_label_round(killable_client, tmp_path,
-                                          monkeypatch, merge):
+                                          monkeypatch, on_worker):
     """A worker killed as the label round starts (the merge ran on a
-    worker, the label runs behind it, or the merge ran here, the label
-    runs submitted with round 1 or after the merge): Dask recomputes what
-    it held (the merge's answers, round 1's summaries) and retries its
-    runs (a retried run finds its answers handed off already); the labels
-    are still the in-process ones, only labels.npy left."""
+    worker, the label runs behind it, or the merge ran here): Dask
+    recomputes what it held (the merge's answers, round 1's summaries)
+    and retries its runs; the labels are still the in-process ones, only
+    labels.npy left."""
+    from gridgraph.core import tile_tasks
     client = killable_client
-    set_merge(monkeypatch, merge)
+    monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
     values = (np.random.default_rng(16).random((64, 72)) < 0.45).astype(
         np.uint8)
     expected = connected_components(values, connectivity=8, mode="nonzero")

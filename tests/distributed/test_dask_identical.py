@@ -6,7 +6,6 @@ workers' memory.
 """
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -238,26 +237,21 @@ def test_components_label_runs_on_dask(client, tmp_path, monkeypatch, runs,
     assert_components_on_dask(client, tmp_path, 13)
 
 
-@pytest.mark.parametrize("merge", ["on a worker", "here, ahead", "here"])
+@pytest.mark.parametrize("on_worker", [True, False])
 def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
-                                                monkeypatch, merge):
+                                                monkeypatch, on_worker):
     """tile_tasks.DASK_JOIN_ON_WORKER: the merge runs as a Dask task on a
     worker (never in this process) and the label round's tasks are handed
     to the scheduler with round 1's, before any of its results is in; off
-    (the default), the merge runs here between the rounds, and the label
-    round's tasks are handed to the scheduler with round 1's, their
-    answers handed off to them once it has run (DASK_ROUND_AHEAD, the
-    default), or after it.  The in-process labels either way, only
-    labels.npy left, no task left on the scheduler."""
+    (the default), the merge runs here between the rounds.  The
+    in-process labels either way, only labels.npy left, no task left on
+    the scheduler."""
     from distributed import get_task_stream
 
     from gridgraph.core import tile_tasks
     from gridgraph.core.components import tiled as components_tiled
     assert not tile_tasks.DASK_JOIN_ON_WORKER  # the default
-    assert tile_tasks.DASK_ROUND_AHEAD  # the default
-    on_worker = merge == "on a worker"
     monkeypatch.setattr(tile_tasks, "DASK_JOIN_ON_WORKER", on_worker)
-    monkeypatch.setattr(tile_tasks, "DASK_ROUND_AHEAD", merge != "here")
     events = []
     real_merge, real_map = components_tiled.merge, client.map
 
@@ -298,74 +292,12 @@ def test_components_merge_as_a_task_on_a_worker(client, tmp_path,
         assert "merge here" not in events
         assert events[:first_progress] == ["map tile_summary",
                                            "map label_run_answered"]
-    elif merge == "here, ahead":
-        assert merged_on_workers == []
-        assert events[:first_progress] == ["map tile_summary",
-                                           "map label_run_ahead"]
-        assert events.count("merge here") == 1
-        assert "map label_run_answered" not in events
     else:
         assert merged_on_workers == []
         assert events.count("merge here") == 1
         assert events.index("map label_run_answered") > \
             events.index("merge here") \
             > first_progress
-
-
-@pytest.mark.parametrize("ahead_bytes", [32 << 20, 0])
-def test_components_label_round_ahead_of_a_slow_merge(client, tmp_path,
-                                                      monkeypatch,
-                                                      ahead_bytes):
-    """The label round submitted with round 1 (DASK_ROUND_AHEAD): with a
-    merge that takes a second, label tasks start before it ends, label
-    their first tiles meanwhile (LABEL_AHEAD_BYTES; with 0 they only
-    wait) and finish once the answers are handed off: the in-process
-    labels, only labels.npy left (the handoff folder removed), no task
-    left on the scheduler."""
-    from distributed import get_task_stream
-
-    from gridgraph.core.components import tiled as components_tiled
-    monkeypatch.setattr(components_tiled, "LABEL_AHEAD_BYTES", ahead_bytes)
-    real_merge = components_tiled.merge
-    merged = []
-
-    def slow_merge(*arguments):
-        time.sleep(1.0)
-        answer = real_merge(*arguments)
-        merged.append(time.time())
-        return answer
-
-    monkeypatch.setattr(components_tiled, "merge", slow_merge)
-    values = (np.random.default_rng(19).random((64, 72)) < 0.45).astype(
-        np.uint8)
-    expected = connected_components(values, connectivity=8, mode="nonzero")
-    memmap = save_npy(tmp_path, "values", values)
-    out = tmp_path / "out"
-    out.mkdir()
-    before = scheduler_tasks(client)
-    with get_task_stream(client=client) as stream:
-        result = connected_components(memmap, connectivity=8,
-                                      mode="nonzero", tile_size=TILE,
-                                      executor=client, out_dir=out)
-    assert result.count == expected.count > 20
-    assert_same(result, expected, ["labels"])
-    assert os.listdir(out) == ["labels.npy"]
-    assert no_new_tasks(client, before)
-    def starts(name):
-        return [min(span["start"] for span in record["startstops"]
-                    if span["action"] == "compute")
-                for record in stream.data
-                if str(record["key"]).startswith(name + "-")]
-
-    assert len(starts("label_run_ahead")) > 2
-    # started while the merge ran here (the workers were free)...
-    assert min(starts("label_run_ahead")) < merged[0] - 0.5
-    # ...but sent behind every round 1 task (both rounds were sent within
-    # Dask's fifo_timeout: one generation): once a label run starts, at
-    # most the round 1 task queued on the other worker has yet to start
-    first_label_run = min(starts("label_run_ahead"))
-    assert sum(start > first_label_run
-               for start in starts("tile_summary")) <= 1
 
 
 @pytest.mark.parametrize("hosts", [1, 2])
