@@ -842,10 +842,11 @@ fortieth_final)
     echo "MST done at $SECONDS s" >> "$OUT/mst.log"
     ;;
 fortieth_ahead)
-    # tile_tasks.DASK_ROUND_AHEAD: the label round submitted with round 1,
-    # its answers handed off through a file once the merge has run (the
-    # default), against submitted after the merge (components-noahead);
-    # ABBA at 8, 1, 8 workers, then timelines at 8
+    # tile_tasks.DASK_ROUND_AHEAD (commit 5b92192, reverted after this
+    # call): the label round submitted with round 1, its answers handed off
+    # through a file once the merge has run, against submitted after the
+    # merge (components-noahead); ABBA at 8, 1, 8 workers, then timelines
+    # at 8.  Its variants no longer exist.
     machine
     $B --workers 8 1 8 --turns ${AHEAD_TURNS:-3} --operations components \
         components-noahead ${AHEAD_VARIANTS:-} --scheduler-process \
