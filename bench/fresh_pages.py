@@ -20,6 +20,7 @@ import json
 import mmap
 import multiprocessing as mp
 import os
+import queue
 import resource
 import time
 
@@ -79,11 +80,20 @@ def main():
         for process in children:
             process.start()
         got = []
-        while len(got) < 3 * procs:  # a failed child sends one error
-            answer = answers.get()
-            if isinstance(answer, BaseException):
+        while len(got) < 3 * procs:
+            try:
+                answer = answers.get(timeout=1.0)
+            except queue.Empty:  # a child killed (OOM, a signal) sends none
+                dead = [p.exitcode for p in children
+                        if p.exitcode not in (None, 0)]
+                if not dead:
+                    continue
+                answer = RuntimeError(f"a child process died (exit code "
+                                      f"{dead[0]}) before it answered")
+            if isinstance(answer, BaseException):  # a failed child's error
                 for process in children:
                     process.kill()
+                    process.join()
                 raise answer
             got.append(answer)
         for process in children:
